@@ -1,0 +1,1 @@
+"""marft_agents: LLM policies and multi-agent RL trainers for marft_envs."""

@@ -1,0 +1,1 @@
+"""marft_envs: Flex-POMDP text environments for LLM-based multi-agent systems."""
