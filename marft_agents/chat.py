@@ -1,0 +1,25 @@
+"""How a policy turns an env observation into a prompt: the chat template lives here, not in envs.
+
+Envs emit ``{"instructions": role prompt, "text": what the agent sees}``; the policy renders them
+with its tokenizer's chat template as a system and a user message, then asks for the assistant turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+def messages(observation: Mapping[str, str]) -> list[dict[str, str]]:
+    """Chat messages for one observation: the role prompt as system, the text as user."""
+    out = []
+    if observation.get("instructions"):
+        out.append({"role": "system", "content": observation["instructions"]})
+    out.append({"role": "user", "content": observation["text"]})
+    return out
+
+
+def prompt_ids(tokenizer, observation: Mapping[str, str]) -> list[int]:
+    """Token ids of the prompt, ending where the assistant's response begins."""
+    ids = tokenizer.apply_chat_template(messages(observation), add_generation_prompt=True, tokenize=True)
+    # transformers returns a BatchEncoding-like mapping for some tokenizers and a list for others.
+    return list(ids["input_ids"] if isinstance(ids, Mapping) else ids)

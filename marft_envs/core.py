@@ -1,0 +1,289 @@
+"""The Flex-POMDP base class that task authors subclass.
+
+A task writes five small methods; :class:`FlexEnv` turns them into the layered interface that
+trainers use (``ready_agents`` / ``observe`` / ``step``) and, through :mod:`marft_envs.views`, into
+PettingZoo's ``AECEnv`` and ``ParallelEnv`` and Gymnasium's ``Env``::
+
+    class Echo(FlexEnv):
+        metadata = {"name": "Echo-v0", "is_parallelizable": False}
+
+        def __init__(self):
+            super().__init__(possible_agents=["speaker_0", "listener_0"])
+
+        def reset_task(self, options):                    # all randomness from self.np_random
+            self.word = str(self.np_random.choice(["red", "blue"]))
+
+        def observe_text(self, agent):                    # parents' actions are in self.round_actions
+            if agent == "speaker_0":
+                return f"Say {self.word}."
+            return f"The speaker said: {self.round_actions['speaker_0']}. Repeat it."
+
+        def round_graph(self):                            # who sees whom, this round
+            return DependencyGraph.chain(self.possible_agents)
+
+        def end_round(self, actions):                     # rewards and terminations
+            r = float(actions["listener_0"].strip() == self.word)
+            return RoundResult(rewards={"listener_0": r}, terminations=dict.fromkeys(actions, True))
+
+A round: the active agents act in a topological order of the round's graph; an agent is *ready*
+when every parent has acted. The graph may depend on the state and on the actions already taken this
+round (a coordinator acting first can decide who depends on whom), but an agent that has acted must
+never gain a parent. When every active agent has acted, ``end_round`` applies the joint action.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from gymnasium.utils import seeding
+
+from marft_envs import spaces
+from marft_envs.graph import DependencyGraph
+
+
+class FlexEnvError(RuntimeError):
+    """The env was used out of order (stepped before reset, after the end, or by a waiting agent)."""
+
+
+@dataclass
+class RoundResult:
+    """What a finished round did: rewards, who finished, and per-agent info such as reward components."""
+
+    rewards: dict[str, float] = field(default_factory=dict)
+    """Reward per agent; agents left out get 0."""
+    terminations: dict[str, bool] = field(default_factory=dict)
+    """True for agents whose episode ended; left out means False."""
+    truncations: dict[str, bool] = field(default_factory=dict)
+    """True for agents cut off by a limit; left out means False."""
+    infos: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Extra info per agent (e.g. ``reward_components``, ``parse``), merged into ``infos[agent]``."""
+
+
+class FlexEnv:
+    """A Flex-POMDP text task: agents act in rounds, ordered by each round's dependency graph."""
+
+    metadata: dict[str, Any] = {"name": "FlexEnv", "is_parallelizable": False, "render_modes": ["ansi"]}
+
+    def __init__(self, possible_agents: list[str], render_mode: str | None = None):
+        if not possible_agents:
+            raise ValueError("a FlexEnv needs at least one agent in possible_agents")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.possible_agents: list[str] = list(possible_agents)
+        self.render_mode = render_mode
+        self.agents: list[str] = []
+        self.round = 0
+        self.round_actions: dict[str, str] = {}
+        self.terminations: dict[str, bool] = {}
+        self.truncations: dict[str, bool] = {}
+        self.np_random: np.random.Generator | None = None
+        self.np_random_seed: int | None = None
+        self.history: list[dict[str, str]] = []
+        self._observation_spaces = {a: spaces.observation_space() for a in self.possible_agents}
+        self._action_spaces = {a: spaces.action_space() for a in self.possible_agents}
+        self._last_infos: dict[str, dict[str, Any]] = {}
+        self._acted_parents: dict[str, tuple[str, ...]] = {}
+        self._graph: DependencyGraph | None = None
+        self._started = False
+
+    # -- what a task author writes ------------------------------------------------------------
+
+    def reset_task(self, options: dict[str, Any]) -> None:
+        """Set up a new episode's state. Draw every random choice from ``self.np_random``."""
+        raise NotImplementedError
+
+    def observe_text(self, agent: str) -> str:
+        """What ``agent`` sees now: the task state plus its parents' actions in ``self.round_actions``.
+
+        May be called for any agent at any time (PettingZoo's checkers observe agents that are not
+        ready, or have finished), so read ``self.round_actions`` with ``.get``.
+        """
+        raise NotImplementedError
+
+    def instructions(self, agent: str) -> str:
+        """``agent``'s standing role prompt (the same every round); empty by default."""
+        return ""
+
+    def round_graph(self) -> DependencyGraph:
+        """This round's dependency graph over ``possible_agents``; no edges by default (a Dec-POMDP)."""
+        return DependencyGraph.empty(self.possible_agents)
+
+    def end_round(self, actions: dict[str, str]) -> RoundResult:
+        """Apply the joint action of a finished round: rewards, terminations, next state."""
+        raise NotImplementedError
+
+    def state_text(self) -> str:
+        """The global state as text (for centralised critics); optional."""
+        raise NotImplementedError(f"{self.name} does not expose a global state")
+
+    # -- the layered interface ----------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.metadata.get("name", type(self).__name__)
+
+    def observation_space(self, agent: str):
+        """The observation space of ``agent`` (the same object every call)."""
+        return self._observation_spaces[agent]
+
+    def action_space(self, agent: str):
+        """The action space of ``agent`` (the same object every call)."""
+        return self._action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, dict]:
+        """Start an episode; returns ``infos`` for every agent."""
+        if seed is not None or self.np_random is None:
+            self.np_random, self.np_random_seed = seeding.np_random(seed)
+        self.agents = list(self.possible_agents)
+        self.round = 0
+        self.round_actions = {}
+        self.history = []
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self._last_infos = {a: {} for a in self.agents}
+        self._acted_parents = {}
+        self._started = True
+        self.reset_task(dict(options or {}))
+        self._refresh_graph()
+        return self.infos
+
+    @property
+    def graph(self) -> DependencyGraph:
+        """The current round's graph, restricted to the active agents."""
+        self._require_started()
+        assert self._graph is not None
+        return self._graph
+
+    def ready_agents(self) -> list[str]:
+        """Active agents that have not acted this round and whose parents all have (``possible_agents`` order)."""
+        if not self._started or not self.agents:
+            return []
+        g = self.graph
+        return [
+            a for a in self.agents
+            if a not in self.round_actions and all(p in self.round_actions for p in g.parents(a))
+        ]
+
+    def observe(self, agent: str) -> dict[str, str]:
+        """``agent``'s observation: ``{"instructions": role prompt, "text": what it sees now}``."""
+        self._require_started()
+        if agent not in self.possible_agents:
+            raise FlexEnvError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
+        return {"instructions": self.instructions(agent), "text": self.observe_text(agent)}
+
+    def info(self, agent: str) -> dict[str, Any]:
+        """A fresh info dict: ``round``, ``parents`` this round (none once finished), and last round's info."""
+        self._require_started()
+        active = agent in self.agents and self._graph is not None
+        parents = list(self._graph.parents(agent)) if active else []
+        return {**copy.deepcopy(self._last_infos.get(agent, {})), "round": self.round, "parents": parents}
+
+    @property
+    def infos(self) -> dict[str, dict[str, Any]]:
+        """Fresh info dicts for the active agents (see :meth:`info`)."""
+        return {a: self.info(a) for a in self.agents} if self._started else {}
+
+    def step(self, actions: Mapping[str, str | None]) -> RoundResult | None:
+        """Act for some ready agents; returns the round's result when it completes, else ``None``.
+
+        ``actions`` maps ready agents to strings (any string is valid; the task grades it). Finished
+        agents may be passed with ``None`` and are ignored.
+        """
+        self._require_started()
+        if not self.agents:
+            raise FlexEnvError(f"{self.name}: the episode is over; call reset() to start a new one")
+        ready = set(self.ready_agents())
+        acting: dict[str, str] = {}
+        for agent, action in actions.items():
+            if agent not in self.possible_agents:
+                raise FlexEnvError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
+            if agent not in self.agents:
+                if action is not None:
+                    raise FlexEnvError(f"agent {agent!r} has finished its episode: its only valid action is None")
+                continue
+            if not isinstance(action, str):
+                raise FlexEnvError(
+                    f"the action of agent {agent!r} must be a string, got {type(action).__name__} "
+                    "(None is only for finished agents)"
+                )
+            if agent not in ready:
+                raise FlexEnvError(self._why_not_ready(agent))
+            acting[agent] = action
+        if not acting:
+            raise FlexEnvError(f"{self.name}.step() got no action for a ready agent; ready: {sorted(ready)}")
+
+        parents = {a: self._graph.parents(a) for a in acting}
+        self.round_actions.update(acting)
+        self._acted_parents.update(parents)
+        if len(self.round_actions) < len(self.agents):
+            self._refresh_graph()
+            return None
+        return self._finish_round()
+
+    def render(self) -> str | None:
+        """A transcript of the episode so far (``render_mode="ansi"``)."""
+        if self.render_mode != "ansi":
+            return None
+        lines = []
+        for t, acts in enumerate(self.history + ([self.round_actions] if self.round_actions else [])):
+            lines += [f"round {t} | {a}: {text}" for a, text in acts.items()]
+        return "\n".join(lines)
+
+    def close(self) -> None:
+        """Release resources (nothing by default)."""
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _finish_round(self) -> RoundResult:
+        actions = dict(self.round_actions)
+        raw = self.end_round(actions)
+        if not isinstance(raw, RoundResult):
+            raise TypeError(f"{type(self).__name__}.end_round must return a RoundResult, got {type(raw).__name__}")
+        acted = list(actions)
+        result = RoundResult(
+            rewards={a: float(raw.rewards.get(a, 0.0)) for a in acted},
+            terminations={a: bool(raw.terminations.get(a, False)) for a in acted},
+            truncations={a: bool(raw.truncations.get(a, False)) for a in acted},
+            infos={a: dict(raw.infos.get(a, {})) for a in acted},
+        )
+        self.history.append(actions)
+        self._last_infos = {a: result.infos[a] for a in acted}
+        self.terminations.update(result.terminations)
+        self.truncations.update(result.truncations)
+        self.agents = [a for a in self.agents if not (result.terminations[a] or result.truncations[a])]
+        self.round += 1
+        self.round_actions = {}
+        self._acted_parents = {}
+        if self.agents:
+            self._refresh_graph()
+        return result
+
+    def _refresh_graph(self) -> None:
+        full = self.round_graph()
+        if not isinstance(full, DependencyGraph):
+            raise TypeError(f"{type(self).__name__}.round_graph must return a DependencyGraph, got {type(full).__name__}")
+        missing = [a for a in self.agents if a not in full.agents]
+        if missing:
+            raise ValueError(f"{type(self).__name__}.round_graph() left out active agents {missing}")
+        graph = full.subgraph(self.agents)
+        for agent, before in self._acted_parents.items():
+            if graph.parents(agent) != before:
+                raise ValueError(
+                    f"{type(self).__name__}: agent {agent!r} already acted this round with parents {list(before)}, "
+                    f"but the graph now gives it {list(graph.parents(agent))}; an agent that acted cannot gain parents"
+                )
+        self._graph = graph
+
+    def _why_not_ready(self, agent: str) -> str:
+        if agent in self.round_actions:
+            return f"agent {agent!r} already acted in round {self.round}; ready now: {self.ready_agents()}"
+        waiting = [p for p in self._graph.parents(agent) if p not in self.round_actions]
+        return f"agent {agent!r} cannot act yet: it waits for {waiting} in round {self.round}"
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise FlexEnvError(f"{self.name}: call reset() before using the env")

@@ -1,0 +1,116 @@
+"""Env ids: one registry of ours, mirrored into PettingZoo's and Gymnasium's.
+
+``register`` records how to build an env and which views it supports; every id goes into
+PettingZoo's ``aec`` registry, ids whose graph is always empty also into its ``parallel`` registry,
+and one-agent ids into Gymnasium's. So all of these work after ``import marft_envs``::
+
+    marft_envs.make("marft/MathChain-v0")                 # the FlexEnv (layered interface)
+    pettingzoo.make("aec", "marft/MathChain-v0")          # PettingZoo AECEnv
+    pettingzoo.make("parallel", "marft/MathDebate-v0")    # PettingZoo ParallelEnv
+    gymnasium.make("marft/MathSolo-v0")                   # Gymnasium Env
+"""
+
+from __future__ import annotations
+
+import difflib
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium
+import pettingzoo
+
+from marft_envs.core import FlexEnv
+from marft_envs.views import AECView, GymView, ParallelView
+
+KINDS = ("aec", "parallel", "gym")
+VIEWS = ("layered", *KINDS)
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """How to build one registered env and which views it supports."""
+
+    id: str
+    """Versioned id, ``marft/<Name>-v<k>``."""
+    factory: Callable[..., FlexEnv]
+    """Builds the FlexEnv from keyword arguments."""
+    kwargs: dict[str, Any]
+    """Default keyword arguments for ``factory``."""
+    parallel: bool
+    """True when the graph is always empty, so the Parallel view exists."""
+    gym: bool
+    """True when there is exactly one agent, so the Gymnasium view exists."""
+
+
+_registry: dict[str, EnvEntry] = {}
+
+
+def register(
+    id: str,
+    factory: Callable[..., FlexEnv],
+    *,
+    parallel: bool | None = None,
+    gym: bool = False,
+    kwargs: dict[str, Any] | None = None,
+) -> None:
+    """Register a FlexEnv factory under ``id`` in our registry, PettingZoo's and (if ``gym``) Gymnasium's.
+
+    ``parallel`` defaults to the factory's ``metadata["is_parallelizable"]`` when it is a FlexEnv class.
+    """
+    if parallel is None:
+        parallel = bool(getattr(factory, "metadata", {}).get("is_parallelizable", False))
+    entry = EnvEntry(id=id, factory=factory, kwargs=dict(kwargs or {}), parallel=parallel, gym=gym)
+    _registry[id] = entry
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # re-registering on module reload is expected
+        pettingzoo.register("aec", id, entry_point=_view_factory(entry, "aec"))
+        if parallel:
+            pettingzoo.register("parallel", id, entry_point=_view_factory(entry, "parallel"))
+        if gym:
+            if id in gymnasium.registry:
+                del gymnasium.registry[id]
+            gymnasium.register(id=id, entry_point=_view_factory(entry, "gym"), disable_env_checker=False)
+
+
+def list_envs(kind: str | None = None) -> list[str]:
+    """Registered ids, optionally only those with a view of ``kind`` (``"aec"``, ``"parallel"``, ``"gym"``)."""
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}: use one of {list(KINDS)} (or None for all)")
+    entries = _registry.values()
+    if kind == "parallel":
+        entries = [e for e in entries if e.parallel]
+    elif kind == "gym":
+        entries = [e for e in entries if e.gym]
+    return sorted(e.id for e in entries)
+
+
+def spec(id: str) -> EnvEntry:
+    """The registry entry for ``id``; an unknown id raises naming the closest ones."""
+    if id not in _registry:
+        close = difflib.get_close_matches(id, list(_registry), n=3, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; registered: {sorted(_registry)}"
+        raise KeyError(f"unknown env id {id!r}{hint}")
+    return _registry[id]
+
+
+def make(id: str, *, view: str = "layered", **kwargs: Any):
+    """Build a registered env: the FlexEnv itself (``view="layered"``) or its ``aec``/``parallel``/``gym`` view."""
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r}: use one of {list(VIEWS)}")
+    entry = spec(id)
+    if view == "gym" and not entry.gym:
+        raise ValueError(f"{id} has no Gymnasium view (it is multi-agent); use view='aec' or 'layered'")
+    return _view_factory(entry, view)(**kwargs)
+
+
+def _view_factory(entry: EnvEntry, view: str) -> Callable[..., Any]:
+    wrap = {"layered": lambda env: env, "aec": AECView, "parallel": ParallelView, "gym": GymView}[view]
+
+    def build(**kwargs: Any):
+        env = entry.factory(**{**entry.kwargs, **kwargs})
+        return wrap(env)
+
+    build.__name__ = f"make_{view}"
+    return build

@@ -1,0 +1,32 @@
+"""Credit assignment: who receives a round's reward.
+
+An explicit, tested choice instead of something buried in ``step``:
+
+- ``"team"``: every agent of the round receives the team reward.
+- ``"last"``: only the last agent in the round's order receives it (the original MARFT code).
+- ``"per_agent"``: each agent receives its own score (e.g. whether its own answer is right);
+  agents without one get 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+CREDIT_MODES = ("team", "last", "per_agent")
+
+
+def assign_credit(
+    mode: str,
+    order: Sequence[str],
+    team_reward: float,
+    own_rewards: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """Split a round's reward among the agents in ``order`` (the round's acting order)."""
+    if mode == "team":
+        return {a: float(team_reward) for a in order}
+    if mode == "last":
+        return {a: float(team_reward) if k == len(order) - 1 else 0.0 for k, a in enumerate(order)}
+    if mode == "per_agent":
+        own = own_rewards or {}
+        return {a: float(own.get(a, 0.0)) for a in order}
+    raise ValueError(f"unknown credit mode {mode!r}: use one of {list(CREDIT_MODES)}")

@@ -1,0 +1,73 @@
+"""``marft/MathDebate-v0``: independent solvers answer, then see each other's previous answers.
+
+Every round's dependency graph is empty — within a round the solvers act independently — so this is
+a Dec-POMDP and has a PettingZoo Parallel view. From the second round on, each solver also sees the
+other solvers' answers from the previous round. After the last round the team's answer is the
+majority vote of the solvers' final answers (equivalent answers vote together; ties go to the
+earliest solver). The team reward is the fraction of solvers whose answer is right.
+
+Options: ``n_agents`` (solvers, default 3), ``rounds`` (debate rounds, default 2), ``feedback``
+(also tell the solvers whether the vote was right and stop early when it is), ``problems``,
+``split``, ``credit`` (``"team"``, ``"last"``, ``"per_agent"``), ``profile``.
+
+Version history:
+    v0: first release.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marft_envs.core import RoundResult
+from marft_envs.rewards.math import answers_match
+from marft_envs.tasks.math.base import MathTask
+
+
+def majority_vote(answers: list[str | None]) -> str | None:
+    """The most common answer up to equivalence; ties go to the earliest; ``None`` answers abstain."""
+    groups: list[tuple[str, int]] = []
+    for ans in answers:
+        if ans is None:
+            continue
+        for k, (rep, count) in enumerate(groups):
+            if answers_match(ans, rep):
+                groups[k] = (rep, count + 1)
+                break
+        else:
+            groups.append((ans, 1))
+    return max(groups, key=lambda g: g[1])[0] if groups else None
+
+
+class MathDebate(MathTask):
+    """N solvers answer independently each round, then see each other's previous answers."""
+
+    metadata = {"name": "marft/MathDebate-v0", "is_parallelizable": True, "render_modes": ["ansi"]}
+
+    def __init__(self, n_agents: int = 3, rounds: int = 2, feedback: bool = False, **kwargs: Any):
+        if n_agents < 1:
+            raise ValueError(f"n_agents must be at least 1, got {n_agents}")
+        super().__init__([f"solver_{k}" for k in range(n_agents)], rounds=rounds, feedback=feedback, **kwargs)
+
+    def answering_agents(self) -> list[str]:
+        return list(self.possible_agents)
+
+    def team_answer(self, answers: dict[str, str | None]) -> str | None:
+        return majority_vote([answers[a] for a in self.answering_agents()])
+
+    def end_round(self, actions: dict[str, str]) -> RoundResult:
+        result = super().end_round(actions)
+        # A debate runs all its rounds unless feedback says the vote is already right.
+        done = len(self.attempts) >= self.max_rounds or (self.feedback and self.attempts[-1]["correct"])
+        result.terminations = dict.fromkeys(actions, done)
+        return result
+
+    def observe_text(self, agent: str) -> str:
+        lines = [f"Problem: {self.problem.question}"]
+        if self.attempts:
+            last = self.attempts[-1]["actions"]
+            lines.append("Answers from the previous round:")
+            lines += [f"{a}: {last[a]}" for a in self.possible_agents if a != agent and a in last]
+            lines.append(f"Your previous answer: {last.get(agent, '')}")
+            if self.feedback:
+                lines.append(self.attempts_text().splitlines()[-1])
+        return "\n".join(lines)

@@ -1,0 +1,207 @@
+"""``check_env``: the ecosystem's checkers plus our own, on every view of a FlexEnv.
+
+It runs, as applicable:
+
+1. PettingZoo ``api_test`` and ``seed_test`` on the AEC view;
+2. PettingZoo ``parallel_api_test`` and ``parallel_seed_test`` on the Parallel view (Dec-POMDP envs);
+3. Gymnasium's ``check_env`` on the Gymnasium view (one-agent envs);
+4. whole-episode determinism on the layered interface, over several seeds (PettingZoo's seed tests
+   stop after a step or two);
+5. Dec-POMDP equivalence: for an always-empty graph, the AEC and Parallel views give identical
+   observations, rewards, terminations, truncations and infos for the same seed and actions, over
+   whole episodes and several seeds.
+
+Actions come from ``policy(agent, observation, rng) -> str`` (default: random printable strings
+from the action space, which exercise the malformed-input paths; pass a scripted policy to also
+exercise the rewarded paths).
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from gymnasium.utils.env_checker import data_equivalence
+
+from marft_envs.core import FlexEnv
+from marft_envs.views import AECView, GymView, ParallelView
+
+Policy = Callable[[str, dict, np.random.Generator], str]
+
+
+@dataclass
+class CheckReport:
+    """Which checks ran on which env (every check that ran passed; a failure raises)."""
+
+    env: str
+    passed: list[str] = field(default_factory=list)
+
+
+def random_policy(agent: str, observation: dict, rng: np.random.Generator) -> str:
+    """A random printable string (possibly empty): exercises the malformed-action paths."""
+    length = int(rng.integers(0, 40))
+    chars = [chr(int(c)) for c in rng.integers(32, 127, size=length)]
+    return "".join(chars)
+
+
+def check_env(
+    env: FlexEnv | str | Callable[[], FlexEnv],
+    *,
+    seeds: Iterable[int] = range(5),
+    policy: Policy | None = None,
+    num_cycles: int = 50,
+    max_rounds: int = 1000,
+) -> CheckReport:
+    """Run every applicable checker on ``env`` (an instance, a registered id, or a zero-argument factory)."""
+    make = _factory(env)
+    probe = make()
+    report = CheckReport(env=probe.name)
+    if isinstance(env, str):
+        _check_registry_flags(env, probe)
+    seeds = list(seeds)
+    policy = policy or random_policy
+
+    from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
+
+    with warnings.catch_warnings():
+        # PettingZoo warns that text observations are not NumPy arrays; that is by design here.
+        warnings.filterwarnings("ignore", message=r".*(NumPy|numpy|Observation|Action space for each agent).*")
+        api_test(AECView(make()), num_cycles=num_cycles)
+        report.passed.append("pettingzoo.api_test")
+        seed_test(lambda: AECView(make()), num_cycles=num_cycles)
+        report.passed.append("pettingzoo.seed_test")
+        if probe.metadata.get("is_parallelizable", False):
+            parallel_api_test(ParallelView(make()), num_cycles=num_cycles)
+            report.passed.append("pettingzoo.parallel_api_test")
+            parallel_seed_test(lambda: ParallelView(make()), num_cycles=num_cycles)
+            report.passed.append("pettingzoo.parallel_seed_test")
+        if len(probe.possible_agents) == 1:
+            from gymnasium.utils.env_checker import check_env as gym_check_env
+
+            gym_check_env(GymView(make()), skip_render_check=True)
+            report.passed.append("gymnasium.check_env")
+
+    check_determinism(make, seeds, policy, max_rounds)
+    report.passed.append("marft.determinism")
+    if probe.metadata.get("is_parallelizable", False):
+        check_dec_pomdp_equivalence(make, seeds, policy, max_rounds)
+        report.passed.append("marft.dec_pomdp_equivalence")
+    return report
+
+
+def rollout_layered(
+    env: FlexEnv, seed: int, policy: Policy, max_rounds: int = 1000
+) -> list[tuple[str, Any]]:
+    """Play one episode through the layered interface; returns the trace of everything observed."""
+    rng = np.random.default_rng(seed)
+    trace: list[tuple[str, Any]] = [("reset", env.reset(seed=seed))]
+    for _ in range(max_rounds * len(env.possible_agents)):
+        if not env.agents:
+            return trace
+        ready = env.ready_agents()
+        observations = {a: env.observe(a) for a in ready}
+        trace.append(("observe", observations))
+        result = env.step({a: policy(a, observations[a], rng) for a in ready})
+        if result is not None:
+            trace.append(("round", (result.rewards, result.terminations, result.truncations, result.infos)))
+    raise AssertionError(f"{env.name}: episode with seed {seed} did not end within {max_rounds} rounds")
+
+
+def check_determinism(make: Callable[[], FlexEnv], seeds: Iterable[int], policy: Policy, max_rounds: int = 1000) -> None:
+    """Two instances with the same seed and actions produce identical whole episodes."""
+    env1, env2 = make(), make()
+    for seed in seeds:
+        t1 = rollout_layered(env1, seed, policy, max_rounds)
+        t2 = rollout_layered(env2, seed, policy, max_rounds)
+        for k, (a, b) in enumerate(zip(t1, t2)):
+            if not data_equivalence(a, b):
+                raise AssertionError(f"{env1.name}: seed {seed} diverges at step {k}: {a!r} != {b!r}")
+        if len(t1) != len(t2):
+            raise AssertionError(f"{env1.name}: seed {seed} gives episodes of different lengths")
+
+
+def check_dec_pomdp_equivalence(
+    make: Callable[[], FlexEnv], seeds: Iterable[int], policy: Policy, max_rounds: int = 1000
+) -> None:
+    """With an always-empty graph, the AEC and Parallel views agree on whole episodes."""
+    for seed in seeds:
+        aec_trace = _aec_rounds(AECView(make()), seed, policy, max_rounds)
+        par_trace = _parallel_rounds(ParallelView(make()), seed, policy, max_rounds)
+        if len(aec_trace) != len(par_trace):
+            raise AssertionError(f"seed {seed}: AEC played {len(aec_trace)} rounds, Parallel {len(par_trace)}")
+        for t, (a, p) in enumerate(zip(aec_trace, par_trace)):
+            for what, x, y in zip(("observations", "rewards", "terminations", "truncations", "infos"), a, p):
+                if not data_equivalence(x, y):
+                    raise AssertionError(f"seed {seed}, round {t}: AEC and Parallel {what} differ: {x!r} != {y!r}")
+
+
+def _aec_rounds(env: AECView, seed: int, policy: Policy, max_rounds: int) -> list[tuple]:
+    # Per round: what each agent observed at its turn, then the outcome, as a Parallel step reports it.
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    rounds = []
+    for _ in range(max_rounds):
+        live = [a for a in env.agents if not (env.terminations[a] or env.truncations[a])]
+        if not live:
+            break
+        seen = {}
+        for _ in live:
+            agent = env.agent_selection
+            seen[agent] = env.observe(agent)
+            env.step(policy(agent, seen[agent], rng))
+        rounds.append((
+            seen,
+            {a: env.rewards[a] for a in live},
+            {a: env.terminations[a] for a in live},
+            {a: env.truncations[a] for a in live},
+            {a: env.infos[a] for a in live},
+        ))
+        while env.agents and (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
+            env.step(None)
+    return rounds
+
+
+def _parallel_rounds(env: ParallelView, seed: int, policy: Policy, max_rounds: int) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    observations, _ = env.reset(seed=seed)
+    rounds = []
+    for _ in range(max_rounds):
+        if not env.agents:
+            break
+        seen = {a: observations[a] for a in env.agents}
+        actions = {a: policy(a, seen[a], rng) for a in env.agents}
+        observations, rewards, terminations, truncations, infos = env.step(actions)
+        rounds.append((seen, rewards, terminations, truncations, infos))
+    return rounds
+
+
+def _check_registry_flags(env_id: str, probe: FlexEnv) -> None:
+    from marft_envs.registration import spec
+
+    entry = spec(env_id)
+    parallel = bool(probe.metadata.get("is_parallelizable", False))
+    if entry.parallel != parallel:
+        raise AssertionError(
+            f"{env_id}: registered with parallel={entry.parallel} but metadata['is_parallelizable'] is {parallel}"
+        )
+    if entry.gym != (len(probe.possible_agents) == 1):
+        raise AssertionError(
+            f"{env_id}: registered with gym={entry.gym} but it has {len(probe.possible_agents)} agents"
+        )
+
+
+def _factory(env: FlexEnv | str | Callable[[], FlexEnv]) -> Callable[[], FlexEnv]:
+    if isinstance(env, str):
+        from marft_envs.registration import make
+
+        return lambda: make(env)
+    if isinstance(env, FlexEnv):
+        template = copy.deepcopy(env)
+        return lambda: copy.deepcopy(template)
+    if callable(env):
+        return env
+    raise TypeError(f"check_env takes a FlexEnv, a registered id or a factory, got {type(env).__name__}")

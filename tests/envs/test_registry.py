@@ -1,0 +1,84 @@
+"""Every registered env passes every checker, through every registry it is in."""
+
+import gymnasium
+import pettingzoo
+import pytest
+
+import marft_envs
+from marft_envs.testing import check_env
+
+AEC_IDS = marft_envs.list_envs("aec")
+
+
+def test_each_kind_has_at_least_one_id():
+    assert "marft/MathChain-v0" in marft_envs.list_envs("aec")
+    assert "marft/MathDebate-v0" in marft_envs.list_envs("parallel")
+    assert "marft/MathSolo-v0" in marft_envs.list_envs("gym")
+    assert marft_envs.list_envs() == AEC_IDS
+
+
+@pytest.mark.parametrize("env_id", AEC_IDS)
+def test_registered_env_passes_every_checker(env_id):
+    report = check_env(env_id, seeds=range(10), num_cycles=200)
+    expected = {"pettingzoo.api_test", "pettingzoo.seed_test", "marft.determinism"}
+    if env_id in marft_envs.list_envs("parallel"):
+        expected |= {"pettingzoo.parallel_api_test", "pettingzoo.parallel_seed_test", "marft.dec_pomdp_equivalence"}
+    if env_id in marft_envs.list_envs("gym"):
+        expected |= {"gymnasium.check_env"}
+    assert expected <= set(report.passed)
+
+
+@pytest.mark.parametrize("env_id", AEC_IDS)
+def test_registered_env_is_deterministic_with_a_scripted_policy(env_id):
+    # Random strings only reach the malformed-answer path; scripted answers reach the rewarded one.
+    from marft_envs.tasks.math.scripted import chain_policy, solver_policy
+
+    from gymnasium.utils.env_checker import data_equivalence
+
+    from marft_envs.testing.checks import rollout_layered
+
+    make_policy = chain_policy if "Chain" in env_id else solver_policy
+    for seed in range(5):
+        traces = []
+        for _ in range(2):
+            env = marft_envs.make(env_id, rounds=3)
+            traces.append(rollout_layered(env, seed, make_policy(env, slip=0.5)))
+        assert data_equivalence(traces[0], traces[1])
+        rewards = [r for kind, r in traces[0] if kind == "round"]
+        assert rewards, "the episode had no rounds"
+
+
+def test_ecosystem_make_functions():
+    assert isinstance(pettingzoo.make("aec", "marft/MathChain-v0"), pettingzoo.AECEnv)
+    assert isinstance(pettingzoo.make("parallel", "marft/MathDebate-v0", n_agents=2), pettingzoo.ParallelEnv)
+    env = gymnasium.make("marft/MathSolo-v0")
+    obs, info = env.reset(seed=0)
+    assert obs["text"].startswith("Problem:") and info["parents"] == []
+
+
+def test_make_views_and_errors():
+    assert isinstance(marft_envs.make("marft/MathChain-v0"), marft_envs.FlexEnv)
+    assert isinstance(marft_envs.make("marft/MathChain-v0", view="aec"), marft_envs.AECView)
+    with pytest.raises(KeyError, match="did you mean 'marft/MathChain-v0'"):
+        marft_envs.make("marft/MathChian-v0")
+    with pytest.raises(ValueError, match="unknown view 'cuda'"):
+        marft_envs.make("marft/MathChain-v0", view="cuda")
+    with pytest.raises(ValueError, match="no Gymnasium view"):
+        marft_envs.make("marft/MathChain-v0", view="gym")
+    with pytest.raises(ValueError, match=r"reasoner_0 -> actor_0.*use the AEC view"):
+        marft_envs.make("marft/MathChain-v0", view="parallel")
+    with pytest.raises(ValueError, match="unknown kind"):
+        marft_envs.list_envs("vector")
+
+
+def test_import_stays_torch_free():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, marft_envs, marft_envs.testing, marft_envs.tasks.math.scripted;"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'peft', 'datasets') if m in sys.modules);"
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"marft_envs imported {out.stdout.strip()} {out.stderr[-500:]}"
