@@ -27,8 +27,7 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/grader.py
-	$(BIN)/python benchmarks/env_throughput.py
+	$(BIN)/python benchmarks/envs.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

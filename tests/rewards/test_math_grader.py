@@ -228,3 +228,12 @@ def test_imports_no_torch_sympy_or_math_verify():
     code = "import sys, marft_envs.rewards.math; print(sorted({'torch', 'sympy', 'math_verify'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_tables_through_the_reward_kit():
+    # The same tables, run through marft_envs.testing so every failing row is reported at once.
+    from marft_envs.testing import Case, check_table
+
+    check_table(answers_match, [Case((p, g), e, id=f"{t}-{i}") for t, rows in MATCH_TABLES.items()
+                                for i, (p, g, e) in enumerate(rows)])
+    check_table(extract_answer, [Case((text,), expected) for text, expected in EXTRACTION])
