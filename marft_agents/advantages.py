@@ -1,0 +1,87 @@
+"""Advantage estimation: pure functions on tensors, tested against hand-computed numbers.
+
+MARFT's chain GAE treats the agents of a round as consecutive decision steps. Flatten one env's
+agent-steps in acting order (round by round, inside a round in the graph's topological order);
+then for step ``k`` with value ``V_k`` and successor ``k+1``:
+
+- inside a round:           ``delta_k = r_k + gamma_agent * V_{k+1} - V_k``
+- last agent of a round:    ``delta_k = r_k + gamma * (1 - done_k) * V_{k+1} - V_k``
+
+and ``A_k = delta_k + discount_k * lam * (1 - done_k) * A_{k+1}`` with ``discount_k`` the factor used
+in ``delta_k``. ``done_k`` is true only on the last agent-step of an episode, so an episode boundary
+cuts exactly one link — the reference code also cut the agent-to-agent link of the first round
+after a boundary (bug 1 in ALGORITHMS.md).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def chain_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    round_ends: torch.Tensor,
+    dones: torch.Tensor,
+    *,
+    gamma: float,
+    gamma_agent: float,
+    lam: float,
+    last_value: torch.Tensor | float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chain GAE over flattened agent-steps; returns ``(advantages, returns)``.
+
+    All inputs have shape ``(n_envs, T)`` (or ``(T,)``): per env, its agent-steps in acting order.
+    ``round_ends[k]`` marks the last agent of a round, ``dones[k]`` the last agent-step of an episode
+    (``dones`` implies ``round_ends``). ``last_value`` bootstraps past the final step when it is not
+    done, shape ``(n_envs,)``.
+    """
+    squeeze = rewards.dim() == 1
+    if squeeze:
+        rewards, values, round_ends, dones = (x.unsqueeze(0) for x in (rewards, values, round_ends, dones))
+    n_envs, T = rewards.shape
+    rewards, values = rewards.double(), values.double()
+    next_value = torch.as_tensor(last_value, dtype=torch.float64).expand(n_envs).clone()  # (n_envs,)
+    next_adv = torch.zeros(n_envs, dtype=torch.float64)
+    advantages = torch.zeros_like(rewards)  # (n_envs, T)
+    for k in reversed(range(T)):
+        not_done = (~dones[:, k]).double()
+        discount = torch.where(round_ends[:, k], torch.full_like(next_value, gamma), torch.full_like(next_value, gamma_agent))
+        delta = rewards[:, k] + discount * not_done * next_value - values[:, k]
+        next_adv = delta + discount * lam * not_done * next_adv
+        advantages[:, k] = next_adv
+        next_value = values[:, k]
+    returns = advantages + values
+    if squeeze:
+        advantages, returns = advantages[0], returns[0]
+    return advantages.float(), returns.float()
+
+
+def normalize(advantages: torch.Tensor, mask: torch.Tensor | None = None, eps: float = 1e-8) -> torch.Tensor:
+    """Zero-mean, unit-std advantages over the entries where ``mask`` is true.
+
+    The mask says what is padding; an advantage that is exactly zero is a real value and is kept
+    (the reference code took zeros for padding and turned them into NaN — bug 2 in ALGORITHMS.md).
+    """
+    if mask is None:
+        mask = torch.ones_like(advantages, dtype=torch.bool)
+    valid = advantages[mask]
+    if valid.numel() < 2:
+        return torch.zeros_like(advantages)  # a single sample has no spread to normalise by
+    mean, std = valid.mean(), valid.std(unbiased=False)
+    return torch.where(mask, (advantages - mean) / (std + eps), torch.zeros_like(advantages))
+
+
+def group_relative(rewards: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """GRPO advantages: each reward minus its group's mean, over the group's std (+ ``eps``).
+
+    ``rewards`` and ``groups`` (integer group ids) have shape ``(B,)``; a group whose rewards are all
+    equal gets advantage exactly 0.
+    """
+    out = torch.zeros_like(rewards, dtype=torch.float32)
+    for g in torch.unique(groups):
+        members = groups == g
+        r = rewards[members].float()
+        std = r.std(unbiased=False) if r.numel() > 1 else torch.tensor(0.0)
+        out[members] = (r - r.mean()) / (std + eps)
+    return out

@@ -1,0 +1,207 @@
+"""MARFT at action level (the original code's "APPO"), as in ``ALGORITHMS.md``.
+
+1. A critic shared by all agents estimates ``V(o^i)`` from frozen base features; since ``o^i`` holds
+   the predecessors' same-round actions, this is the sequential value ``V(o, a^{1:i-1})``.
+2. Chain GAE along each round's acting order (``gamma_agent`` between agents of a round, ``gamma``
+   between rounds), over all collected episodes at once (episode ends cut exactly one link).
+3. Per agent, PPO-clip on whole actions: ``log pi(a|o)`` is the sum (or mean) of the response's token
+   log-probs under the sampling temperature; an entropy bonus; an optional KL-to-reference penalty
+   (the base with adapters disabled); an optional approx-KL gate that skips a minibatch.
+4. The critic fits the GAE returns with a clipped value loss.
+5. Agent-by-agent training (the original's ``agent_iteration_interval``): only agent
+   ``(update // K) mod N`` learns in update ``update``; ``K = 0`` trains every agent every update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from marft_agents.advantages import chain_gae, normalize
+from marft_agents.critic import ValueHead
+from marft_agents.losses import approx_kl, clipped_value_loss, masked_mean, ppo_clip_loss
+from marft_agents.policy import LaMASPolicy
+from marft_agents.rollout import AgentStep, Episode
+
+
+@dataclass
+class MARFTConfig:
+    """Hyper-parameters of action-level MARFT."""
+
+    lr: float = 3e-4
+    """Adam learning rate of each agent's adapter."""
+    critic_lr: float = 1e-3
+    """Adam learning rate of the value head."""
+    gamma: float = 0.99
+    """Discount between rounds."""
+    gamma_agent: float = 0.99
+    """Discount between agents of one round (the original used gamma; 1.0 is the principled choice)."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_eps: float = 0.2
+    """PPO ratio clip."""
+    value_clip: float | None = 0.2
+    """Value-loss clip around the old values (None: no clipping)."""
+    entropy_coef: float = 0.01
+    """Weight of the mean per-token entropy bonus."""
+    kl_coef: float = 0.0
+    """Weight of the KL(pi || reference) penalty; 0 skips the reference pass."""
+    kl_gate: float | None = None
+    """Skip a minibatch whose approx KL to the behaviour policy exceeds this (the original: 1e-3)."""
+    ppo_epochs: int = 1
+    """Passes over the batch per update."""
+    minibatch_size: int = 64
+    """Agent-steps per gradient step."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping."""
+    normalize_advantages: bool = True
+    """Standardise advantages over the batch."""
+    logp_reduction: str = "sum"
+    """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
+    agent_iteration_interval: int = 0
+    """K > 0: only one agent learns at a time, switching every K updates (round-robin)."""
+
+
+def flatten(episodes: list[Episode]) -> list[AgentStep]:
+    """Every agent-step of every episode, in acting order."""
+    return [s for e in episodes for s in e.steps]
+
+
+def compute_advantages(
+    steps: list[AgentStep], values: torch.Tensor, *, gamma: float, gamma_agent: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chain GAE over all steps as one stream (``done`` cuts the links between episodes)."""
+    rewards = torch.tensor([s.reward for s in steps], dtype=torch.float32)
+    round_ends = torch.tensor([s.round_end for s in steps])
+    dones = torch.tensor([s.done for s in steps])
+    return chain_gae(rewards, values, round_ends, dones, gamma=gamma, gamma_agent=gamma_agent, lam=lam)
+
+
+class MARFT:
+    """Action-level MARFT: shared critic, chain GAE, PPO-clip per agent."""
+
+    def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: float):
+        if config.logp_reduction not in ("sum", "mean"):
+            raise ValueError(f"logp_reduction must be 'sum' or 'mean', got {config.logp_reduction!r}")
+        self.policy = policy
+        self.config = config
+        self.temperature = temperature
+        self.critic = ValueHead(policy.hidden_size)
+        self.optimizers = {a: torch.optim.AdamW(policy.parameters(a), lr=config.lr, weight_decay=0.0)
+                           for a in policy.adapters}
+        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
+
+    # -- one update ----------------------------------------------------------------------------
+
+    def learning_adapters(self, update: int) -> list[str]:
+        """The adapters that learn in this update (all, or one in turn)."""
+        k = self.config.agent_iteration_interval
+        if k <= 0:
+            return list(self.policy.adapters)
+        return [self.policy.adapters[(update // k) % len(self.policy.adapters)]]
+
+    def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
+        """One MARFT update from whole episodes; returns metrics."""
+        cfg = self.config
+        steps = flatten(episodes)
+        features = torch.stack([s.features for s in steps])  # (N, d)
+        with torch.no_grad():
+            values_old = self.critic(features)  # (N,)
+        advantages, returns = compute_advantages(
+            steps, values_old, gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda
+        )
+        if cfg.normalize_advantages:
+            advantages = normalize(advantages)
+        metrics: dict[str, float] = {}
+        for adapter in self.learning_adapters(update):
+            idx = [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == adapter]
+            if idx:
+                metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
+        metrics.update(self._critic_step(features, values_old, returns, rng))
+        metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
+        return metrics
+
+    def _policy_step(self, adapter, steps, idx, advantages, rng) -> dict[str, float]:
+        cfg = self.config
+        optimizer = self.optimizers[adapter]
+        params = self.policy.parameters(adapter)
+        sums: dict[str, list[float]] = {"loss": [], "entropy": [], "clip_frac": [], "approx_kl": [], "kl_ref": []}
+        skipped = 0
+        for _ in range(cfg.ppo_epochs):
+            order = rng.permutation(idx)
+            for start in range(0, len(order), cfg.minibatch_size):
+                mb = [steps[i] for i in order[start: start + cfg.minibatch_size]]
+                adv = advantages[order[start: start + cfg.minibatch_size]]  # (B,)
+                prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
+                logp_tok, entropy_tok, mask = self.policy.score(prompts, responses, adapter, self.temperature)  # (B, S-1)
+                old = torch.stack([self._reduce(s.token_logps, len(s.response)) for s in mb])  # (B,)
+                new = self._reduce_batch(logp_tok, mask)  # (B,)
+                loss, stats = ppo_clip_loss(new, old, adv, cfg.clip_eps)
+                entropy = masked_mean(entropy_tok, mask)
+                loss = loss - cfg.entropy_coef * entropy
+                if cfg.kl_coef > 0:
+                    with torch.no_grad():
+                        ref_tok, _, _ = self.policy.score(prompts, responses, None, self.temperature)
+                    kl = masked_mean(approx_kl(logp_tok, ref_tok), mask)
+                    loss = loss + cfg.kl_coef * kl
+                    sums["kl_ref"].append(kl.item())
+                if cfg.kl_gate is not None and stats["approx_kl"] > cfg.kl_gate:
+                    skipped += 1
+                    continue
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                optimizer.step()
+                sums["loss"].append(loss.item())
+                sums["entropy"].append(entropy.item())
+                sums["clip_frac"].append(stats["clip_frac"])
+                sums["approx_kl"].append(stats["approx_kl"])
+        out = {f"{adapter}/{k}": float(np.mean(v)) for k, v in sums.items() if v}
+        out[f"{adapter}/skipped_minibatches"] = float(skipped)
+        return out
+
+    def _reduce(self, token_logps: torch.Tensor, n: int) -> torch.Tensor:
+        total = token_logps.sum()
+        return total / max(n, 1) if self.config.logp_reduction == "mean" else total
+
+    def _reduce_batch(self, logp_tok: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        total = (logp_tok * mask).sum(-1)  # (B,)
+        if self.config.logp_reduction == "mean":
+            return total / mask.sum(-1).clamp(min=1)
+        return total
+
+    def _critic_step(self, features, values_old, returns, rng) -> dict[str, float]:
+        cfg = self.config
+        losses = []
+        n = len(features)
+        for _ in range(cfg.ppo_epochs):
+            order = torch.as_tensor(rng.permutation(n))
+            for start in range(0, n, cfg.minibatch_size):
+                mb = order[start: start + cfg.minibatch_size]
+                values = self.critic(features[mb])
+                loss = clipped_value_loss(values, values_old[mb], returns[mb], cfg.value_clip)
+                self.critic_optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
+                self.critic_optimizer.step()
+                losses.append(loss.item())
+        return {"critic/value_loss": float(np.mean(losses)), "critic/value_mean": float(values_old.mean())}
+
+    # -- checkpoint state ----------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        return {
+            "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
+            "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
+            "critic": self.critic.state_dict(),
+            "critic_optimizer": self.critic_optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for a in self.policy.adapters:
+            self.policy.load_adapter_state(a, state["adapters"][a])
+            self.optimizers[a].load_state_dict(state["optimizers"][a])
+        self.critic.load_state_dict(state["critic"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])

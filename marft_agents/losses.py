@@ -1,0 +1,84 @@
+"""PPO losses as pure functions: masked means, clipped surrogate, clipped value loss, KL, entropy.
+
+Shapes are ``(B,)`` for action-level samples (one whole response each) or ``(B, L)`` with a mask
+for token-level ones; every mean is a mask-weighted mean.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean over the entries where ``mask`` is true (all entries without a mask)."""
+    if mask is None:
+        return x.mean()
+    mask = mask.to(x.dtype)
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def ppo_clip_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    advantages: torch.Tensor,
+    clip_eps: float,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """``-mean(min(rho * A, clip(rho, 1-eps, 1+eps) * A))`` with ``rho = exp(logp - logp_old)``."""
+    log_ratio = logp - logp_old
+    ratio = torch.exp(log_ratio)
+    unclipped = ratio * advantages
+    clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
+    loss = -masked_mean(torch.min(unclipped, clipped), mask)
+    with torch.no_grad():
+        stats = {
+            "clip_frac": masked_mean(((ratio - 1.0).abs() > clip_eps).float(), mask).item(),
+            "approx_kl": masked_mean(approx_kl(logp, logp_old), mask).item(),
+            "ratio_max": (ratio if mask is None else ratio[mask.bool()]).max().item() if ratio.numel() else 1.0,
+        }
+    return loss, stats
+
+
+def approx_kl(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
+    """Per-sample estimate of ``KL(pi || ref)`` from samples of pi: ``(r - 1) - log r``, ``r = p_ref/p``.
+
+    Non-negative and unbiased (Schulman's k3 estimator).
+    """
+    log_r = logp_ref - logp
+    return torch.exp(log_r) - 1.0 - log_r
+
+
+def huber(x: torch.Tensor, delta: float) -> torch.Tensor:
+    """Huber loss of the error ``x``: quadratic within ``|x| <= delta``, linear beyond, on both sides.
+
+    (The reference code returned zero for errors below ``-delta`` — bug 3 in ALGORITHMS.md.)
+    """
+    a = x.abs()
+    return torch.where(a <= delta, 0.5 * x**2, delta * (a - 0.5 * delta))
+
+
+def clipped_value_loss(
+    values: torch.Tensor,
+    values_old: torch.Tensor,
+    returns: torch.Tensor,
+    clip: float | None,
+    mask: torch.Tensor | None = None,
+    huber_delta: float | None = None,
+) -> torch.Tensor:
+    """``mean(max(err(R - V), err(R - V_clipped)))`` with ``V_clipped = V_old + clip(V - V_old, ±clip)``.
+
+    ``err`` is half the squared error, or the Huber loss when ``huber_delta`` is set; ``clip=None``
+    turns clipping off.
+    """
+    err = (lambda e: huber(e, huber_delta)) if huber_delta is not None else (lambda e: 0.5 * e**2)
+    loss = err(returns - values)
+    if clip is not None:
+        v_clipped = values_old + torch.clamp(values - values_old, -clip, clip)
+        loss = torch.max(loss, err(returns - v_clipped))
+    return masked_mean(loss, mask)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of ``softmax(logits)`` over the last dimension."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)

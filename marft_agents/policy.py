@@ -1,0 +1,274 @@
+"""LLM policies for a LaMAS: one base model, one adapter per agent (or shared, or full copies).
+
+``LaMASPolicy`` owns the model(s), the tokenizer and the chat template. It generates actions in
+batches (one ``generate`` call per adapter), scores given responses under exactly the distribution
+that sampled them (same temperature; top-k/top-p are deliberately not offered, since the PPO ratio
+needs the exact sampling distribution), scores them under the reference policy (the base with
+adapters disabled, no extra copy), and extracts frozen base features for the critic.
+
+Adapter modes:
+
+- ``"lora"`` — one LoRA adapter per agent on one shared base (peft multi-adapter, switched per role);
+- ``"shared"`` — one LoRA adapter used by every agent (parameter sharing);
+- ``"copies"`` — a full trainable copy of the base per agent (only sensible for tiny models).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+from marft_agents.chat import prompt_ids
+
+ADAPTER_MODES = ("lora", "shared", "copies")
+EMBEDDED = "embedded"
+
+
+class ModelNotFoundError(FileNotFoundError):
+    """A model path or id that cannot be loaded."""
+
+
+def embedded_model_path() -> Path:
+    """Where the tiny model shipped with the package lives."""
+    return Path(str(resources.files("marft_agents").joinpath("assets/tiny-math")))
+
+
+def load_base(model: str, dtype: torch.dtype = torch.float32):
+    """Load ``(model, tokenizer)`` from ``"embedded"``, a local directory, or a Hub id."""
+    path = embedded_model_path() if model == EMBEDDED else model
+    local = Path(path)
+    looks_local = model == EMBEDDED or str(model).startswith((".", "/", "~")) or local.exists()
+    if looks_local and not (local.expanduser() / "config.json").is_file():
+        raise ModelNotFoundError(
+            f"no model at {path}: pass a directory saved with save_pretrained, a Hub id, or 'embedded'"
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(local.expanduser()) if looks_local else model)
+        lm = AutoModelForCausalLM.from_pretrained(str(local.expanduser()) if looks_local else model, dtype=dtype)
+    except OSError as err:
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        hint = " (HF_HUB_OFFLINE=1: it must already be in the local cache)" if offline else ""
+        raise ModelNotFoundError(f"cannot load model {model!r}{hint}: {str(err).splitlines()[0]}") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return lm, tokenizer
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How actions are drawn; log-probs are always computed under this same distribution."""
+
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy (evaluation only: greedy actions have no usable log-prob)."""
+    max_new_tokens: int = 48
+    """The longest response, in tokens."""
+
+
+@dataclass
+class Generation:
+    """A batch of generated responses with their exact tokens and behaviour log-probs."""
+
+    responses: list[list[int]]
+    """Response token ids, up to and including the end-of-turn token when one was produced."""
+    token_logps: list[torch.Tensor]
+    """Per-token log-probs under the sampling distribution (empty tensors when greedy)."""
+    texts: list[str]
+    """The responses decoded without special tokens: what the env receives."""
+
+
+class LaMASPolicy:
+    """A multi-agent LLM policy: one base, an adapter per agent; generate, score, reference, features."""
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        agents: list[str],
+        *,
+        mode: str = "lora",
+        lora_r: int = 8,
+        lora_alpha: int = 16,
+        lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
+    ):
+        if mode not in ADAPTER_MODES:
+            raise ValueError(f"unknown adapter mode {mode!r}: use one of {list(ADAPTER_MODES)}")
+        self.tokenizer = tokenizer
+        self.mode = mode
+        self.agents = list(agents)
+        self.adapter_of = {a: ("shared" if mode == "shared" else a) for a in self.agents}
+        self.adapters = list(dict.fromkeys(self.adapter_of.values()))
+        model.requires_grad_(False)
+        model.eval()
+        if mode == "copies":
+            self.base = model
+            self.models = {name: copy.deepcopy(model).requires_grad_(True) for name in self.adapters}
+        else:
+            from peft import LoraConfig, get_peft_model
+
+            config = LoraConfig(r=lora_r, lora_alpha=lora_alpha, target_modules=list(lora_targets), lora_dropout=0.0)
+            peft_model = get_peft_model(model, config, adapter_name=self.adapters[0])
+            for name in self.adapters[1:]:
+                peft_model.add_adapter(name, config)
+            self.base = peft_model
+            self.models = {name: peft_model for name in self.adapters}
+            self._keep_trainable()
+        self.eos_token_id = tokenizer.eos_token_id
+        self.pad_token_id = tokenizer.pad_token_id
+
+    # -- parameters ----------------------------------------------------------------------------
+
+    def parameters(self, adapter: str) -> list[torch.nn.Parameter]:
+        """The trainable parameters of one adapter (or of one full copy)."""
+        if self.mode == "copies":
+            return list(self.models[adapter].parameters())
+        return [p for n, p in self.base.named_parameters() if f".{adapter}." in n and "lora_" in n]
+
+    def adapter_state(self, adapter: str) -> dict[str, torch.Tensor]:
+        """A copy of one adapter's weights (for checkpoints)."""
+        if self.mode == "copies":
+            return {k: v.detach().clone() for k, v in self.models[adapter].state_dict().items()}
+        return {n: p.detach().clone() for n, p in self.base.named_parameters() if f".{adapter}." in n and "lora_" in n}
+
+    def load_adapter_state(self, adapter: str, state: dict[str, torch.Tensor]) -> None:
+        """Load weights saved by :meth:`adapter_state`; they stay trainable."""
+        if self.mode == "copies":
+            self.models[adapter].load_state_dict(state)
+            self.models[adapter].requires_grad_(True)
+            return
+        params = dict(self.base.named_parameters())
+        missing = sorted(set(state) - set(params))
+        if missing:
+            raise KeyError(f"checkpoint has adapter weights the model lacks: {missing[:3]}...")
+        with torch.no_grad():
+            for n, v in state.items():
+                params[n].copy_(v)
+                params[n].requires_grad_(True)  # a resumed adapter must keep learning (bug 4)
+
+    @contextmanager
+    def active(self, adapter: str):
+        """Run with ``adapter`` switched on; yields the model to call."""
+        if self.mode == "copies":
+            yield self.models[adapter]
+            return
+        self.base.set_adapter(adapter)
+        self._keep_trainable()
+        yield self.base
+
+    @contextmanager
+    def reference(self):
+        """Run as the reference policy: the base with adapters disabled (no extra copy)."""
+        if self.mode == "copies":
+            yield self.base
+            return
+        with self.base.disable_adapter():
+            yield self.base
+        self._keep_trainable()
+
+    def _keep_trainable(self) -> None:
+        # peft freezes every adapter but the active one on set_adapter and on leaving
+        # disable_adapter; we train each adapter in turn, so all of them stay trainable.
+        for name in self.adapters:
+            for p in self.parameters(name):
+                p.requires_grad_(True)
+
+    # -- prompts -------------------------------------------------------------------------------
+
+    def prompt(self, observation: dict) -> list[int]:
+        """Token ids of the chat prompt for one env observation."""
+        return prompt_ids(self.tokenizer, observation)
+
+    def _left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s):] = 1
+        return ids, mask  # (B, P), (B, P)
+
+    # -- generation ----------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], adapter: str, sampling: Sampling) -> Generation:
+        """One batched ``generate`` call for ``prompts`` with ``adapter`` active."""
+        ids, mask = self._left_pad(prompts)
+        greedy = sampling.temperature == 0
+        config = GenerationConfig(
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=not greedy,
+            temperature=None if greedy else sampling.temperature,
+            # Pin every knob that would change the sampling distribution away from softmax(logits/T).
+            top_k=None, top_p=None, min_p=None, typical_p=None, repetition_penalty=None,
+            pad_token_id=self.pad_token_id, eos_token_id=self.eos_token_id, bos_token_id=None,
+            return_dict_in_generate=True, output_logits=not greedy,
+        )
+        with self.active(adapter) as model:
+            out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+        new = out.sequences[:, ids.shape[1]:]  # (B, L)
+        lengths = self._lengths(new)
+        if greedy:
+            token_logps = [torch.empty(0) for _ in prompts]
+        else:
+            logits = torch.stack(out.logits, dim=1).float() / sampling.temperature  # (B, L, V)
+            logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, L)
+            token_logps = [logp[i, :n].clone() for i, n in enumerate(lengths)]
+        responses = [new[i, :n].tolist() for i, n in enumerate(lengths)]
+        texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
+        return Generation(responses=responses, token_logps=token_logps, texts=texts)
+
+    def _lengths(self, new: torch.Tensor) -> list[int]:
+        # Masks come from lengths: up to and including the first end-of-turn token, else all tokens.
+        is_eos = new == self.eos_token_id  # (B, L)
+        first = torch.where(is_eos.any(1), is_eos.float().argmax(1) + 1, torch.full((new.shape[0],), new.shape[1]))
+        return first.tolist()
+
+    # -- scoring -------------------------------------------------------------------------------
+
+    def _right_pad(self, prompts, responses) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        seqs = [p + r for p, r in zip(prompts, responses)]
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_token_id, dtype=torch.long)
+        attn = torch.zeros((len(seqs), width), dtype=torch.long)
+        target = torch.zeros((len(seqs), width - 1), dtype=torch.bool)  # which next-token targets are response
+        for i, (p, r) in enumerate(zip(prompts, responses)):
+            ids[i, : len(p) + len(r)] = torch.tensor(p + r, dtype=torch.long)
+            attn[i, : len(p) + len(r)] = 1
+            target[i, len(p) - 1: len(p) + len(r) - 1] = True
+        return ids, attn, target  # (B, S), (B, S), (B, S-1)
+
+    def score(
+        self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per-token log-probs and entropies of ``responses`` (with grad), and the response mask.
+
+        ``adapter=None`` scores under the reference policy. Returns ``(logp, entropy, mask)``, each
+        ``(B, S-1)``; sum ``logp * mask`` over the last dim for an action's log-prob.
+        """
+        ids, attn, mask = self._right_pad(prompts, responses)
+        ctx = self.reference() if adapter is None else self.active(adapter)
+        with ctx as model:
+            logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float() / temperature  # (B, S-1, V)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, S-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, S-1)
+        return logp, entropy, mask
+
+    @torch.no_grad()
+    def features(self, prompts: list[list[int]]) -> torch.Tensor:
+        """Frozen base features for the critic: the last prompt token's final hidden state, ``(B, d)``."""
+        ids, mask = self._left_pad(prompts)
+        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding: real tokens start at position 0
+        with self.reference() as model:
+            out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, output_hidden_states=True)
+        return out.hidden_states[-1][:, -1, :].float()
+
+    @property
+    def hidden_size(self) -> int:
+        return self.base.config.hidden_size

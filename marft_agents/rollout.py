@@ -1,0 +1,199 @@
+"""The rollout engine: play many envs at once through the layered interface.
+
+Each step of the engine takes every ready agent across all live envs (one *layer* per env), groups
+them by adapter and makes one batched ``generate`` call per adapter. Each agent-step keeps its exact
+prompt and response token ids (never re-tokenised), its behaviour log-probs, and the frozen base
+features the critic reads. When a round ends its rewards are attached to that round's agent-steps.
+
+Plain PettingZoo AEC envs work too (``AECAsLayered``): one agent at a time, each step its own round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from marft_agents.policy import LaMASPolicy, Sampling
+
+
+@dataclass
+class AgentStep:
+    """One agent's action in one round of one episode, with everything training needs."""
+
+    episode: int
+    """Global episode index (also the seed offset the env was reset with)."""
+    round: int
+    agent: str
+    prompt: list[int]
+    """Prompt token ids exactly as generated from."""
+    response: list[int]
+    """Response token ids exactly as sampled (including the end-of-turn token if produced)."""
+    token_logps: torch.Tensor
+    """Behaviour log-prob of each response token, ``(len(response),)``."""
+    features: torch.Tensor
+    """Frozen base features of the prompt for the critic, ``(d,)``."""
+    text: str
+    """The decoded action the env received."""
+    reward: float = 0.0
+    round_end: bool = False
+    """True for the last agent to act in its round."""
+    done: bool = False
+    """True for the last agent-step of its episode."""
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def logp(self) -> float:
+        """The action's log-prob: the sum over its tokens."""
+        return float(self.token_logps.sum())
+
+
+@dataclass
+class Episode:
+    """A finished episode: its agent-steps in acting order."""
+
+    index: int
+    steps: list[AgentStep]
+    solved: bool
+    """Whether the env reported the team's final answer right (``info["solved"]``) — False if it does not say."""
+
+
+class AECAsLayered:
+    """Drive a plain PettingZoo ``AECEnv`` through the layered calls (one agent at a time)."""
+
+    def __init__(self, env):
+        self.env = env
+        self.possible_agents = list(env.possible_agents)
+        self.round = 0
+
+    @property
+    def agents(self) -> list[str]:
+        return [a for a in self.env.agents if not (self.env.terminations[a] or self.env.truncations[a])]
+
+    def reset(self, seed=None, options=None):
+        self.env.reset(seed=seed, options=options)
+        self.round = 0
+        self._skip_dead()
+
+    def ready_agents(self) -> list[str]:
+        return [self.env.agent_selection] if self.agents else []
+
+    def observe(self, agent: str) -> dict:
+        obs = self.env.observe(agent)
+        return obs if isinstance(obs, dict) and "text" in obs else {"instructions": "", "text": str(obs)}
+
+    def step(self, actions: dict[str, str]):
+        from marft_envs import RoundResult
+
+        (agent, action), = actions.items()
+        self.env.step(action)
+        self.round += 1
+        result = RoundResult(
+            rewards={agent: float(self.env.rewards.get(agent, 0.0))},
+            terminations={agent: bool(self.env.terminations.get(agent, True))},
+            truncations={agent: bool(self.env.truncations.get(agent, False))},
+            infos={agent: dict(self.env.infos.get(agent, {}))},
+        )
+        self._skip_dead()
+        return result
+
+    def _skip_dead(self):
+        while self.env.agents and (
+            self.env.terminations[self.env.agent_selection] or self.env.truncations[self.env.agent_selection]
+        ):
+            self.env.step(None)
+
+
+class RolloutEngine:
+    """Collect whole episodes from many envs, batching generation per layer and per adapter."""
+
+    def __init__(self, policy: LaMASPolicy, sampling: Sampling, *, with_features: bool = True):
+        self.policy = policy
+        self.sampling = sampling
+        self.with_features = with_features
+        self.generate_calls = 0
+        self.timings: dict[str, float] = {}
+        self.reset_timings()
+
+    def reset_timings(self) -> None:
+        """Zero the seconds spent generating, computing critic features, and in the envs."""
+        self.timings = {"generate": 0.0, "features": 0.0, "env": 0.0}
+
+    def collect(
+        self,
+        envs: Sequence[Any],
+        episodes: Sequence[int],
+        *,
+        seed_of: Callable[[int], int] = lambda e: e,
+        options_of: Callable[[int], dict | None] = lambda e: None,
+        progress: Callable[[int], None] | None = None,
+    ) -> list[Episode]:
+        """Play the episodes with indices ``episodes`` on ``envs`` (reset with ``seed_of(index)``)."""
+        queue = list(episodes)
+        live: dict[int, tuple[int, list[AgentStep], list[AgentStep]]] = {}  # env slot -> (episode, steps, round)
+        finished: list[Episode] = []
+
+        def start(slot: int) -> None:
+            if queue:
+                index = queue.pop(0)
+                envs[slot].reset(seed=seed_of(index), options=options_of(index))
+                live[slot] = (index, [], [])
+
+        for slot in range(min(len(envs), len(queue))):
+            start(slot)
+        while live:
+            # One layer: every ready agent of every live env, grouped by adapter.
+            requests: dict[str, list[tuple[int, str, list[int]]]] = defaultdict(list)
+            t0 = time.perf_counter()
+            for slot in live:
+                env = envs[slot]
+                for agent in env.ready_agents():
+                    prompt = self.policy.prompt(env.observe(agent))
+                    requests[self.policy.adapter_of[agent]].append((slot, agent, prompt))
+            self.timings["env"] += time.perf_counter() - t0
+            layer: dict[int, list[AgentStep]] = defaultdict(list)
+            for adapter, batch in requests.items():
+                prompts = [p for _, _, p in batch]
+                t0 = time.perf_counter()
+                gen = self.policy.generate(prompts, adapter, self.sampling)
+                self.generate_calls += 1
+                t1 = time.perf_counter()
+                feats = self.policy.features(prompts) if self.with_features else torch.zeros(len(batch), 0)
+                self.timings["generate"] += t1 - t0
+                self.timings["features"] += time.perf_counter() - t1
+                for k, (slot, agent, prompt) in enumerate(batch):
+                    layer[slot].append(AgentStep(
+                        episode=live[slot][0], round=envs[slot].round, agent=agent, prompt=prompt,
+                        response=gen.responses[k], token_logps=gen.token_logps[k], features=feats[k], text=gen.texts[k],
+                    ))
+            t0 = time.perf_counter()
+            for slot, new_steps in layer.items():
+                env = envs[slot]
+                # Inside a layer, the acting order is the env's agent order (ties in the topological order).
+                new_steps.sort(key=lambda s: env.possible_agents.index(s.agent))
+                live[slot][2].extend(new_steps)
+                result = env.step({s.agent: s.text for s in new_steps})
+                if result is None:
+                    continue
+                index, steps, round_steps = live[slot]
+                for s in round_steps:
+                    s.reward = result.rewards.get(s.agent, 0.0)
+                    s.info = result.infos.get(s.agent, {})
+                round_steps[-1].round_end = True
+                steps.extend(round_steps)
+                round_steps.clear()
+                if not env.agents:
+                    steps[-1].done = True
+                    solved = bool(steps[-1].info.get("solved", False))
+                    finished.append(Episode(index=index, steps=steps, solved=solved))
+                    del live[slot]
+                    if progress:
+                        progress(1)
+                    start(slot)
+            self.timings["env"] += time.perf_counter() - t0
+        finished.sort(key=lambda e: e.index)
+        return finished

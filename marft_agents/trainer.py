@@ -1,0 +1,218 @@
+"""The training loop behind ``marft train``: collect, update, log, checkpoint, evaluate.
+
+A run folder holds ``config.json``, ``metrics.jsonl`` (one line per update), TensorBoard events in
+``tb/``, checkpoints in ``checkpoints/``, ``eval_before.json``, ``summary.json`` and ``curves.png``.
+``resume=True`` continues from the latest checkpoint and ends with the same metrics as a run that
+was never interrupted (same RNG states, same data position).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import marft_envs
+from marft_agents import checkpoint as ckpt
+from marft_agents.algorithms.marft import MARFT
+from marft_agents.config import TrainConfig, to_dict
+from marft_agents.evaluation import evaluate, summarize
+from marft_agents.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout import RolloutEngine
+
+ALGORITHMS = ("marft",)
+
+
+@dataclass
+class Timings:
+    """Seconds spent in each part of one update."""
+
+    generation: float = 0.0
+    env: float = 0.0
+    training: float = 0.0
+
+
+class MetricsLog:
+    """``metrics.jsonl`` plus TensorBoard; on resume, drops lines past the checkpoint."""
+
+    def __init__(self, run_dir: Path, resume_from: int | None):
+        self.path = run_dir / "metrics.jsonl"
+        if resume_from is not None and self.path.exists():
+            kept = [line for line in self.path.read_text().splitlines() if json.loads(line)["update"] < resume_from]
+            self.path.write_text("".join(line + "\n" for line in kept))
+        elif resume_from is None:
+            self.path.write_text("")
+        self.tb = None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=resume_from)
+        except ImportError:  # tensorboard is optional; the JSONL log is the record
+            pass
+
+    def write(self, update: int, metrics: dict[str, float]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps({"update": update, **metrics}) + "\n")
+        if self.tb is not None:
+            for k, v in metrics.items():
+                if isinstance(v, (int, float)):
+                    self.tb.add_scalar(k, v, update)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+
+
+def seed_everything(seed: int) -> np.random.Generator:
+    """Seed Python, torch and a NumPy generator (returned) from one number."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    return np.random.default_rng(seed)
+
+
+def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
+    """The base model and one adapter per agent, as the config says."""
+    model, tokenizer = load_base(config.model)
+    return LaMASPolicy(model, tokenizer, agents, mode=config.adapter_mode, lora_r=config.lora_r,
+                       lora_alpha=config.lora_alpha, lora_targets=tuple(config.lora_targets))
+
+
+def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, quiet: bool = False) -> dict[str, Any]:
+    """Run (or resume) training as configured; returns the summary written to ``summary.json``."""
+    if config.algo not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {config.algo!r}: use one of {list(ALGORITHMS)}")
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    run_dir = Path(config.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2))
+    started = time.perf_counter()
+
+    rng = seed_everything(config.seed)
+    probe = marft_envs.make(config.env, **config.env_kwargs)
+    policy = build_policy(config, probe.possible_agents)
+    algo = MARFT(policy, config.marft, temperature=config.temperature)
+    n_envs = min(config.episodes_per_update, 128)
+    envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
+    engine = RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens))
+    eval_args = dict(env_id=config.env, env_kwargs=config.env_kwargs, n=config.eval_episodes,
+                     max_new_tokens=config.max_new_tokens)
+
+    start = 0
+    latest = ckpt.latest_checkpoint(run_dir / "checkpoints") if resume else None
+    if resume and latest is None:
+        raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; start without --resume")
+    if latest is not None:
+        state = ckpt.load_checkpoint(latest)
+        algo.load_state_dict(state["algo"])
+        ckpt.set_rng_state(state["rng"], rng)
+        start = state["update"]
+        eval_before = json.loads((run_dir / "eval_before.json").read_text())
+    else:
+        eval_before = _evaluate_all(policy, config, eval_args)
+        (run_dir / "eval_before.json").write_text(json.dumps(eval_before, indent=2))
+    log = MetricsLog(run_dir, resume_from=start if latest is not None else None)
+
+    bar = _progress(range(start, config.updates), progress, "MARFT updates")
+    for update in bar:
+        timings = Timings()
+        t0 = time.perf_counter()
+        first = update * config.episodes_per_update
+        engine.reset_timings()
+        episodes = engine.collect(envs, range(first, first + config.episodes_per_update),
+                                  seed_of=lambda i: config.seed * 1_000_003 + i)
+        timings.generation = engine.timings["generate"] + engine.timings["features"]
+        timings.env = engine.timings["env"]
+        t1 = time.perf_counter()
+        metrics = algo.update(episodes, update, rng)
+        timings.training = time.perf_counter() - t1
+        train_stats = summarize(episodes)
+        metrics.update({
+            "train/solved": train_stats["accuracy"],
+            "train/return": train_stats["mean_return"],
+            "train/response_tokens": float(np.mean([len(s.response) for e in episodes for s in e.steps])),
+            "time/generation_s": timings.generation,
+            "time/env_s": timings.env,
+            "time/training_s": timings.training,
+            "time/update_s": time.perf_counter() - t0,
+        })
+        for agent, r in train_stats["roles"].items():
+            metrics[f"train/{agent}/own_accuracy"] = r["own_accuracy"]
+        if config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates:
+            metrics["eval/accuracy"] = evaluate(policy, **eval_args)["accuracy"]
+        log.write(update, metrics)
+        if hasattr(bar, "set_postfix"):
+            bar.set_postfix(solved=f"{metrics['train/solved']:.2f}", refresh=False)
+        if (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates:
+            ckpt.save_checkpoint(run_dir / "checkpoints", update + 1,
+                                 {"algo": algo.state_dict(), "rng": ckpt.rng_state(rng), "config": to_dict(config)})
+    log.close()
+
+    eval_after = _evaluate_all(policy, config, eval_args)
+    summary = {
+        "env": config.env,
+        "algo": config.algo,
+        "model": config.model,
+        "updates": config.updates,
+        "episodes_per_update": config.episodes_per_update,
+        "eval_before": eval_before,
+        "eval_after": eval_after,
+        "improvement": eval_after["accuracy"] - eval_before["accuracy"],
+        "wall_time_s": time.perf_counter() - started,
+        "resumed_from_update": start if latest is not None else None,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    try:
+        from marft_agents.plotting import plot_run
+
+        plot_run(run_dir)
+    except ImportError:  # matplotlib is optional
+        pass
+    if not quiet:
+        print(summary_table(summary))
+    return summary
+
+
+def _evaluate_all(policy: LaMASPolicy, config: TrainConfig, eval_args: dict) -> dict:
+    result = evaluate(policy, **eval_args)
+    if config.eval_rounds > 1:
+        multi = evaluate(policy, **eval_args, rounds=config.eval_rounds)
+        result[f"solved_within_{config.eval_rounds}_attempts_with_feedback"] = multi["accuracy"]
+    return result
+
+
+def summary_table(summary: dict) -> str:
+    """A small before/after table for the terminal."""
+    before, after = summary["eval_before"], summary["eval_after"]
+    rows = [("held-out accuracy (greedy, single pass)", before["accuracy"], after["accuracy"])]
+    for key in before:
+        if key.startswith("solved_within"):
+            rows.append((key.replace("_", " "), before[key], after.get(key, float("nan"))))
+    for agent, r in before["roles"].items():
+        rows.append((f"{agent} own accuracy", r["own_accuracy"], after["roles"].get(agent, {}).get("own_accuracy", float("nan"))))
+        for k in ("answer_accuracy_when_right", "answer_accuracy_when_wrong"):
+            if r.get(k) is not None:
+                label = f"answer accuracy when {agent} is {k.rsplit('_', 1)[1]}"
+                rows.append((label, r[k], after["roles"].get(agent, {}).get(k) or float("nan")))
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'':{width}}   before    after", *(f"{n:{width}}   {b:6.1%}   {a:6.1%}" for n, b, a in rows)]
+    lines.append(f"±{before['accuracy_stderr']:.1%} standard error per accuracy on {before['episodes']} problems; "
+                 f"{summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
+    return "\n".join(lines)
+
+
+def _progress(iterable, enabled: bool, desc: str):
+    if not enabled:
+        return iterable
+    try:
+        from tqdm import tqdm
+
+        return tqdm(iterable, desc=desc, dynamic_ncols=True)
+    except ImportError:
+        return iterable
