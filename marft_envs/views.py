@@ -19,11 +19,10 @@ from pettingzoo import AECEnv, ParallelEnv
 from marft_envs.core import FlexEnv, FlexEnvError
 
 
-class AECView(AECEnv):
-    """A FlexEnv as a PettingZoo ``AECEnv``: one agent at a time, dependencies respected."""
+class _Delegating:
+    """What the PettingZoo views delegate to the FlexEnv: identity, spaces, render, state, close."""
 
-    def __init__(self, env: FlexEnv):
-        super().__init__()
+    def _attach(self, env: FlexEnv) -> None:
         self.env = env
         self.metadata = env.metadata
         self.possible_agents = list(env.possible_agents)
@@ -35,6 +34,23 @@ class AECView(AECEnv):
 
     def action_space(self, agent: str):
         return self.env.action_space(agent)
+
+    def render(self) -> str | None:
+        return self.env.render()
+
+    def state(self) -> str:
+        return self.env.state_text()
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class AECView(_Delegating, AECEnv):
+    """A FlexEnv as a PettingZoo ``AECEnv``: one agent at a time, dependencies respected."""
+
+    def __init__(self, env: FlexEnv):
+        super().__init__()
+        self._attach(env)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         self.env.reset(seed=seed, options=options)
@@ -73,33 +89,14 @@ class AECView(AECEnv):
             self.agent_selection = ready[0]
         self._deads_step_first()
 
-    def render(self) -> str | None:
-        return self.env.render()
 
-    def state(self) -> str:
-        return self.env.state_text()
-
-    def close(self) -> None:
-        self.env.close()
-
-
-class ParallelView(ParallelEnv):
+class ParallelView(_Delegating, ParallelEnv):
     """A Dec-POMDP FlexEnv as a PettingZoo ``ParallelEnv``: every active agent acts at once."""
 
     def __init__(self, env: FlexEnv):
         if not env.metadata.get("is_parallelizable", False):
             raise ValueError(_dependency_message(env))
-        self.env = env
-        self.metadata = env.metadata
-        self.possible_agents = list(env.possible_agents)
-        self.render_mode = env.render_mode
-        self.agents: list[str] = []
-
-    def observation_space(self, agent: str):
-        return self.env.observation_space(agent)
-
-    def action_space(self, agent: str):
-        return self.env.action_space(agent)
+        self._attach(env)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         infos = self.env.reset(seed=seed, options=options)
@@ -130,15 +127,6 @@ class ParallelView(ParallelEnv):
                 f"{self.env.name} has agent dependencies this round ({edges}); "
                 "the Parallel view needs an always-empty graph: use the AEC view or the layered interface"
             )
-
-    def render(self) -> str | None:
-        return self.env.render()
-
-    def state(self) -> str:
-        return self.env.state_text()
-
-    def close(self) -> None:
-        self.env.close()
 
 
 class GymView(gymnasium.Env):
