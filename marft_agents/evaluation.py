@@ -41,7 +41,7 @@ def evaluate(
         problems = envs[0].problems.heldout(n, seed=HELDOUT_SEED)
         n = len(problems)
         options_of = lambda i: {"problem": problems[i]}  # noqa: E731
-    engine = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens), with_features=False)
+    engine = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens))
     episodes = engine.collect(envs, range(n), seed_of=lambda i: HELDOUT_SEED + i, options_of=options_of)
     return summarize(episodes)
 

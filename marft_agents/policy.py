@@ -266,7 +266,8 @@ class LaMASPolicy:
         ids, mask = self._left_pad(prompts)
         position_ids = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding: real tokens start at position 0
         with self.reference() as model:
-            out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, output_hidden_states=True)
+            out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, output_hidden_states=True,
+                        logits_to_keep=1)  # only hidden states are needed; skip the full logits
         return out.hidden_states[-1][:, -1, :].float()
 
     @property

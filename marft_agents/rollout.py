@@ -2,8 +2,9 @@
 
 Each step of the engine takes every ready agent across all live envs (one *layer* per env), groups
 them by adapter and makes one batched ``generate`` call per adapter. Each agent-step keeps its exact
-prompt and response token ids (never re-tokenised), its behaviour log-probs, and the frozen base
-features the critic reads. When a round ends its rewards are attached to that round's agent-steps.
+prompt and response token ids (never re-tokenised) and its behaviour log-probs. When a round ends
+its rewards are attached to that round's agent-steps. (The critic's features are computed by the
+learner, not here: the engine only generates.)
 
 Plain PettingZoo AEC envs work too (``AECAsLayered``): one agent at a time, each step its own round.
 """
@@ -35,8 +36,6 @@ class AgentStep:
     """Response token ids exactly as sampled (including the end-of-turn token if produced)."""
     token_logps: torch.Tensor
     """Behaviour log-prob of each response token, ``(len(response),)``."""
-    features: torch.Tensor
-    """Frozen base features of the prompt for the critic, ``(d,)``."""
     text: str
     """The decoded action the env received."""
     reward: float = 0.0
@@ -111,17 +110,16 @@ class AECAsLayered:
 class RolloutEngine:
     """Collect whole episodes from many envs, batching generation per layer and per adapter."""
 
-    def __init__(self, policy: LaMASPolicy, sampling: Sampling, *, with_features: bool = True):
+    def __init__(self, policy: LaMASPolicy, sampling: Sampling):
         self.policy = policy
         self.sampling = sampling
-        self.with_features = with_features
         self.generate_calls = 0
         self.timings: dict[str, float] = {}
         self.reset_timings()
 
     def reset_timings(self) -> None:
-        """Zero the seconds spent generating, computing critic features, and in the envs."""
-        self.timings = {"generate": 0.0, "features": 0.0, "env": 0.0}
+        """Zero the seconds spent generating, building prompts, and stepping the envs."""
+        self.timings = {"generate": 0.0, "prompts": 0.0, "env": 0.0}
 
     def collect(
         self,
@@ -154,21 +152,18 @@ class RolloutEngine:
                 for agent in env.ready_agents():
                     prompt = self.policy.prompt(env.observe(agent))
                     requests[self.policy.adapter_of[agent]].append((slot, agent, prompt))
-            self.timings["env"] += time.perf_counter() - t0
+            self.timings["prompts"] += time.perf_counter() - t0
             layer: dict[int, list[AgentStep]] = defaultdict(list)
             for adapter, batch in requests.items():
                 prompts = [p for _, _, p in batch]
                 t0 = time.perf_counter()
                 gen = self.policy.generate(prompts, adapter, self.sampling)
                 self.generate_calls += 1
-                t1 = time.perf_counter()
-                feats = self.policy.features(prompts) if self.with_features else torch.zeros(len(batch), 0)
-                self.timings["generate"] += t1 - t0
-                self.timings["features"] += time.perf_counter() - t1
+                self.timings["generate"] += time.perf_counter() - t0
                 for k, (slot, agent, prompt) in enumerate(batch):
                     layer[slot].append(AgentStep(
                         episode=live[slot][0], round=envs[slot].round, agent=agent, prompt=prompt,
-                        response=gen.responses[k], token_logps=gen.token_logps[k], features=feats[k], text=gen.texts[k],
+                        response=gen.responses[k], token_logps=gen.token_logps[k], text=gen.texts[k],
                     ))
             t0 = time.perf_counter()
             for slot, new_steps in layer.items():

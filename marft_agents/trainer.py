@@ -34,8 +34,13 @@ class Timings:
     """Seconds spent in each part of one update."""
 
     generation: float = 0.0
+    """Batched generate calls."""
+    prompts: float = 0.0
+    """Observations rendered through the chat template and tokenised."""
     env: float = 0.0
+    """Env steps, rewards included."""
     training: float = 0.0
+    """The algorithm's update, critic features included."""
 
 
 class MetricsLog:
@@ -127,7 +132,8 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
         engine.reset_timings()
         episodes = engine.collect(envs, range(first, first + config.episodes_per_update),
                                   seed_of=lambda i: config.seed * 1_000_003 + i)
-        timings.generation = engine.timings["generate"] + engine.timings["features"]
+        timings.generation = engine.timings["generate"]
+        timings.prompts = engine.timings["prompts"]
         timings.env = engine.timings["env"]
         t1 = time.perf_counter()
         metrics = algo.update(episodes, update, rng)
@@ -138,6 +144,7 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
             "train/return": train_stats["mean_return"],
             "train/response_tokens": float(np.mean([len(s.response) for e in episodes for s in e.steps])),
             "time/generation_s": timings.generation,
+            "time/prompts_s": timings.prompts,
             "time/env_s": timings.env,
             "time/training_s": timings.training,
             "time/update_s": time.perf_counter() - t0,

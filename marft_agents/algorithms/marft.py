@@ -106,7 +106,7 @@ class MARFT:
         """One MARFT update from whole episodes; returns metrics."""
         cfg = self.config
         steps = flatten(episodes)
-        features = torch.stack([s.features for s in steps])  # (N, d)
+        features = self.features(steps)  # (N, d), frozen: computed once per update
         with torch.no_grad():
             values_old = self.critic(features)  # (N,)
         advantages, returns = compute_advantages(
@@ -122,6 +122,12 @@ class MARFT:
         metrics.update(self._critic_step(features, values_old, returns, rng))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics
+
+    def features(self, steps: list[AgentStep]) -> torch.Tensor:
+        """Frozen base features of every step's prompt, in minibatches."""
+        size = self.config.minibatch_size
+        return torch.cat([self.policy.features([s.prompt for s in steps[i: i + size]])
+                          for i in range(0, len(steps), size)])
 
     def _policy_step(self, adapter, steps, idx, advantages, rng) -> dict[str, float]:
         cfg = self.config
