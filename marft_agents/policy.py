@@ -10,7 +10,8 @@ Adapter modes:
 
 - ``"lora"`` — one LoRA adapter per agent on one shared base (peft multi-adapter, switched per role);
 - ``"shared"`` — one LoRA adapter used by every agent (parameter sharing);
-- ``"copies"`` — a full trainable copy of the base per agent (only sensible for tiny models).
+- ``"copies"`` — a full trainable copy of the base per agent, plus the frozen base kept as the
+  reference and for critic features: N + 1 models in memory (only sensible for tiny models).
 """
 
 from __future__ import annotations
