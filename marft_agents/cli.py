@@ -93,32 +93,19 @@ def cmd_train(args) -> int:
 def cmd_eval(args) -> int:
     import torch
 
-    from marft_agents import checkpoint as ckpt
-    from marft_agents.config import TrainConfig, from_dict
+    import marft_envs
+    from marft_agents.config import TrainConfig
     from marft_agents.evaluation import evaluate
     from marft_agents.trainer import build_policy
-    import marft_envs
 
     if bool(args.run) == bool(args.model):
         raise ValueError("pass exactly one of --run DIR or --model M")
     if args.run:
-        saved = Path(args.run) / "config.json"
-        if not saved.is_file():
-            raise FileNotFoundError(f"no run at {args.run}: expected {saved}")
-        config = from_dict(json.loads(saved.read_text()))
+        policy, config = policy_from_run(args.run, env=args.env)
     else:
-        config = TrainConfig(model=args.model)
-    if args.env:
-        config.env = args.env
-    _check_env(config.env)
-    policy = build_policy(config, marft_envs.make(config.env, **config.env_kwargs).possible_agents)
-    if args.run:
-        latest = ckpt.latest_checkpoint(Path(args.run) / "checkpoints")
-        if latest is None:
-            raise FileNotFoundError(f"no checkpoint in {args.run}/checkpoints")
-        state = ckpt.load_checkpoint(latest)["algo"]["adapters"]
-        for adapter in policy.adapters:  # the trained adapters, not the untuned base (bug 5)
-            policy.load_adapter_state(adapter, state[adapter])
+        config = TrainConfig(model=args.model, env=args.env or TrainConfig.env)
+        _check_env(config.env)
+        policy = build_policy(config, marft_envs.make(config.env, **config.env_kwargs).possible_agents)
     with torch.no_grad():
         result = evaluate(policy, config.env, config.env_kwargs, args.episodes, rounds=args.rounds,
                           max_new_tokens=config.max_new_tokens)
@@ -127,6 +114,30 @@ def cmd_eval(args) -> int:
     for agent, r in result["roles"].items():
         print(f"  {agent}: " + ", ".join(f"{k}={v:.1%}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
     return 0
+
+
+def policy_from_run(run_dir: str, env: str | None = None):
+    """The policy of a run folder with its latest checkpoint's trained adapters loaded, and the run's config."""
+    import marft_envs
+    from marft_agents import checkpoint as ckpt
+    from marft_agents.config import from_dict
+    from marft_agents.trainer import build_policy
+
+    saved = Path(run_dir) / "config.json"
+    if not saved.is_file():
+        raise FileNotFoundError(f"no run at {run_dir}: expected {saved}")
+    config = from_dict(json.loads(saved.read_text()))
+    if env:
+        config.env = env
+    _check_env(config.env)
+    latest = ckpt.latest_checkpoint(Path(run_dir) / "checkpoints")
+    if latest is None:
+        raise FileNotFoundError(f"no checkpoint in {run_dir}/checkpoints")
+    policy = build_policy(config, marft_envs.make(config.env, **config.env_kwargs).possible_agents)
+    state = ckpt.load_checkpoint(latest)["algo"]["adapters"]
+    for adapter in policy.adapters:  # evaluate the trained adapters, not the untuned base (bug 5)
+        policy.load_adapter_state(adapter, state[adapter])
+    return policy, config
 
 
 def cmd_plot(args) -> int:

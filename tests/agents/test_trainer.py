@@ -7,6 +7,7 @@ import torch
 
 from marft_agents import checkpoint as ckpt
 from marft_agents.cli import main as cli
+from marft_agents.cli import policy_from_run
 from marft_agents.config import ConfigError, TrainConfig, load
 from marft_agents.trainer import train
 
@@ -38,6 +39,16 @@ def test_train_writes_summary_metrics_checkpoint_and_plot(tiny_model_dir, tmp_pa
     assert ckpt.latest_checkpoint(run / "checkpoints").name == "update_000004.pt"
     assert (run / "curves.png").stat().st_size > 1000
     assert summary["improvement"] == pytest.approx(saved["eval_after"]["accuracy"] - saved["eval_before"]["accuracy"])
+
+    # `marft eval --run` must score the trained adapters, not the untuned base (bug 5 of the reference code).
+    policy, _ = policy_from_run(str(run))
+    trained = ckpt.load_checkpoint(ckpt.latest_checkpoint(run / "checkpoints"))["algo"]["adapters"]
+    for adapter in policy.adapters:
+        current = policy.adapter_state(adapter)
+        assert any(v.abs().sum() > 0 for k, v in current.items() if "lora_B" in k)  # not the zero init
+        for name, value in trained[adapter].items():
+            assert torch.equal(current[name], value)
+    assert cli(["eval", "--run", str(run), "--episodes", "4"]) == 0
 
 
 def test_interrupted_and_resumed_run_ends_with_the_same_metrics(tiny_model_dir, tmp_path):
