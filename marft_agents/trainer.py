@@ -206,7 +206,8 @@ def summary_table(summary: dict) -> str:
         for k in ("answer_accuracy_when_right", "answer_accuracy_when_wrong"):
             if r.get(k) is not None:
                 label = f"answer accuracy when {agent} is {k.rsplit('_', 1)[1]}"
-                rows.append((label, r[k], after["roles"].get(agent, {}).get(k) or float("nan")))
+                later = after["roles"].get(agent, {}).get(k)
+                rows.append((label, r[k], float("nan") if later is None else later))
     width = max(len(r[0]) for r in rows)
     lines = [f"{'':{width}}   before    after", *(f"{n:{width}}   {b:6.1%}   {a:6.1%}" for n, b, a in rows)]
     lines.append(f"±{before['accuracy_stderr']:.1%} standard error per accuracy on {before['episodes']} problems; "

@@ -1,0 +1,113 @@
+"""The embedded tiny model: the shipped checkpoint loads and behaves, and ``pretrain`` writes a loadable one."""
+
+import importlib.resources as resources
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from marft_agents.chat import messages, prompt_ids
+from marft_agents.models.pretrain import last_value, pretrain
+from marft_envs.tasks.math import MathChain
+
+ASSET = resources.files("marft_agents").joinpath("assets/tiny-math")
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    path = str(ASSET)
+    return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+
+def test_checkpoint_files_are_package_data():
+    names = {p.name for p in ASSET.iterdir()}
+    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
+            "tokenizer_config.json", "pretrain.json"} <= names
+
+
+def test_size_and_special_ids(shipped):
+    model, tok = shipped
+    n = sum(p.numel() for p in model.parameters())
+    assert 1_000_000 <= n <= 3_000_000
+    assert model.config.tie_word_embeddings
+    cfg, gen = model.config, model.generation_config
+    assert cfg.pad_token_id == gen.pad_token_id == tok.pad_token_id is not None
+    assert cfg.eos_token_id == gen.eos_token_id == tok.eos_token_id is not None
+    assert cfg.bos_token_id == gen.bos_token_id == tok.bos_token_id is not None
+    assert len({tok.pad_token_id, tok.eos_token_id, tok.bos_token_id}) == 3
+
+
+def test_chat_template_ends_with_assistant_header(shipped):
+    _, tok = shipped
+    chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "1+1?"}]
+    text = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    assert text.endswith("<|assistant|>")
+    assert "Be brief." in text and "1+1?" in text
+    ids = tok.apply_chat_template(chat, add_generation_prompt=True, tokenize=True)
+    ids = ids["input_ids"] if not isinstance(ids, list) else ids
+    assert tok.convert_ids_to_tokens(ids[-1]) == "<|assistant|>"
+    done = tok.apply_chat_template(chat + [{"role": "assistant", "content": "2"}], tokenize=False)
+    assert done.endswith("2" + tok.eos_token)
+
+
+def test_digits_are_one_token_each(shipped):
+    _, tok = shipped
+    for text in ("12345", "x=907+18", " 2024 ", "3/4*12=9"):
+        digit_tokens = [t for t in tok.tokenize(text) if any(c.isdigit() for c in t)]
+        assert all(len(t.lstrip("Ġ")) == 1 for t in digit_tokens), tok.tokenize(text)
+        assert sum(len(t.lstrip("Ġ")) for t in digit_tokens) == sum(c.isdigit() for c in text)
+
+
+@pytest.mark.parametrize("text", [
+    "héllo wörld — 数学 😀", "\x00\x01\x07\t\r\n\x7f", "\u200b\ufeff\U0010ffff", "a" * 10_000,
+    "".join(chr(i) for i in range(1, 2000)),
+])
+def test_any_string_encodes(shipped, text):
+    _, tok = shipped
+    ids = tok.encode(text, add_special_tokens=False)
+    assert ids
+    assert tok.unk_token_id is None or tok.unk_token_id not in ids
+    assert tok.decode(ids) == text
+
+
+def test_ascii_round_trip(shipped):
+    _, tok = shipped
+    text = "Problem: 23 + 15 = 38\n  38-7=31 \\boxed{\\frac{7}{3}} {x}  ~!@#$%^&*()_+`\t end"
+    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+
+
+def test_greedy_generation_on_a_real_observation(shipped):
+    model, tok = shipped
+    env = MathChain()
+    env.reset(seed=0)
+    obs = env.observe("reasoner_0")
+    ids = prompt_ids(tok, obs)
+    assert tok.decode(ids) == tok.apply_chat_template(messages(obs), add_generation_prompt=True, tokenize=False)
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                             do_sample=False, max_new_tokens=48, pad_token_id=tok.pad_token_id)
+    text = tok.decode(out[0, len(ids):], skip_special_tokens=True)
+    assert text.strip()
+
+
+def test_last_value():
+    assert last_value("2*8=16\n16+24=40") == "40"
+    assert last_value("7/3-1/2=11/6\n") == "11/6"
+    assert last_value("no steps") is None
+    assert last_value("") is None
+
+
+def test_pretrain_smoke(tmp_path):
+    threads = torch.get_num_threads()
+    summary = pretrain(tmp_path, seconds=5, progress_bar=False, eval_n=8, eval_samples=2,
+                       tokenizer_problems=300, batch_size=16, chunk_problems=64)
+    assert torch.get_num_threads() == threads
+    assert summary["training"]["steps"] > 0
+    saved = json.loads((tmp_path / "pretrain.json").read_text())
+    assert saved["eval_greedy_chain"]["n"] == 8
+    model = AutoModelForCausalLM.from_pretrained(tmp_path)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    assert model.config.vocab_size == len(tok)
+    assert tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True,
+                                   tokenize=False).endswith("<|assistant|>")
