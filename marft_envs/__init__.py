@@ -33,5 +33,11 @@ def _register_builtin() -> None:
     register("marft/MathDebate-v0", MathDebate)
     register("marft/MathSolo-v0", MathSolo, gym=True)
 
+    from marft_envs.tasks.booking import Booking, BookingDecPOMDP, BookingFixed
+
+    register("marft/Booking-v0", Booking)
+    register("marft/BookingFixed-v0", BookingFixed)
+    register("marft/BookingDecPOMDP-v0", BookingDecPOMDP)
+
 
 _register_builtin()

@@ -28,21 +28,41 @@ def test_registered_env_passes_every_checker(env_id):
     assert expected <= set(report.passed)
 
 
+def scripted(env_id):
+    """Env kwargs and a policy factory ``make_policy(env)`` that reach each family's rewarded paths."""
+    if env_id.startswith("marft/Math"):
+        from marft_envs.tasks.math.scripted import chain_policy, solver_policy
+
+        make_policy = chain_policy if "Chain" in env_id else solver_policy
+        return {"rounds": 3}, lambda env: make_policy(env, slip=0.5)
+    if env_id.startswith("marft/Booking"):
+        from marft_envs.tasks.booking.scripted import oracle_policy
+
+        return {}, oracle_policy
+    if env_id.startswith("marft/CodeRepair"):
+        from marft_envs.sandbox import detect_isolation
+        from marft_envs.tasks.code.scripted import oracle_policy as code_oracle
+
+        if not detect_isolation().contained:  # scripted patches run in the sandbox
+            pytest.skip(f"no contained sandbox here:\n{detect_isolation().describe()}")
+
+        return {"rounds": 2}, lambda env: code_oracle(env, slip=0.5, patch_format="mixed")
+    raise KeyError(f"no scripted policy for {env_id}: add one to scripted() in this test")
+
+
 @pytest.mark.parametrize("env_id", AEC_IDS)
 def test_registered_env_is_deterministic_with_a_scripted_policy(env_id):
     # Random strings only reach the malformed-answer path; scripted answers reach the rewarded one.
-    from marft_envs.tasks.math.scripted import chain_policy, solver_policy
-
     from gymnasium.utils.env_checker import data_equivalence
 
     from marft_envs.testing.checks import rollout_layered
 
-    make_policy = chain_policy if "Chain" in env_id else solver_policy
+    kwargs, make_policy = scripted(env_id)
     for seed in range(5):
         traces = []
         for _ in range(2):
-            env = marft_envs.make(env_id, rounds=3)
-            traces.append(rollout_layered(env, seed, make_policy(env, slip=0.5)))
+            env = marft_envs.make(env_id, **kwargs)
+            traces.append(rollout_layered(env, seed, make_policy(env)))
         assert data_equivalence(traces[0], traces[1])
         rewards = [r for kind, r in traces[0] if kind == "round"]
         assert rewards, "the episode had no rounds"
