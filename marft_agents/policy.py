@@ -17,6 +17,7 @@ Adapter modes:
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,11 +25,14 @@ from importlib import resources
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, GenerationConfig, LlamaForCausalLM
 
 from marft_agents.chat import prompt_ids
 
 ADAPTER_MODES = ("lora", "shared", "copies")
+_MIN_SHARED_PREFIX = 8  # shorter common prefixes are not worth a separate forward pass
+# transformers >= 5 names the KV-cache argument `cache`; earlier versions `past_key_values`.
+_CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 EMBEDDED = "embedded"
 
 
@@ -232,17 +236,29 @@ class LaMASPolicy:
 
     # -- scoring -------------------------------------------------------------------------------
 
-    def _right_pad(self, prompts, responses) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        seqs = [p + r for p, r in zip(prompts, responses)]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_token_id, dtype=torch.long)
-        attn = torch.zeros((len(seqs), width), dtype=torch.long)
-        target = torch.zeros((len(seqs), width - 1), dtype=torch.bool)  # which next-token targets are response
-        for i, (p, r) in enumerate(zip(prompts, responses)):
-            ids[i, : len(p) + len(r)] = torch.tensor(p + r, dtype=torch.long)
-            attn[i, : len(p) + len(r)] = 1
-            target[i, len(p) - 1: len(p) + len(r) - 1] = True
-        return ids, attn, target  # (B, S), (B, S), (B, S-1)
+    def _score_layout(self, prompts, responses) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``[shared prefix | left-padded rest of prompt | right-padded response]``.
+
+        Returns the prefix length ``P`` and ``ids``/``attn`` of shape ``(B, L + R)`` for what follows the
+        prefix (``L`` the longest rest of a prompt, ``R`` the longest response), and the response mask
+        ``(B, R)``. Every response starts at column ``L``, so the output layer runs on ``R`` columns only.
+        """
+        limit = min(len(p) for p in prompts) - 1  # keep >= 1 token of every prompt after the prefix
+        P = 0
+        while P < limit and all(p[P] == prompts[0][P] for p in prompts):
+            P += 1
+        if P < _MIN_SHARED_PREFIX:
+            P = 0
+        rests = [p[P:] for p in prompts]
+        L, R = max(len(r) for r in rests), max(len(r) for r in responses)
+        ids = torch.full((len(prompts), L + R), self.pad_token_id, dtype=torch.long)
+        attn = torch.zeros((len(prompts), L + R), dtype=torch.long)
+        mask = torch.zeros((len(prompts), R), dtype=torch.bool)
+        for i, (rest, resp) in enumerate(zip(rests, responses)):
+            ids[i, L - len(rest): L + len(resp)] = torch.tensor(rest + resp, dtype=torch.long)
+            attn[i, L - len(rest): L + len(resp)] = 1
+            mask[i, : len(resp)] = True
+        return P, ids, attn, mask
 
     def score(
         self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float
@@ -250,27 +266,57 @@ class LaMASPolicy:
         """Per-token log-probs and entropies of ``responses`` (with grad), and the response mask.
 
         ``adapter=None`` scores under the reference policy. Returns ``(logp, entropy, mask)``, each
-        ``(B, S-1)``; sum ``logp * mask`` over the last dim for an action's log-prob.
+        ``(B, R)`` with ``R`` the longest response; sum ``logp * mask`` over the last dim for an
+        action's log-prob. Two savings give the same numbers as a plain forward pass over every full
+        sequence: the prompts' common prefix (an agent's role prompt) runs once with its keys and values
+        broadcast over the batch (gradients flow back through the broadcast), and the output layer and
+        softmax run on response positions only.
         """
-        ids, attn, mask = self._right_pad(prompts, responses)
+        P, ids, attn, mask = self._score_layout(prompts, responses)
+        S, R = ids.shape[1], mask.shape[1]
         ctx = self.reference() if adapter is None else self.active(adapter)
         with ctx as model:
-            logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float() / temperature  # (B, S-1, V)
+            logits = _forward_after_prefix(model, prompts[0][:P], ids, attn, logits_to_keep=R + 1).logits  # (B, R + 1, V)
+        # column S - R - 1 + k predicts response token k
+        logits = logits[:, :R].float() / temperature  # (B, R, V)
         logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (B, S-1)
-        entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, S-1)
+        logp = logp_all.gather(-1, ids[:, S - R:].unsqueeze(-1)).squeeze(-1)  # (B, R)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, R)
         return logp, entropy, mask
 
     @torch.no_grad()
     def features(self, prompts: list[list[int]]) -> torch.Tensor:
         """Frozen base features for the critic: the last prompt token's final hidden state, ``(B, d)``."""
-        ids, mask = self._left_pad(prompts)
-        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)  # left padding: real tokens start at position 0
+        P, ids, attn, _ = self._score_layout(prompts, [[] for _ in prompts])  # every prompt ends in the last column
         with self.reference() as model:
-            out = model(input_ids=ids, attention_mask=mask, position_ids=position_ids, output_hidden_states=True,
-                        logits_to_keep=1)  # only hidden states are needed; skip the full logits
+            out = _forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True,
+                                        logits_to_keep=1)  # only hidden states are needed; skip the full logits
         return out.hidden_states[-1][:, -1, :].float()
 
     @property
     def hidden_size(self) -> int:
         return self.base.config.hidden_size
+
+
+def _forward_after_prefix(model, prefix: list[int], ids: torch.Tensor, attn: torch.Tensor, **kwargs):
+    """``model`` on ``prefix + ids[b]`` for every row ``b``, running the shared ``prefix`` only once.
+
+    ``ids``/``attn`` ``(B, S)`` may hold padding anywhere; positions count real tokens only. The prefix's
+    keys and values are broadcast over the batch, and gradients flow back through the broadcast.
+    """
+    B, P = ids.shape[0], len(prefix)
+    position_ids = P + (attn.cumsum(-1) - 1).clamp(min=0)  # (B, S)
+    cache = None
+    if P:
+        out = model(input_ids=torch.tensor([prefix], dtype=torch.long), use_cache=True)  # (1, P), once
+        cache = _broadcast_cache(out[_CACHE_ARG] if _CACHE_ARG in out else out["past_key_values"], B)
+        attn = torch.cat([torch.ones(B, P, dtype=attn.dtype), attn], dim=1)  # (B, P + S)
+    return model(input_ids=ids, attention_mask=attn, position_ids=position_ids, use_cache=cache is not None,
+                 **{_CACHE_ARG: cache}, **kwargs)
+
+
+def _broadcast_cache(cache, batch: int) -> DynamicCache:
+    """A one-sequence KV cache expanded (a view, no copy) to ``batch`` sequences."""
+    pairs = ([(layer.keys, layer.values) for layer in cache.layers] if hasattr(cache, "layers")
+             else list(zip(cache.key_cache, cache.value_cache)))
+    return DynamicCache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in pairs])

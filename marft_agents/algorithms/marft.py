@@ -124,10 +124,15 @@ class MARFT:
         return metrics
 
     def features(self, steps: list[AgentStep]) -> torch.Tensor:
-        """Frozen base features of every step's prompt, in minibatches."""
+        """Frozen base features of every step's prompt, ``(N, d)``, computed in minibatches."""
         size = self.config.minibatch_size
-        return torch.cat([self.policy.features([s.prompt for s in steps[i: i + size]])
-                          for i in range(0, len(steps), size)])
+        # Chunks of one agent's steps share its role prompt, which the policy then runs only once.
+        order = sorted(range(len(steps)), key=lambda i: steps[i].agent)
+        out = torch.empty(len(steps), self.policy.hidden_size)
+        for start in range(0, len(order), size):
+            chunk = order[start: start + size]
+            out[chunk] = self.policy.features([steps[i].prompt for i in chunk])
+        return out
 
     def _policy_step(self, adapter, steps, idx, advantages, rng) -> dict[str, float]:
         cfg = self.config

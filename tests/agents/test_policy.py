@@ -136,3 +136,55 @@ def test_unknown_adapter_mode(tiny_model_dir):
     model, tok = load_base(str(tiny_model_dir))
     with pytest.raises(ValueError, match="unknown adapter mode 'loro'"):
         LaMASPolicy(model, tok, ["a_0"], mode="loro")
+
+
+def test_score_equals_a_plain_forward_over_full_sequences_with_the_same_gradients(tiny_model_dir):
+    # score() runs the shared role prompt once and the output layer on response columns only;
+    # log-probs, entropies and gradients must equal the straightforward computation.
+    env = marft_envs.make("marft/MathChain-v0")
+    policy = make_policy(tiny_model_dir, env.possible_agents)
+    with torch.no_grad():
+        for p in policy.parameters("reasoner_0"):
+            p.add_(0.05 * torch.randn_like(p))  # a non-identity adapter, so its gradients matter
+    prompts = []
+    for seed in range(3):
+        env.reset(seed=seed)
+        prompts.append(policy.prompt(env.observe("reasoner_0")))
+    responses = [[5, 6, 7, 8], [9], [10, 11]]
+    logp, entropy, mask = policy.score(prompts, responses, "reasoner_0", 0.7)
+    (logp * mask).sum().backward()
+    fast = [p.grad.clone() for p in policy.parameters("reasoner_0")]
+    policy.base.zero_grad()
+
+    plain_logps, plain_entropies = [], []
+    with policy.active("reasoner_0") as model:
+        for prompt, resp in zip(prompts, responses):
+            logits = model(input_ids=torch.tensor([prompt + resp])).logits[0, len(prompt) - 1: -1] / 0.7
+            logp_all = torch.log_softmax(logits, -1)
+            plain_logps.append(logp_all.gather(-1, torch.tensor(resp)[:, None])[:, 0])
+            plain_entropies.append(-(logp_all.exp() * logp_all).sum(-1))
+    torch.cat(plain_logps).sum().backward()
+    plain = [p.grad for p in policy.parameters("reasoner_0")]
+
+    assert mask.sum(-1).tolist() == [4, 1, 2]
+    torch.testing.assert_close(logp[mask], torch.cat(plain_logps).detach(), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(entropy[mask], torch.cat(plain_entropies).detach(), atol=1e-5, rtol=1e-5)
+    for a, b in zip(fast, plain):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_features_are_the_last_prompt_tokens_final_hidden_state_under_the_base(tiny_model_dir):
+    env = marft_envs.make("marft/MathChain-v0")
+    policy = make_policy(tiny_model_dir, env.possible_agents)
+    with torch.no_grad():
+        for p in policy.parameters("reasoner_0"):
+            p.add_(0.05)  # features must ignore the adapters
+    prompts = []
+    for seed in range(3):
+        env.reset(seed=seed)
+        prompts.append(policy.prompt(env.observe("reasoner_0")))
+    prompts.append(prompts[0][:-5])  # a shorter prompt with the same role prefix
+    features = policy.features(prompts)
+    with torch.no_grad(), policy.reference() as model:
+        plain = [model(input_ids=torch.tensor([p]), output_hidden_states=True).hidden_states[-1][0, -1] for p in prompts]
+    torch.testing.assert_close(features, torch.stack(plain), atol=1e-5, rtol=1e-5)
