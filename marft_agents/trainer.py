@@ -20,14 +20,11 @@ import torch
 
 import marft_envs
 from marft_agents import checkpoint as ckpt
-from marft_agents.algorithms.marft import MARFT
+from marft_agents.algorithms import ALGORITHMS, build_learner
 from marft_agents.config import TrainConfig, to_dict
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
-
-ALGORITHMS = ("marft",)
-
 
 @dataclass
 class Timings:
@@ -102,7 +99,8 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
     rng = seed_everything(config.seed)
     probe = marft_envs.make(config.env, **config.env_kwargs)
     policy = build_policy(config, probe.possible_agents)
-    algo = MARFT(policy, config.marft, temperature=config.temperature)
+    algo = build_learner(config.algo, policy, getattr(config, config.algo), config.temperature)
+    group = max(int(getattr(algo, "group_size", 1)), 1)
     n_envs = min(config.episodes_per_update, 128)
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     engine = RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens))
@@ -130,8 +128,11 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
         t0 = time.perf_counter()
         first = update * config.episodes_per_update
         engine.reset_timings()
+        if hasattr(algo, "before_collect"):
+            algo.before_collect(envs, update)
+        # episodes of one group share a seed, hence a problem
         episodes = engine.collect(envs, range(first, first + config.episodes_per_update),
-                                  seed_of=lambda i: config.seed * 1_000_003 + i)
+                                  seed_of=lambda i: config.seed * 1_000_003 + i // group)
         timings.generation = engine.timings["generate"]
         timings.prompts = engine.timings["prompts"]
         timings.env = engine.timings["env"]
