@@ -3,19 +3,20 @@
     .venv/bin/python benchmarks/update_split.py [--model embedded|PATH|random] [--updates 5] [--threads 1]
 
 Runs the real training loop, ``marft_agents.trainer.train``, in the demo-like setting
-(``marft/MathChain-v0``, 2 agents, one LoRA adapter each, 64 episodes per update, temperature 1,
-``max_new_tokens`` 48, default MARFT hyper-parameters) for a few updates into a temporary run
-folder (held-out evaluation cut to a few problems, ``eval_rounds`` 0, no intermediate checkpoints),
-then reads ``time/generation_s``, ``time/prompts_s`` (chat template + tokenisation, policy work),
-``time/env_s`` (env steps and rewards), ``time/training_s`` (the update, critic features included)
-and ``time/update_s`` from ``metrics.jsonl``. "other" is the rest of ``update_s``.
+(``marft/MathChain-v0``, 2 agents, one LoRA adapter each, 64 episodes per update,
+``max_new_tokens`` 48, the default temperature, LoRA targets and MARFT hyper-parameters of
+``TrainConfig``) for a few updates into a temporary run folder (held-out evaluation cut to a few
+problems, ``eval_rounds`` 0, no intermediate checkpoints), then reads ``time/generation_s``,
+``time/prompts_s`` (chat template + tokenisation, policy work), ``time/env_s`` (env steps and
+rewards), ``time/training_s`` (the update, critic features included) and ``time/update_s`` from
+``metrics.jsonl``. "other" is the rest of ``update_s``.
 
 Reports per-update medians (and min–max) in seconds and as a share of the update. Goal: env + reward
-at most 5 % of an update. With the random stand-in (used until the embedded model exists) every
-response runs to ``max_new_tokens`` and nothing is solved, so generation and training are longer
-than with the trained model. Threads: 1 by default (the demo leaves torch's default, 2 here): on a
-2-core machine shared with another job, 2-thread torch stalls in OpenMP barriers whenever the other
-job takes a core, which would inflate generation and training, not the env; ``--threads 0`` for
+at most 5 % of an update. With ``--model random`` every response runs to ``max_new_tokens`` and
+nothing is solved, so generation and training are longer than with the embedded model. Threads: 1
+by default (the demo leaves torch's default, 2 here): on a 2-core machine shared with another job,
+2-thread torch stalls in OpenMP barriers whenever the other job takes a core, which would inflate
+generation and training, not the env; ``--threads 0`` for
 torch's default. Results go to ``benchmarks/results/update_split.json``.
 """
 

@@ -5,14 +5,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+SMOOTH = 20
+"""Updates in the trailing mean drawn over each noisy per-update curve."""
+
 PANELS = [
-    ("train/solved", "training episodes solved"),
+    ("train/solved", "episodes solved: training (sampled), held-out (greedy)"),
     ("train/return", "mean return"),
     ("critic/value_loss", "critic value loss"),
     ("/entropy", "policy entropy (per agent)"),
     ("/approx_kl", "approx KL to behaviour (per agent)"),
     ("/own_accuracy", "own accuracy (per agent, training)"),
 ]
+
+
+def trailing_mean(ys: list[float], window: int) -> list[float]:
+    """Mean of each value and up to ``window - 1`` values before it."""
+    out, total = [], 0.0
+    for i, y in enumerate(ys):
+        total += y - (ys[i - window] if i >= window else 0.0)
+        out.append(total / min(i + 1, window))
+    return out
 
 
 def plot_run(run_dir: str | Path) -> Path:
@@ -34,10 +46,15 @@ def plot_run(run_dir: str | Path) -> Path:
         for k in keys:
             xs = [r["update"] for r in rows if k in r]
             ys = [r[k] for r in rows if k in r]
-            ax.plot(xs, ys, label=k.split("/")[-2] if key.startswith("/") else None, lw=1.2)
+            label = k.split("/")[-2] if key.startswith("/") else "training"
+            line, = ax.plot(xs, ys, lw=0.8, alpha=0.35)
+            ax.plot(xs, trailing_mean(ys, SMOOTH), lw=1.6, c=line.get_color(), label=f"{label} ({SMOOTH}-update mean)")
         if key == "train/solved" and summary:
-            for name, style in (("eval_before", ":"), ("eval_after", "--")):
-                ax.axhline(summary[name]["accuracy"], ls=style, c="k", lw=1, label=f"held-out {name[5:]}")
+            # held-out greedy accuracy: before (update 0), every eval_every updates, after (the last update)
+            points = [(0, summary["eval_before"]["accuracy"])]
+            points += [(r["update"] + 1, r["eval/accuracy"]) for r in rows if "eval/accuracy" in r]
+            points.append((summary["updates"], summary["eval_after"]["accuracy"]))
+            ax.plot(*zip(*points), "k.--", lw=1, ms=7, label="held-out (greedy)")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("update")
         if ax.get_legend_handles_labels()[0]:
