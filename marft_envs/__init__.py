@@ -39,5 +39,11 @@ def _register_builtin() -> None:
     register("marft/BookingFixed-v0", BookingFixed)
     register("marft/BookingDecPOMDP-v0", BookingDecPOMDP)
 
+    from marft_envs.tasks.code import CodeRepairChain, CodeRepairSolo, CodeRepairVote
+
+    register("marft/CodeRepair-v0", CodeRepairChain)
+    register("marft/CodeRepairVote-v0", CodeRepairVote)
+    register("marft/CodeRepairSolo-v0", CodeRepairSolo, gym=True)
+
 
 _register_builtin()
