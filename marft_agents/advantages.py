@@ -85,3 +85,44 @@ def group_relative(rewards: torch.Tensor, groups: torch.Tensor, eps: float = 1e-
         std = r.std(unbiased=False) if r.numel() > 1 else torch.tensor(0.0)
         out[members] = (r - r.mean()) / (std + eps)
     return out
+
+
+def token_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    action_ends: torch.Tensor,
+    round_ends: torch.Tensor,
+    dones: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    gamma: float,
+    gamma_agent: float,
+    gamma_token: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE over the flattened token sequence of all agents' responses; returns ``(advantages, returns)``.
+
+    Every input is ``(n_envs, T)``: per env, every response token of every agent-step in acting order,
+    padded at the end (``mask`` false). ``action_ends`` marks a response's last token, ``round_ends``
+    the last token of a round's last agent, ``dones`` the episode's last token. The discount from a
+    token to the next one is ``gamma_token`` inside a response, ``gamma_agent`` from one agent's last
+    token to the next agent's first, and ``gamma`` (times ``1 - done``) across rounds; then the chain
+    GAE recursion of :func:`chain_gae`, one step per token. Rewards sit wherever the caller puts them
+    (MARFT: on a response's last token). Padding gets zero advantage and return.
+    """
+    n_envs, T = rewards.shape
+    rewards, values = rewards.double() * mask, values.double() * mask
+    discount = torch.where(round_ends, gamma, torch.where(action_ends, gamma_agent, gamma_token)).double()
+    # A link into padding (past the final token of an unfinished row) carries nothing.
+    keep = (~dones & mask).double() * torch.cat([mask[:, 1:], torch.zeros(n_envs, 1, dtype=torch.bool)], 1).double()
+    next_value = torch.zeros(n_envs, dtype=torch.float64)
+    next_adv = torch.zeros(n_envs, dtype=torch.float64)
+    advantages = torch.zeros_like(rewards)  # (n_envs, T)
+    for k in reversed(range(T)):  # a scan over token positions, vectorised over envs
+        delta = rewards[:, k] + discount[:, k] * keep[:, k] * next_value - values[:, k]
+        next_adv = delta + discount[:, k] * lam * keep[:, k] * next_adv
+        advantages[:, k] = next_adv
+        next_value = values[:, k]
+    advantages = advantages * mask
+    returns = (advantages + values) * mask
+    return advantages.float(), returns.float()

@@ -2,7 +2,7 @@
 
     marft envs                                   list registered env ids by view
     marft pretrain --out DIR [--seconds S]       build and pre-train the embedded tiny model
-    marft train [--preset demo] [--config F] [key=value ...] [--resume]
+    marft train [--preset demo] [--config F] [--algo NAME] [key=value ...] [--resume]
     marft eval (--run DIR | --model M) [--env ID] [--episodes N]
     marft plot RUN_DIR                           write RUN_DIR/curves.png
 
@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", help="config overrides, key=value (e.g. marft.lr=1e-4 updates=20)")
     p.add_argument("--config", help="a .toml or .json config file")
     p.add_argument("--preset", default="default", help="named starting config (default, demo)")
+    p.add_argument("--algo", help="training algorithm (marft, grpo, ppo, ippo, mappo, ...): the same as algo=NAME")
     p.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
     p.add_argument("--help-config", action="store_true", help="print every config key with its default and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -82,7 +83,8 @@ def cmd_train(args) -> int:
         for key, value in _flat(cfg.to_dict(cfg.load(preset=args.preset))).items():
             print(f"{key} = {json.dumps(value)}")
         return 0
-    config = cfg.load(args.config, args.overrides, preset=args.preset)
+    overrides = [*args.overrides, f"algo={args.algo}"] if args.algo else args.overrides
+    config = cfg.load(args.config, overrides, preset=args.preset)
     _check_env(config.env)
     from marft_agents.trainer import train
 

@@ -16,6 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from marft_agents.algorithms.marft import MARFTConfig
+from marft_agents.algorithms.marft_token import MARFTTokenConfig
+from marft_agents.algorithms.cory import CORYConfig
+from marft_agents.algorithms.grpo import GRPOConfig
+from marft_agents.algorithms.ippo_mappo import IPPOConfig, MAPPOConfig
+from marft_agents.algorithms.ppo import PPOConfig
 
 
 class ConfigError(ValueError):
@@ -45,6 +50,18 @@ class TrainConfig:
     """Training algorithm."""
     marft: MARFTConfig = field(default_factory=MARFTConfig)
     """MARFT hyper-parameters."""
+    marft_token: MARFTTokenConfig = field(default_factory=MARFTTokenConfig)
+    """Token-level MARFT hyper-parameters (``algo = "marft_token"``)."""
+    cory: CORYConfig = field(default_factory=CORYConfig)
+    """CORY hyper-parameters (``algo = "cory"``; use with ``env = "marft/MathCORY-v0"``)."""
+    grpo: GRPOConfig = field(default_factory=GRPOConfig)
+    """Multi-agent GRPO hyper-parameters (``algo=grpo``)."""
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    """Single-agent PPO hyper-parameters (``algo=ppo``, a one-agent env such as marft/MathSolo-v0)."""
+    ippo: IPPOConfig = field(default_factory=IPPOConfig)
+    """IPPO hyper-parameters (``algo=ippo``): per-agent critics on each agent's observation."""
+    mappo: MAPPOConfig = field(default_factory=MAPPOConfig)
+    """MAPPO hyper-parameters (``algo=mappo``): one centralised critic on the env's global state."""
     seed: int = 0
     """Seed for every random generator (problems, sampling, shuffling)."""
     updates: int = 300

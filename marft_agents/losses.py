@@ -82,3 +82,42 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of ``softmax(logits)`` over the last dimension."""
     logp = torch.log_softmax(logits.float(), dim=-1)
     return -(logp.exp() * logp).sum(-1)
+
+
+def sequence_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-row mean over the entries where ``mask`` is true: ``(B, L) -> (B,)`` (0 for an empty row)."""
+    mask = mask.to(x.dtype)
+    return (x * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+
+
+def grpo_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    clip_eps: float,
+    logp_ref: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GRPO's objective, negated: per-token clipped surrogate minus ``kl_coef`` times per-token KL.
+
+    ``logp``, ``logp_old``, ``logp_ref`` and ``mask`` are ``(B, L)`` token log-probs; ``advantages``
+    ``(B,)`` is one number per response, shared by its tokens. Each response's tokens are averaged
+    first, then the responses: ``-(1/B) sum_i (1/|o_i|) sum_t [min(rho A_i, clip(rho) A_i) - beta KL_it]``
+    with ``rho = exp(logp - logp_old)`` per token and ``KL`` the k3 estimate against the reference.
+    """
+    ratio = torch.exp(logp - logp_old)  # (B, L)
+    adv = advantages.unsqueeze(-1)  # (B, 1), broadcast over tokens
+    surrogate = torch.min(ratio * adv, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)  # (B, L)
+    per_token = surrogate
+    if logp_ref is not None and kl_coef:
+        per_token = per_token - kl_coef * approx_kl(logp, logp_ref)
+    loss = -sequence_mean(per_token, mask).mean()
+    with torch.no_grad():
+        stats = {
+            "clip_frac": masked_mean(((ratio - 1.0).abs() > clip_eps).float(), mask).item(),
+            "approx_kl": masked_mean(approx_kl(logp, logp_old), mask).item(),
+        }
+        if logp_ref is not None:
+            stats["kl_ref"] = masked_mean(approx_kl(logp, logp_ref), mask).item()
+    return loss, stats

@@ -293,6 +293,20 @@ class LaMASPolicy:
                                         logits_to_keep=1)  # only hidden states are needed; skip the full logits
         return out.hidden_states[-1][:, -1, :].float()
 
+    @torch.no_grad()
+    def token_features(self, prompts: list[list[int]], responses: list[list[int]]) -> torch.Tensor:
+        """Frozen base features of the state before each response token, ``(B, R, d)``.
+
+        Column ``k`` is the final hidden state at the position that predicts response token ``k``
+        (the last prompt token for ``k = 0``), the same columns :meth:`score` reads its logits from;
+        padded columns (``k >= len(response)``) hold whatever the padding produced: mask them.
+        """
+        P, ids, attn, mask = self._score_layout(prompts, responses)
+        S, R = ids.shape[1], mask.shape[1]
+        with self.reference() as model:
+            out = _forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)
+        return out.hidden_states[-1][:, S - R - 1: S - 1, :].float()  # (B, R, d)
+
     @property
     def hidden_size(self) -> int:
         return self.base.config.hidden_size

@@ -44,6 +44,8 @@ class AgentStep:
     done: bool = False
     """True for the last agent-step of its episode."""
     info: dict[str, Any] = field(default_factory=dict)
+    state: str | None = None
+    """The env's global state (``state_text()``) when the agent acted; recorded only on request."""
 
     @property
     def logp(self) -> float:
@@ -110,9 +112,11 @@ class AECAsLayered:
 class RolloutEngine:
     """Collect whole episodes from many envs, batching generation per layer and per adapter."""
 
-    def __init__(self, policy: LaMASPolicy, sampling: Sampling):
+    def __init__(self, policy: LaMASPolicy, sampling: Sampling, record_state: bool = False):
         self.policy = policy
         self.sampling = sampling
+        self.record_state = record_state
+        """Also keep each env's ``state_text()`` with every agent-step (for centralised critics)."""
         self.generate_calls = 0
         self.timings: dict[str, float] = {}
         self.reset_timings()
@@ -146,9 +150,12 @@ class RolloutEngine:
         while live:
             # One layer: every ready agent of every live env, grouped by adapter.
             requests: dict[str, list[tuple[int, str, list[int]]]] = defaultdict(list)
+            states: dict[int, str] = {}
             t0 = time.perf_counter()
             for slot in live:
                 env = envs[slot]
+                if self.record_state:
+                    states[slot] = env.state_text()
                 for agent in env.ready_agents():
                     prompt = self.policy.prompt(env.observe(agent))
                     requests[self.policy.adapter_of[agent]].append((slot, agent, prompt))
@@ -164,6 +171,7 @@ class RolloutEngine:
                     layer[slot].append(AgentStep(
                         episode=live[slot][0], round=envs[slot].round, agent=agent, prompt=prompt,
                         response=gen.responses[k], token_logps=gen.token_logps[k], text=gen.texts[k],
+                        state=states.get(slot),
                     ))
             t0 = time.perf_counter()
             for slot, new_steps in layer.items():

@@ -103,8 +103,11 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
     group = max(int(getattr(algo, "group_size", 1)), 1)
     n_envs = min(config.episodes_per_update, 128)
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
-    engine = RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens))
-    eval_args = dict(env_id=config.env, env_kwargs=config.env_kwargs, n=config.eval_episodes,
+    engine = RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
+                           record_state=bool(getattr(algo, "needs_state", False)))  # centralised critics
+    # A learner may evaluate on other env options (CORY: each policy alone, without the reference).
+    eval_kwargs = {**config.env_kwargs, **getattr(algo, "eval_env_kwargs", {})}
+    eval_args = dict(env_id=config.env, env_kwargs=eval_kwargs, n=config.eval_episodes,
                      max_new_tokens=config.max_new_tokens)
 
     start = 0

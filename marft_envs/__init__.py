@@ -27,11 +27,12 @@ __all__ = [
 
 def _register_builtin() -> None:
     # Imported here, not at the top, so the core stays importable without the task families.
-    from marft_envs.tasks.math import MathChain, MathDebate, MathSolo
+    from marft_envs.tasks.math import MathChain, MathCORY, MathDebate, MathSolo
 
     register("marft/MathChain-v0", MathChain)
     register("marft/MathDebate-v0", MathDebate)
     register("marft/MathSolo-v0", MathSolo, gym=True)
+    register("marft/MathCORY-v0", MathCORY)
 
     from marft_envs.tasks.booking import Booking, BookingDecPOMDP, BookingFixed
 

@@ -1,4 +1,4 @@
-"""The docs' code runs: every ```python block of docs/*.md and docs/envs/*.md, page by page.
+"""The docs' code runs: every ```python block of docs/*.md, docs/envs/*.md and docs/algorithms/*.md, page by page.
 
 The blocks of one page run in order, in one namespace, in a fresh process whose working directory is
 an empty temp dir (so pages cannot lean on each other, on the registry state left by other tests, or
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-PAGES = sorted(DOCS.glob("*.md")) + sorted(DOCS.glob("envs/*.md"))
+PAGES = sorted(DOCS.glob("*.md")) + sorted(DOCS.glob("envs/*.md")) + sorted(DOCS.glob("algorithms/*.md"))
 TUTORIAL = DOCS / "tutorial-new-task.md"
 MUST_RUN = [TUTORIAL, DOCS / "testing-rewards.md"]
 MAX_ENV_LINES = 60

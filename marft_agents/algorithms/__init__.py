@@ -22,6 +22,12 @@ from typing import Any
 
 ALGORITHMS: dict[str, tuple[str, str]] = {
     "marft": ("marft_agents.algorithms.marft", "MARFT"),
+    "marft_token": ("marft_agents.algorithms.marft_token", "MARFTToken"),
+    "cory": ("marft_agents.algorithms.cory", "CORY"),
+    "grpo": ("marft_agents.algorithms.grpo", "GRPO"),
+    "ppo": ("marft_agents.algorithms.ppo", "PPO"),
+    "ippo": ("marft_agents.algorithms.ippo_mappo", "IPPO"),
+    "mappo": ("marft_agents.algorithms.ippo_mappo", "MAPPO"),
 }
 """Algorithm name -> (module, learner class)."""
 

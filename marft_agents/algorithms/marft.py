@@ -10,16 +10,19 @@
 4. The critic fits the GAE returns with a clipped value loss.
 5. Agent-by-agent training (the original's ``agent_iteration_interval``): only agent
    ``(update // K) mod N`` learns in update ``update``; ``K = 0`` trains every agent every update.
+6. Optionally (``sequential.enabled``) the learning agents update one after another, each with its
+   advantages weighted by its predecessors' clipped product ratio (``sequential.py``, HAPPO-style).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from marft_agents.advantages import chain_gae, normalize
+from marft_agents.algorithms.sequential import SequentialConfig, agent_order, round_index, sequential_update
 from marft_agents.critic import ValueHead
 from marft_agents.losses import approx_kl, clipped_value_loss, masked_mean, ppo_clip_loss
 from marft_agents.policy import LaMASPolicy
@@ -62,6 +65,8 @@ class MARFTConfig:
     """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
     agent_iteration_interval: int = 0
     """K > 0: only one agent learns at a time, switching every K updates (round-robin)."""
+    sequential: SequentialConfig = field(default_factory=SequentialConfig)
+    """The sequential trust-region update (HAPPO-style); off by default."""
 
 
 def flatten(episodes: list[Episode]) -> list[AgentStep]:
@@ -115,13 +120,46 @@ class MARFT:
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         metrics: dict[str, float] = {}
-        for adapter in self.learning_adapters(update):
-            idx = [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == adapter]
-            if idx:
-                metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
+        if cfg.sequential.enabled:
+            metrics.update(self._sequential_steps(self.learning_adapters(update), steps, advantages, rng))
+        else:
+            for adapter in self.learning_adapters(update):
+                idx = [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == adapter]
+                if idx:
+                    metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
         metrics.update(self._critic_step(features, values_old, returns, rng))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics
+
+    def _sequential_steps(self, adapters, steps, advantages, rng) -> dict[str, float]:
+        """One adapter after another, each with ``M * A`` (``advantages``: ``(N,)`` or ``(N, R)``)."""
+        seq = self.config.sequential
+        idx_of = {a: [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == a] for a in adapters}
+        sample_ids, _ = round_index([(s.episode, s.round) for s in steps])  # (N,) one id per round
+
+        def train(adapter: str, weights: torch.Tensor) -> dict[str, float]:
+            weights = weights.view(-1, *([1] * (advantages.dim() - 1)))  # broadcast over tokens
+            return self._policy_step(adapter, steps, idx_of[adapter], advantages * weights, rng)
+
+        return sequential_update(
+            agent_order(adapters, seq.order, rng), sample_ids,
+            steps_of=lambda a: torch.tensor(idx_of[a], dtype=torch.long),
+            train=train,
+            log_ratios=lambda a: self.action_log_ratios(a, [steps[i] for i in idx_of[a]]),
+            clip=seq.weight_clip,
+        )
+
+    @torch.no_grad()
+    def action_log_ratios(self, adapter: str, steps: list[AgentStep]) -> torch.Tensor:
+        """``log pi_new(a|o) - log pi_old(a|o)`` of each step's action under ``adapter``, ``(n,)``."""
+        out = []
+        for start in range(0, len(steps), self.config.minibatch_size):
+            mb = steps[start: start + self.config.minibatch_size]
+            prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
+            logp_tok, _, mask = self.policy.score(prompts, responses, adapter, self.temperature)  # (B, R)
+            old = torch.stack([self._reduce(s.token_logps, len(s.response)) for s in mb])  # (B,)
+            out.append(self._reduce_batch(logp_tok, mask) - old)
+        return torch.cat(out) if out else torch.zeros(0)
 
     def features(self, steps: list[AgentStep]) -> torch.Tensor:
         """Frozen base features of every step's prompt, ``(N, d)``, computed in minibatches."""

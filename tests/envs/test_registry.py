@@ -33,6 +33,7 @@ def scripted(env_id):
     if env_id.startswith("marft/Math"):
         from marft_envs.tasks.math.scripted import chain_policy, solver_policy
 
+        # Debate, Solo and CORY (pioneer/observer): every agent solves with \boxed{}.
         make_policy = chain_policy if "Chain" in env_id else solver_policy
         return {"rounds": 3}, lambda env: make_policy(env, slip=0.5)
     if env_id.startswith("marft/Booking"):

@@ -61,6 +61,15 @@ class MathDebate(MathTask):
         result.terminations = dict.fromkeys(actions, done)
         return result
 
+    def state_text(self) -> str:
+        """The global state for a centralised critic: the problem and every solver's previous answer."""
+        lines = [f"Problem: {self.problem.question}"]
+        if self.attempts:
+            last = self.attempts[-1]["actions"]
+            lines.append(f"Round {len(self.attempts)} answers:")
+            lines += [f"{a}: {last[a]}" for a in self.possible_agents if a in last]
+        return "\n".join(lines)
+
     def observe_text(self, agent: str) -> str:
         lines = [f"Problem: {self.problem.question}"]
         if self.attempts:

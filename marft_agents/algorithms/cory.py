@@ -1,0 +1,225 @@
+"""CORY ("Coevolving with the Other You", Ma et al. 2024), as in ``ALGORITHMS.md``.
+
+Two copies of one LLM — two adapters on one base, agents ``solver_0`` and ``solver_1`` of
+``marft/MathCORY-v0`` — play a pioneer (answers the query) and an observer (answers the query with
+the pioneer's response as a reference). Both receive the cooperative reward
+``R = r(q, a_pioneer) + r(q, a_observer)``. Each agent ``i`` then runs its own token-level PPO step
+on the batch, with its own value head, on the per-token reward
+
+    r_k^i = -beta_i * (log pi_i(w_k) - log pi_ref(w_k))  +  [k is the last token] * R
+
+(the KL to the shared frozen initial model — the base with adapters disabled — on the agent's own
+prompt, the k1 estimate on the sampled token, as in TRL's PPO that the original used), GAE over the
+response's tokens (``gamma``, ``lambda``) and PPO-clip per token.
+
+1. Roles live in the env's graph, not in the learner: every ``swap_interval`` updates
+   ``before_collect`` makes the other agent the pioneer (``MathCORY.set_pioneer``). Each agent keeps
+   its adapter, value head, optimizers and KL coefficient across a swap — an in-memory rebinding of
+   roles. ``reset_on_swap`` reproduces the original's silent reset of optimizer state and the KL
+   controller at every swap (bug 9 in ALGORITHMS.md).
+2. ``beta_i`` is fixed, or adapted per agent towards ``kl_target`` with TRL's proportional
+   controller (:func:`adaptive_kl_coef`).
+3. Each policy is evaluated alone on query-only prompts: the learner's ``eval_env_kwargs`` turn the
+   reference off (the empty graph), so both agents answer the bare problem; each one's accuracy is
+   its ``own_accuracy``, and the headline accuracy is ``solver_0``'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from marft_agents.advantages import normalize
+from marft_agents.algorithms.marft import flatten
+from marft_agents.algorithms.marft_token import (
+    at_last_token,
+    critic_step,
+    pack,
+    token_advantages,
+    token_features,
+    token_ppo_step,
+)
+from marft_agents.critic import ValueHead
+from marft_agents.policy import LaMASPolicy
+from marft_agents.rollout import AgentStep, Episode
+
+
+@dataclass
+class CORYConfig:
+    """Hyper-parameters of CORY."""
+
+    lr: float = 3e-4
+    """Adam learning rate of each agent's adapter."""
+    critic_lr: float = 1e-3
+    """Adam learning rate of each agent's value head."""
+    gamma: float = 1.0
+    """Discount between tokens of a response (TRL's default)."""
+    gae_lambda: float = 0.95
+    """GAE lambda over a response's tokens."""
+    clip_eps: float = 0.2
+    """PPO ratio clip."""
+    value_clip: float | None = 0.2
+    """Value-loss clip around the old values (None: no clipping)."""
+    entropy_coef: float = 0.0
+    """Weight of the mean per-token entropy bonus (the original had none)."""
+    kl_coef: float = 0.05
+    """Initial weight beta of the per-token KL-to-reference penalty in the reward (original: 0.3 IMDB, 0.01 GSM8K)."""
+    kl_target: float | None = None
+    """Adapt each agent's beta towards this KL per response (TRL's adaptive controller); None: fixed beta."""
+    kl_horizon: int = 10_000
+    """Horizon of the adaptive KL controller, in responses."""
+    ppo_epochs: int = 1
+    """Passes over the batch per update (original: 4)."""
+    minibatch_size: int = 64
+    """Responses per gradient step."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping."""
+    normalize_advantages: bool = True
+    """Standardise each agent's token advantages over the batch."""
+    swap_interval: int = 5
+    """Swap the pioneer and observer roles every K updates (original: 5); 0 never swaps."""
+    reset_on_swap: bool = False
+    """Reproduce the original: reset optimizers, value-head optimizers and KL coefficients at every swap."""
+
+
+def adaptive_kl_coef(coef: float, kl: float, target: float, horizon: int, n_steps: int) -> float:
+    """TRL's proportional KL controller: ``coef * (1 + clip(kl / target - 1, -0.2, 0.2) * n_steps / horizon)``."""
+    error = float(np.clip(kl / target - 1.0, -0.2, 0.2))
+    return coef * (1.0 + error * n_steps / horizon)
+
+
+def pioneer_at(agents: list[str], update: int, swap_interval: int) -> str:
+    """The pioneer of update ``update``: ``agents[0]``, then the other one every ``swap_interval`` updates."""
+    if swap_interval <= 0:
+        return agents[0]
+    return agents[(update // swap_interval) % len(agents)]
+
+
+class CORY:
+    """CORY: two adapters, cooperative reward, per-agent KL-penalised token PPO, role swaps."""
+
+    eval_env_kwargs = {"reference": False, "pioneer": "solver_1"}
+    """Evaluate each policy alone on query-only prompts (the headline answer is ``solver_0``'s)."""
+
+    def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: float):
+        if len(policy.adapters) != 2:
+            raise ValueError(
+                f"CORY needs two agents with their own adapters, got adapters {policy.adapters}: "
+                "use env=marft/MathCORY-v0 and adapter_mode 'lora' or 'copies'"
+            )
+        self.policy = policy
+        self.config = config
+        self.temperature = temperature
+        self.agents = list(policy.agents)
+        self.critics = {a: ValueHead(policy.hidden_size) for a in policy.adapters}
+        self.kl_coefs = {a: config.kl_coef for a in policy.adapters}
+        self._new_optimizers()
+        self.pioneer = pioneer_at(self.agents, 0, config.swap_interval)
+
+    def _new_optimizers(self) -> None:
+        cfg = self.config
+        self.optimizers = {a: torch.optim.AdamW(self.policy.parameters(a), lr=cfg.lr, weight_decay=0.0)
+                           for a in self.policy.adapters}
+        self.critic_optimizers = {a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0)
+                                  for a in self.policy.adapters}
+
+    # -- role swap ------------------------------------------------------------------------------
+
+    def before_collect(self, envs, update: int) -> None:
+        """Set this update's pioneer in every env; at a swap, optionally reset as the original did."""
+        cfg = self.config
+        self.pioneer = pioneer_at(self.agents, update, cfg.swap_interval)
+        for env in envs:
+            if not hasattr(env, "set_pioneer"):
+                raise TypeError("CORY needs an env with set_pioneer(), such as marft/MathCORY-v0; "
+                                f"got {type(env).__name__}")
+            env.set_pioneer(self.pioneer)
+        swapping = cfg.swap_interval > 0 and update > 0 and update % cfg.swap_interval == 0
+        if swapping and cfg.reset_on_swap:
+            self._new_optimizers()
+            self.kl_coefs = {a: cfg.kl_coef for a in self.policy.adapters}
+
+    # -- one update -----------------------------------------------------------------------------
+
+    def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
+        """Each agent's own PPO step on the shared batch; returns metrics."""
+        cfg = self.config
+        steps = flatten(episodes)
+        batch = pack(steps)  # (N, R)
+        features = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen
+        kl_tok = (batch.old_logp - self.reference_logps(steps, batch.mask.shape[1])) * batch.mask  # (N, R)
+        rewards = at_last_token(torch.tensor([s.reward for s in steps], dtype=torch.float32), batch.lengths,
+                                batch.mask.shape[1])  # (N, R): the cooperative reward on the last token
+        advantages = torch.zeros_like(batch.old_logp)  # (N, R), filled per agent
+        metrics: dict[str, float] = {"cory/pioneer": float(self.agents.index(self.pioneer))}
+        plans = {}
+        for adapter in self.policy.adapters:
+            idx = [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == adapter]
+            if not idx:
+                continue
+            rows = torch.tensor(idx)
+            mask = batch.mask[rows]
+            with torch.no_grad():
+                values_old = self.critics[adapter](features[rows]) * mask  # (n, R)
+            token_rewards = rewards[rows] - self.kl_coefs[adapter] * kl_tok[rows]  # (n, R)
+            every = torch.ones(len(idx), dtype=torch.bool)
+            adv, ret = token_advantages(  # each response is its own episode
+                token_rewards, values_old, mask, torch.arange(len(idx)), every, every,
+                gamma=cfg.gamma, gamma_agent=cfg.gamma, gamma_token=cfg.gamma, lam=cfg.gae_lambda,
+            )
+            advantages[rows] = normalize(adv, mask) if cfg.normalize_advantages else adv
+            plans[adapter] = (idx, rows, mask, values_old, ret)
+            kl = float(kl_tok[rows].sum(1).mean())  # KL per response, as TRL logs it
+            metrics[f"{adapter}/kl_ref"] = kl
+            metrics[f"{adapter}/kl_coef"] = self.kl_coefs[adapter]
+            own = [steps[i].info.get("reward_components", {}).get("own_correct", 0.0) for i in idx]
+            metrics[f"{adapter}/task_reward"] = float(np.mean(own))  # its own answer's reward
+            if cfg.kl_target is not None:
+                self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target,
+                                                          cfg.kl_horizon, len(idx))
+        for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
+            metrics.update(token_ppo_step(
+                self.policy, adapter, self.optimizers[adapter], steps, idx, batch.old_logp, advantages, rng,
+                temperature=self.temperature, clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=0.0,
+                kl_gate=None, epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
+            ))
+            metrics.update(critic_step(
+                self.critics[adapter], self.critic_optimizers[adapter], features[rows], mask, values_old, ret, rng,
+                epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip,
+                max_grad_norm=cfg.max_grad_norm, prefix=f"{adapter}/critic",
+            ))
+        return metrics
+
+    @torch.no_grad()
+    def reference_logps(self, steps: list[AgentStep], width: int) -> torch.Tensor:
+        """Per-token log-probs of the responses under the frozen initial model, ``(N, width)``."""
+        out = torch.zeros(len(steps), width)
+        size = self.config.minibatch_size
+        order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
+        for start in range(0, len(order), size):
+            chunk = order[start: start + size]
+            logp, _, mask = self.policy.score([steps[i].prompt for i in chunk], [steps[i].response for i in chunk],
+                                              None, self.temperature)
+            out[chunk, : mask.shape[1]] = logp * mask
+        return out
+
+    # -- checkpoint state -----------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        return {
+            "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
+            "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
+            "critics": {a: c.state_dict() for a, c in self.critics.items()},
+            "critic_optimizers": {a: o.state_dict() for a, o in self.critic_optimizers.items()},
+            "kl_coefs": dict(self.kl_coefs),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for a in self.policy.adapters:
+            self.policy.load_adapter_state(a, state["adapters"][a])
+            self.optimizers[a].load_state_dict(state["optimizers"][a])
+            self.critics[a].load_state_dict(state["critics"][a])
+            self.critic_optimizers[a].load_state_dict(state["critic_optimizers"][a])
+        self.kl_coefs = dict(state["kl_coefs"])

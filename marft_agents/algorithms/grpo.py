@@ -1,0 +1,188 @@
+"""Multi-agent GRPO: group-relative advantages, no critic, as in ``ALGORITHMS.md``.
+
+1. The trainer plays every problem ``G = group_size`` times in consecutive episodes (same seed, so
+   the same problem); episode ``e`` belongs to problem ``e // G``.
+2. Each agent-step is scored by the reward the team collects from its round on,
+   ``R_t = sum_{t' >= t} gamma^(t' - t) * (sum of the rewards of round t')`` (the episode's return
+   for a first-round step).
+3. Its advantage is its score standardised inside its group, ``A = (R - mean_g) / (std_g + eps)``:
+   - ``grouping="problem"``: one sample per episode (its return), shared by all its agent-steps — the
+     plain GRPO outcome advantage of a whole LaMAS trajectory;
+   - ``grouping="agent_round"``: the agent-steps of one agent in one round on one problem form a
+     group; a later round's steps are compared only with steps of the same round.
+4. Per agent, GRPO's token-level clipped objective with a k3 KL penalty to the reference policy
+   (the base, adapters off), each response's tokens averaged first (``losses.grpo_loss``).
+
+Tree sampling (for each parent response, G child responses) is not implemented: the rollout engine
+plays whole episodes and cannot branch an env mid-round.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from marft_agents.advantages import group_relative
+from marft_agents.losses import grpo_loss, masked_mean
+from marft_agents.policy import LaMASPolicy
+from marft_agents.rollout import AgentStep, Episode
+
+GROUPINGS = ("problem", "agent_round")
+
+
+@dataclass
+class GRPOConfig:
+    """Hyper-parameters of multi-agent GRPO."""
+
+    lr: float = 3e-4
+    """Adam learning rate of each agent's adapter."""
+    group_size: int = 4
+    """Episodes played per problem (``episodes_per_update`` must be a multiple of it)."""
+    grouping: str = "problem"
+    """Who is compared with whom: "problem" (whole episodes) or "agent_round" (one agent, one round)."""
+    gamma: float = 1.0
+    """Discount per round of the reward-to-go that scores an agent-step."""
+    std_eps: float = 1e-6
+    """Added to a group's reward std before dividing."""
+    clip_eps: float = 0.2
+    """Per-token ratio clip."""
+    kl_coef: float = 0.04
+    """Weight of the per-token KL(pi || reference) penalty; 0 skips the reference pass."""
+    entropy_coef: float = 0.0
+    """Weight of the mean per-token entropy bonus (GRPO has none by default)."""
+    ppo_epochs: int = 1
+    """Passes over the batch per update."""
+    minibatch_size: int = 64
+    """Agent-steps per gradient step."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping."""
+
+
+def flatten(episodes: list[Episode]) -> list[AgentStep]:
+    """Every agent-step of every episode, in acting order."""
+    return [s for e in episodes for s in e.steps]
+
+
+def reward_to_go(episode: Episode, gamma: float) -> list[float]:
+    """Per agent-step: the rewards of its round and every later round, discounted per round."""
+    by_round: dict[int, float] = defaultdict(float)
+    for s in episode.steps:
+        by_round[s.round] += s.reward
+    rounds = sorted(by_round)
+    to_go: dict[int, float] = {}
+    acc = 0.0
+    for t in reversed(rounds):
+        acc = by_round[t] + gamma * acc
+        to_go[t] = acc
+    return [to_go[s.round] for s in episode.steps]
+
+
+def grpo_advantages(
+    episodes: list[Episode], *, group_size: int, grouping: str, gamma: float, eps: float = 1e-6
+) -> torch.Tensor:
+    """Group-relative advantage of every agent-step of ``episodes`` (in ``flatten`` order), ``(N,)``."""
+    if grouping not in GROUPINGS:
+        raise ValueError(f"grouping must be one of {list(GROUPINGS)}, got {grouping!r}")
+    if grouping == "problem":
+        # One sample per episode: a longer episode must not weigh more in its group's mean.
+        returns = torch.tensor([reward_to_go(e, gamma)[0] if e.steps else 0.0 for e in episodes])  # (E,)
+        problems = torch.tensor([e.index // group_size for e in episodes])  # (E,)
+        per_episode = group_relative(returns, problems, eps)  # (E,)
+        return torch.cat([per_episode[k].expand(len(e.steps)) for k, e in enumerate(episodes)])  # (N,)
+    scores, keys = [], []
+    for e in episodes:
+        scores += reward_to_go(e, gamma)
+        keys += [(e.index // group_size, s.agent, s.round) for s in e.steps]
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    return group_relative(torch.tensor(scores), torch.tensor([ids[k] for k in keys]), eps)
+
+
+class GRPO:
+    """Multi-agent GRPO: group-relative advantages and a token-level clipped objective, no critic."""
+
+    def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: float):
+        if config.grouping not in GROUPINGS:
+            raise ValueError(f"grpo.grouping must be one of {list(GROUPINGS)}, got {config.grouping!r}")
+        if config.group_size < 2:
+            raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), "
+                             f"got {config.group_size}")
+        self.policy = policy
+        self.config = config
+        self.temperature = temperature
+        self.group_size = config.group_size
+        self.optimizers = {a: torch.optim.AdamW(policy.parameters(a), lr=config.lr, weight_decay=0.0)
+                           for a in policy.adapters}
+
+    def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
+        """One GRPO update from whole episodes (groups of ``group_size`` per problem); returns metrics."""
+        cfg = self.config
+        if len(episodes) % cfg.group_size:
+            # A group split across two updates would be standardised in two halves.
+            raise ValueError(f"grpo: {len(episodes)} episodes do not split into groups of {cfg.group_size}; "
+                             "set episodes_per_update to a multiple of grpo.group_size")
+        steps = flatten(episodes)
+        advantages = grpo_advantages(episodes, group_size=cfg.group_size, grouping=cfg.grouping,
+                                     gamma=cfg.gamma, eps=cfg.std_eps)  # (N,)
+        metrics: dict[str, float] = {
+            # Groups whose members all scored the same give no signal; this says how much of the batch did.
+            "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
+        }
+        for adapter in self.policy.adapters:
+            idx = [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == adapter]
+            if idx:
+                metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
+        return metrics
+
+    def _policy_step(self, adapter, steps, idx, advantages, rng) -> dict[str, float]:
+        cfg = self.config
+        optimizer = self.optimizers[adapter]
+        params = self.policy.parameters(adapter)
+        sums: dict[str, list[float]] = defaultdict(list)
+        for _ in range(cfg.ppo_epochs):
+            order = rng.permutation(idx)
+            for start in range(0, len(order), cfg.minibatch_size):
+                chunk = order[start: start + cfg.minibatch_size]
+                mb = [steps[i] for i in chunk]
+                prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
+                logp, entropy_tok, mask = self.policy.score(prompts, responses, adapter, self.temperature)  # (B, R)
+                old = _pad([s.token_logps for s in mb], mask.shape[1])  # (B, R)
+                ref = None
+                if cfg.kl_coef > 0:
+                    with torch.no_grad():
+                        ref, _, _ = self.policy.score(prompts, responses, None, self.temperature)  # (B, R)
+                loss, stats = grpo_loss(logp, old, advantages[chunk], mask, cfg.clip_eps, ref, cfg.kl_coef)
+                entropy = masked_mean(entropy_tok, mask)
+                loss = loss - cfg.entropy_coef * entropy
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                optimizer.step()
+                sums["loss"].append(loss.item())
+                sums["entropy"].append(entropy.item())
+                for k, v in stats.items():
+                    sums[k].append(v)
+        return {f"{adapter}/{k}": float(np.mean(v)) for k, v in sums.items()}
+
+    # -- checkpoint state ----------------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        return {
+            "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
+            "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for a in self.policy.adapters:
+            self.policy.load_adapter_state(a, state["adapters"][a])
+            self.optimizers[a].load_state_dict(state["optimizers"][a])
+
+
+def _pad(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    """Right-pad 1-D tensors with zeros to ``(B, width)`` (padding is masked out downstream)."""
+    out = torch.zeros(len(rows), width)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out

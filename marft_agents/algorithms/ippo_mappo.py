@@ -1,0 +1,212 @@
+"""IPPO and MAPPO for Dec-POMDP configurations (empty dependency graphs), as in ``ALGORITHMS.md``.
+
+The two differ only in what the critic sees, so they live in one module and MAPPO is IPPO with
+one method changed:
+
+- **IPPO**: every agent ``i`` has its own value head ``V_i(o_t^i)`` on frozen base features of its own
+  observation.
+- **MAPPO**: one centralised value head ``V(s_t)`` on frozen base features of the env's global state
+  (``state_text()``, recorded by the rollout engine when the agent acted), shared by all agents.
+  It estimates one value per state, so it assumes the agents share the reward (``credit="team"``).
+
+Both then do, per agent ``i`` and independently of the other agents:
+
+1. GAE along the agent's own rounds: ``delta_t^i = r_t^i + gamma (1 - done_t) V(x_{t+1}^i) - V(x_t^i)``,
+   ``A_t^i = delta_t^i + gamma lam (1 - done_t) A_{t+1}^i`` (``x`` is ``o^i`` or ``s``). Unlike MARFT's
+   chain GAE, no agent bootstraps from another agent's value in the same round.
+2. PPO-clip on whole responses per agent (MARFT's per-adapter step: entropy bonus, optional KL to
+   the reference, optional approx-KL gate), advantages standardised over the batch.
+3. The critic(s) fit the GAE returns with a clipped value loss.
+
+On an env with dependencies they still run (an observation then holds the parents' actions), but
+they ignore the agent-to-agent links that MARFT's chain GAE uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from marft_agents.advantages import chain_gae, normalize
+from marft_agents.algorithms.marft import MARFT, MARFTConfig, flatten
+from marft_agents.critic import ValueHead
+from marft_agents.losses import clipped_value_loss
+from marft_agents.policy import LaMASPolicy
+from marft_agents.rollout import AgentStep, Episode
+
+
+@dataclass
+class IPPOConfig:
+    """Hyper-parameters of IPPO (MAPPO uses the same ones)."""
+
+    lr: float = 3e-4
+    """Adam learning rate of each agent's adapter."""
+    critic_lr: float = 1e-3
+    """Adam learning rate of the value head(s)."""
+    gamma: float = 0.99
+    """Discount between an agent's rounds."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    clip_eps: float = 0.2
+    """PPO ratio clip."""
+    value_clip: float | None = 0.2
+    """Value-loss clip around the old values (None: no clipping)."""
+    entropy_coef: float = 0.01
+    """Weight of the mean per-token entropy bonus."""
+    kl_coef: float = 0.0
+    """Weight of the KL(pi || reference) penalty; 0 skips the reference pass."""
+    kl_gate: float | None = None
+    """Skip a minibatch whose approx KL to the behaviour policy exceeds this."""
+    ppo_epochs: int = 1
+    """Passes over the batch per update."""
+    minibatch_size: int = 64
+    """Agent-steps per gradient step."""
+    max_grad_norm: float = 0.5
+    """Gradient clipping."""
+    normalize_advantages: bool = True
+    """Standardise advantages over the batch."""
+    logp_reduction: str = "sum"
+    """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
+
+
+@dataclass
+class MAPPOConfig(IPPOConfig):
+    """Hyper-parameters of MAPPO: IPPO's, with the critic centralised."""
+
+
+def agent_streams(episodes: list[Episode]) -> tuple[list[int], list[bool]]:
+    """Each agent's own trajectory, one after another: indices into ``flatten(episodes)`` and dones.
+
+    Order: episode by episode, inside an episode agent by agent (first appearance), each agent's
+    steps in round order; ``dones[k]`` marks the last step of an agent in its episode, which cuts
+    the GAE recursion between streams.
+    """
+    order: list[int] = []
+    dones: list[bool] = []
+    offset = 0
+    for e in episodes:
+        by_agent: dict[str, list[int]] = {}
+        for k, s in enumerate(e.steps):
+            by_agent.setdefault(s.agent, []).append(offset + k)
+        for idx in by_agent.values():
+            order += idx
+            dones += [False] * (len(idx) - 1) + [True]
+        offset += len(e.steps)
+    return order, dones
+
+
+def per_agent_gae(
+    steps: list[AgentStep], episodes: list[Episode], values: torch.Tensor, *, gamma: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE along each agent's own rounds; ``(advantages, returns)`` in ``steps`` order, ``(N,)`` each."""
+    order, dones = agent_streams(episodes)
+    idx = torch.tensor(order, dtype=torch.long)
+    rewards = torch.tensor([steps[i].reward for i in order], dtype=torch.float32)
+    # Every step of a stream is its own "round": chain GAE with round_ends everywhere is plain GAE.
+    round_ends = torch.ones(len(order), dtype=torch.bool)
+    adv_s, ret_s = chain_gae(rewards, values[idx], round_ends, torch.tensor(dones),
+                             gamma=gamma, gamma_agent=gamma, lam=lam)  # (N,) in stream order
+    advantages, returns = torch.empty_like(adv_s), torch.empty_like(ret_s)
+    advantages[idx], returns[idx] = adv_s, ret_s
+    return advantages, returns
+
+
+class ValueHeads(nn.Module):
+    """``n`` independent value heads; row ``b`` of the batch is valued by head ``head[b]``."""
+
+    def __init__(self, in_features: int, n: int):
+        super().__init__()
+        self.heads = nn.ModuleList(ValueHead(in_features) for _ in range(n))
+
+    def forward(self, features: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        out = features.new_zeros(features.shape[0])  # (B,)
+        for k, net in enumerate(self.heads):
+            rows = head == k
+            if rows.any():
+                out[rows] = net(features[rows])
+        return out
+
+
+class IPPO(MARFT):
+    """Independent PPO: per-agent policies and per-agent critics on each agent's own observation."""
+
+    centralised = False
+    """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
+    needs_state = False
+    """Whether the rollout engine must record the env's global state with every agent-step."""
+
+    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: float):
+        # MARFT's per-agent PPO step, feature extraction and checkpointing are reused as they are;
+        # gamma_agent and the round-robin schedule have no role here, and MARFT's shared critic is
+        # replaced by this algorithm's own below.
+        super().__init__(policy, MARFTConfig(**dataclasses.asdict(config), gamma_agent=config.gamma), temperature)
+        self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
+        self.critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents))
+        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
+
+    def critic_features(self, steps: list[AgentStep]) -> torch.Tensor:
+        """What the critic sees, ``(N, d)``: IPPO, each agent's own observation."""
+        return self.features(steps)
+
+    def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
+        """One IPPO/MAPPO update from whole episodes; returns metrics."""
+        cfg = self.config
+        steps = flatten(episodes)
+        features = self.critic_features(steps)  # (N, d), frozen: computed once per update
+        heads = torch.tensor([self.head_of[s.agent] for s in steps])  # (N,)
+        with torch.no_grad():
+            values_old = self.critic(features, heads)  # (N,)
+        advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)
+        if cfg.normalize_advantages:
+            advantages = normalize(advantages)
+        metrics: dict[str, float] = {}
+        for adapter in self.policy.adapters:
+            idx = [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == adapter]
+            if idx:
+                metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
+        metrics.update(self._fit_critic(features, heads, values_old, returns, rng))
+        metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
+        return metrics
+
+    def _fit_critic(self, features, heads, values_old, returns, rng) -> dict[str, float]:
+        cfg = self.config
+        losses = []
+        n = len(features)
+        for _ in range(cfg.ppo_epochs):
+            order = torch.as_tensor(rng.permutation(n))
+            for start in range(0, n, cfg.minibatch_size):
+                mb = order[start: start + cfg.minibatch_size]
+                values = self.critic(features[mb], heads[mb])
+                loss = clipped_value_loss(values, values_old[mb], returns[mb], cfg.value_clip)
+                self.critic_optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
+                self.critic_optimizer.step()
+                losses.append(loss.item())
+        return {"critic/value_loss": float(np.mean(losses)), "critic/value_mean": float(values_old.mean())}
+
+
+class MAPPO(IPPO):
+    """Multi-agent PPO: per-agent policies and one centralised critic on the env's global state."""
+
+    centralised = True
+    needs_state = True
+
+    def critic_features(self, steps: list[AgentStep]) -> torch.Tensor:
+        """What the critic sees, ``(N, d)``: the global state when the agent acted."""
+        if any(s.state is None for s in steps):
+            raise ValueError(
+                "MAPPO needs the env's global state with every agent-step: collect with "
+                "RolloutEngine(..., record_state=True) on an env that implements state_text(), or use algo=ippo"
+            )
+        # Agents of one round share the state: embed each distinct state once.
+        unique = list(dict.fromkeys(s.state for s in steps))
+        row = {text: k for k, text in enumerate(unique)}
+        prompts = [self.policy.prompt({"instructions": "", "text": text}) for text in unique]
+        size = self.config.minibatch_size
+        table = torch.cat([self.policy.features(prompts[i: i + size]) for i in range(0, len(prompts), size)])  # (U, d)
+        return table[torch.tensor([row[s.state] for s in steps])]  # (N, d)

@@ -1,0 +1,104 @@
+"""The sequential trust-region update: hand-computed weights, the update loop, and MARFT with it on."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch.testing import assert_close
+
+import marft_envs
+from marft_agents.algorithms.marft import MARFT, MARFTConfig
+from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
+from marft_agents.algorithms.sequential import (
+    SequentialConfig,
+    accumulate,
+    agent_order,
+    clipped_weight,
+    round_index,
+    sequential_update,
+)
+from marft_agents.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout import RolloutEngine
+
+
+def test_clipped_weight_clips_the_product_in_log_space():
+    log_m = torch.tensor([0.0, math.log(2.0), math.log(0.5), math.log(1.1), -1000.0], dtype=torch.float64)
+    # exp(0) = 1; 2 -> 1.2; 0.5 -> 0.8; 1.1 stays; exp(-1000) would vanish, clipped to 0.8
+    assert_close(clipped_weight(log_m, 0.2), torch.tensor([1.0, 1.2, 0.8, 1.1, 0.8], dtype=torch.float64))
+
+
+def test_accumulate_adds_each_agents_log_ratio_to_its_round():
+    log_m = torch.zeros(3, dtype=torch.float64)
+    # two steps in round 0 (e.g. a shared adapter playing two agents), one in round 2
+    out = accumulate(log_m, torch.tensor([0, 0, 2]), torch.tensor([0.1, 0.2, -0.3]))
+    assert_close(out, torch.tensor([0.3, 0.0, -0.3], dtype=torch.float64))
+
+
+def test_round_index_and_agent_order():
+    ids, n = round_index([(0, 0), (0, 0), (0, 1), (1, 0), (1, 0)])
+    assert ids.tolist() == [0, 0, 1, 2, 2] and n == 3
+    assert agent_order(["a", "b", "c"], "fixed", np.random.default_rng(0)) == ["a", "b", "c"]
+    orders = {tuple(agent_order(["a", "b", "c"], "random", np.random.default_rng(s))) for s in range(20)}
+    assert len(orders) > 1 and all(sorted(o) == ["a", "b", "c"] for o in orders)
+    with pytest.raises(ValueError, match="random"):
+        agent_order(["a"], "alphabetical", np.random.default_rng(0))
+
+
+def test_sequential_update_weights_later_agents_by_earlier_ratios():
+    # Steps: a acts in rounds 0 and 1, b in rounds 0 and 1, c in round 0 only.
+    agents = ["a", "a", "b", "b", "c"]
+    sample_ids = torch.tensor([0, 1, 0, 1, 0])
+    log_ratio = {"a": torch.tensor([math.log(1.1), math.log(0.95)]), "b": torch.tensor([math.log(1.05), math.log(0.5)])}
+    seen = {}
+
+    def train(adapter, weights):
+        seen[adapter] = weights.clone()
+        return {f"{adapter}/loss": 0.0}
+
+    metrics = sequential_update(
+        ["a", "b", "c"], sample_ids,
+        steps_of=lambda a: torch.tensor([i for i, x in enumerate(agents) if x == a]),
+        train=train, log_ratios=lambda a: log_ratio[a], clip=0.2,
+    )
+    assert_close(seen["a"], torch.ones(5))  # the first agent: M = 1
+    # b: round 0 -> 1.1, round 1 -> 0.95
+    assert_close(seen["b"], torch.tensor([1.1, 0.95, 1.1, 0.95, 1.1]))
+    # c: round 0 -> 1.1 * 1.05 = 1.155; round 1 -> 0.95 * 0.5 = 0.475, clipped to 0.8
+    assert_close(seen["c"], torch.tensor([1.155, 0.8, 1.155, 0.8, 1.155]))
+    assert metrics["c/sequential_weight"] == pytest.approx(1.155)
+    assert metrics["b/sequential_position"] == 1.0
+
+
+def setup(model_dir, cls, config):
+    envs = [marft_envs.make("marft/MathChain-v0") for _ in range(4)]
+    model, tokenizer = load_base(str(model_dir))
+    policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
+    algo = cls(policy, config, temperature=1.0)
+    torch.manual_seed(0)
+    engine = RolloutEngine(policy, Sampling(1.0, 6))
+    return policy, algo, engine, envs
+
+
+@pytest.mark.parametrize("cls, config_cls", [(MARFT, MARFTConfig), (MARFTToken, MARFTTokenConfig)])
+def test_sequential_marft_two_updates_change_every_trainable_parameter(tiny_model_dir, cls, config_cls):
+    config = config_cls(minibatch_size=2, sequential=SequentialConfig(enabled=True, order="fixed"))
+    policy, algo, engine, envs = setup(tiny_model_dir, cls, config)
+    before = {n: (p.detach().clone(), p.requires_grad) for n, p in policy.base.named_parameters()}
+    for update in range(2):
+        episodes = engine.collect(envs, range(4 * update, 4 * update + 4))
+        metrics = algo.update(episodes, update, np.random.default_rng(update))
+        assert all(np.isfinite(v) for v in metrics.values()), metrics
+        assert metrics["reasoner_0/sequential_weight"] == 1.0  # first in the fixed order
+        assert metrics["actor_0/sequential_position"] == 1.0
+        assert 0.8 <= metrics["actor_0/sequential_weight"] <= 1.2
+    trainable = {n for n, (_, grad) in before.items() if grad}
+    after = dict(policy.base.named_parameters())
+    assert not [n for n in trainable if torch.equal(before[n][0], after[n])]
+    assert not [n for n in before.keys() - trainable if not torch.equal(before[n][0], after[n])]
+
+
+def test_action_log_ratios_are_zero_before_any_step(tiny_model_dir):
+    policy, algo, engine, envs = setup(tiny_model_dir, MARFT, MARFTConfig(minibatch_size=3))
+    steps = [s for e in engine.collect(envs, range(4)) for s in e.steps if s.agent == "actor_0"]
+    assert_close(algo.action_log_ratios("actor_0", steps), torch.zeros(len(steps)), rtol=0, atol=1e-4)
