@@ -152,10 +152,13 @@ PROGRAMS = {
                 out[path] = "PLANTED"
             except OSError as e:
                 out[path] = type(e).__name__
-        from multiprocessing import shared_memory
+        # shm_open itself: multiprocessing.shared_memory would also start a resource-tracker process,
+        # whose pipe can break inside the sandbox and end this program with SIGPIPE before it reports
+        import _posixshmem
         try:
-            shm = shared_memory.SharedMemory(name="marft_planted_shm", create=True, size=64)
-            shm.buf[:2] = b"42"
+            fd = _posixshmem.shm_open("/marft_planted_shm", os.O_CREAT | os.O_RDWR, 0o666)
+            os.write(fd, b"42")
+            os.close(fd)
             out["posix shm"] = "PLANTED"
         except OSError as e:
             out["posix shm"] = type(e).__name__
