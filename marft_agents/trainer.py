@@ -101,6 +101,9 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
     policy = build_policy(config, probe.possible_agents)
     algo = build_learner(config.algo, policy, getattr(config, config.algo), config.temperature)
     group = max(int(getattr(algo, "group_size", 1)), 1)
+    if config.episodes_per_update % group:
+        raise ValueError(f"episodes_per_update={config.episodes_per_update} must be a multiple of {config.algo}'s "
+                         f"group size {group}, so no group of episodes is split across updates")
     n_envs = min(config.episodes_per_update, 128)
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     engine = RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
@@ -125,7 +128,7 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
         (run_dir / "eval_before.json").write_text(json.dumps(eval_before, indent=2))
     log = MetricsLog(run_dir, resume_from=start if latest is not None else None)
 
-    bar = _progress(range(start, config.updates), progress, "MARFT updates")
+    bar = _progress(range(start, config.updates), progress, f"{config.algo} updates")
     for update in bar:
         timings = Timings()
         t0 = time.perf_counter()

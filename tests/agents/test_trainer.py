@@ -124,3 +124,13 @@ def test_cli_errors_are_one_line(argv, message, capsys, tmp_path):
 def test_cli_envs_lists_ids(capsys):
     assert cli(["envs"]) == 0
     assert "marft/MathChain-v0" in capsys.readouterr().out
+
+
+def test_a_group_split_across_updates_is_refused_before_any_work(tiny_model_dir, tmp_path):
+    from marft_agents.config import TrainConfig
+    from marft_agents.trainer import train
+
+    config = TrainConfig(model=str(tiny_model_dir), algo="grpo", episodes_per_update=6, run_dir=str(tmp_path / "run"))
+    with pytest.raises(ValueError, match="multiple of grpo's group size 4"):
+        train(config, progress=False, quiet=True)
+    assert not (tmp_path / "run" / "eval_before.json").exists()
