@@ -13,7 +13,6 @@ and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path

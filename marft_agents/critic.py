@@ -9,8 +9,11 @@ computed once, at rollout time, and the critic trains on them alone.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
+
+from marft_agents.losses import clipped_value_loss, masked_mean
 
 
 class ValueHead(nn.Module):
@@ -26,3 +29,40 @@ class ValueHead(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.net(features).squeeze(-1)  # (B, d) -> (B,)
+
+
+def fit_critic(
+    critic: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: tuple[torch.Tensor, ...],
+    values_old: torch.Tensor,
+    returns: torch.Tensor,
+    rng: np.random.Generator,
+    *,
+    epochs: int,
+    minibatch_size: int,
+    value_clip: float | None,
+    max_grad_norm: float,
+    mask: torch.Tensor | None = None,
+    prefix: str = "critic",
+) -> dict[str, float]:
+    """Fit ``critic(*inputs)`` to ``returns`` with the clipped value loss, in shuffled minibatches.
+
+    ``values_old``/``returns`` are ``(N,)`` (one value per step) or ``(N, R)`` with ``mask`` marking
+    the real entries (one value per token); every tensor of ``inputs`` has ``N`` rows.
+    """
+    losses = []
+    n = len(values_old)
+    for _ in range(epochs):
+        order = torch.as_tensor(rng.permutation(n))
+        for start in range(0, n, minibatch_size):
+            mb = order[start: start + minibatch_size]
+            values = critic(*(x[mb] for x in inputs))
+            loss = clipped_value_loss(values, values_old[mb], returns[mb], value_clip, None if mask is None else mask[mb])
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm)
+            optimizer.step()
+            losses.append(loss.item())
+    return {f"{prefix}/value_loss": float(np.mean(losses)) if losses else 0.0,
+            f"{prefix}/value_mean": float(masked_mean(values_old, mask))}

@@ -35,13 +35,12 @@ from marft_agents.advantages import normalize
 from marft_agents.algorithms.marft import flatten
 from marft_agents.algorithms.marft_token import (
     at_last_token,
-    critic_step,
     pack,
     token_advantages,
     token_features,
     token_ppo_step,
 )
-from marft_agents.critic import ValueHead
+from marft_agents.critic import ValueHead, fit_critic
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
 
@@ -185,10 +184,10 @@ class CORY:
                 temperature=self.temperature, clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=0.0,
                 kl_gate=None, epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
             ))
-            metrics.update(critic_step(
-                self.critics[adapter], self.critic_optimizers[adapter], features[rows], mask, values_old, ret, rng,
+            metrics.update(fit_critic(
+                self.critics[adapter], self.critic_optimizers[adapter], (features[rows],), values_old, ret, rng,
                 epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip,
-                max_grad_norm=cfg.max_grad_norm, prefix=f"{adapter}/critic",
+                max_grad_norm=cfg.max_grad_norm, mask=mask, prefix=f"{adapter}/critic",
             ))
         return metrics
 

@@ -32,45 +32,15 @@ import torch
 from torch import nn
 
 from marft_agents.advantages import chain_gae, normalize
-from marft_agents.algorithms.marft import MARFT, MARFTConfig, flatten
-from marft_agents.critic import ValueHead
-from marft_agents.losses import clipped_value_loss
+from marft_agents.algorithms.marft import MARFT, MARFTConfig, PPOSettings, flatten
+from marft_agents.critic import ValueHead, fit_critic
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
 
 
 @dataclass
-class IPPOConfig:
-    """Hyper-parameters of IPPO (MAPPO uses the same ones)."""
-
-    lr: float = 3e-4
-    """Adam learning rate of each agent's adapter."""
-    critic_lr: float = 1e-3
-    """Adam learning rate of the value head(s)."""
-    gamma: float = 0.99
-    """Discount between an agent's rounds."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    clip_eps: float = 0.2
-    """PPO ratio clip."""
-    value_clip: float | None = 0.2
-    """Value-loss clip around the old values (None: no clipping)."""
-    entropy_coef: float = 0.01
-    """Weight of the mean per-token entropy bonus."""
-    kl_coef: float = 0.0
-    """Weight of the KL(pi || reference) penalty; 0 skips the reference pass."""
-    kl_gate: float | None = None
-    """Skip a minibatch whose approx KL to the behaviour policy exceeds this."""
-    ppo_epochs: int = 1
-    """Passes over the batch per update."""
-    minibatch_size: int = 64
-    """Agent-steps per gradient step."""
-    max_grad_norm: float = 0.5
-    """Gradient clipping."""
-    normalize_advantages: bool = True
-    """Standardise advantages over the batch."""
-    logp_reduction: str = "sum"
-    """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
+class IPPOConfig(PPOSettings):
+    """Hyper-parameters of IPPO (MAPPO uses the same ones): the shared PPO ones."""
 
 
 @dataclass
@@ -174,20 +144,9 @@ class IPPO(MARFT):
 
     def _fit_critic(self, features, heads, values_old, returns, rng) -> dict[str, float]:
         cfg = self.config
-        losses = []
-        n = len(features)
-        for _ in range(cfg.ppo_epochs):
-            order = torch.as_tensor(rng.permutation(n))
-            for start in range(0, n, cfg.minibatch_size):
-                mb = order[start: start + cfg.minibatch_size]
-                values = self.critic(features[mb], heads[mb])
-                loss = clipped_value_loss(values, values_old[mb], returns[mb], cfg.value_clip)
-                self.critic_optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
-                self.critic_optimizer.step()
-                losses.append(loss.item())
-        return {"critic/value_loss": float(np.mean(losses)), "critic/value_mean": float(values_old.mean())}
+        return fit_critic(self.critic, self.critic_optimizer, (features, heads), values_old, returns, rng,
+                          epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip,
+                          max_grad_norm=cfg.max_grad_norm)
 
 
 class MAPPO(IPPO):

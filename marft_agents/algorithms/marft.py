@@ -23,24 +23,22 @@ import torch
 
 from marft_agents.advantages import chain_gae, normalize
 from marft_agents.algorithms.sequential import SequentialConfig, agent_order, round_index, sequential_update
-from marft_agents.critic import ValueHead
-from marft_agents.losses import approx_kl, clipped_value_loss, masked_mean, ppo_clip_loss
+from marft_agents.critic import ValueHead, fit_critic
+from marft_agents.losses import approx_kl, masked_mean, ppo_clip_loss
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
 
 
 @dataclass
-class MARFTConfig:
-    """Hyper-parameters of action-level MARFT."""
+class PPOSettings:
+    """Hyper-parameters every PPO-style learner here shares (MARFT, single-agent PPO, IPPO, MAPPO)."""
 
     lr: float = 3e-4
     """Adam learning rate of each agent's adapter."""
     critic_lr: float = 1e-3
-    """Adam learning rate of the value head."""
+    """Adam learning rate of the value head(s)."""
     gamma: float = 0.99
     """Discount between rounds."""
-    gamma_agent: float = 0.99
-    """Discount between agents of one round (the original used gamma; 1.0 is the principled choice)."""
     gae_lambda: float = 0.95
     """GAE lambda."""
     clip_eps: float = 0.2
@@ -63,6 +61,14 @@ class MARFTConfig:
     """Standardise advantages over the batch."""
     logp_reduction: str = "sum"
     """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
+
+
+@dataclass
+class MARFTConfig(PPOSettings):
+    """Hyper-parameters of action-level MARFT: the shared PPO ones plus the multi-agent ones."""
+
+    gamma_agent: float = 0.99
+    """Discount between agents of one round (the original used gamma; 1.0 is the principled choice)."""
     agent_iteration_interval: int = 0
     """K > 0: only one agent learns at a time, switching every K updates (round-robin)."""
     sequential: SequentialConfig = field(default_factory=SequentialConfig)
@@ -223,20 +229,9 @@ class MARFT:
 
     def _critic_step(self, features, values_old, returns, rng) -> dict[str, float]:
         cfg = self.config
-        losses = []
-        n = len(features)
-        for _ in range(cfg.ppo_epochs):
-            order = torch.as_tensor(rng.permutation(n))
-            for start in range(0, n, cfg.minibatch_size):
-                mb = order[start: start + cfg.minibatch_size]
-                values = self.critic(features[mb])
-                loss = clipped_value_loss(values, values_old[mb], returns[mb], cfg.value_clip)
-                self.critic_optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
-                self.critic_optimizer.step()
-                losses.append(loss.item())
-        return {"critic/value_loss": float(np.mean(losses)), "critic/value_mean": float(values_old.mean())}
+        return fit_critic(self.critic, self.critic_optimizer, (features,), values_old, returns, rng,
+                          epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip,
+                          max_grad_norm=cfg.max_grad_norm)
 
     # -- checkpoint state ----------------------------------------------------------------------
 

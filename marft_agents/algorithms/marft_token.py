@@ -32,7 +32,8 @@ import torch
 
 from marft_agents.advantages import normalize, token_gae
 from marft_agents.algorithms.marft import MARFT, MARFTConfig, flatten
-from marft_agents.losses import approx_kl, clipped_value_loss, masked_mean, ppo_clip_loss
+from marft_agents.critic import fit_critic
+from marft_agents.losses import approx_kl, masked_mean, ppo_clip_loss
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
 
@@ -169,9 +170,9 @@ class MARFTToken(MARFT):
                 idx = [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == adapter]
                 if idx:
                     metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
-        metrics.update(critic_step(self.critic, self.critic_optimizer, features, batch.mask, values_old, returns, rng,
-                                   epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
-                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
+        metrics.update(fit_critic(self.critic, self.critic_optimizer, (features,), values_old, returns, rng,
+                                  epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
+                                  value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm, mask=batch.mask))
         metrics["advantage_std"] = float(advantages[batch.mask].std()) if batch.mask.sum() > 1 else 0.0
         return metrics
 
@@ -260,35 +261,3 @@ def token_ppo_step(
     out[f"{adapter}/skipped_minibatches"] = float(skipped)
     return out
 
-
-def critic_step(
-    critic: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    features: torch.Tensor,
-    mask: torch.Tensor,
-    values_old: torch.Tensor,
-    returns: torch.Tensor,
-    rng: np.random.Generator,
-    *,
-    epochs: int,
-    minibatch_size: int,
-    value_clip: float | None,
-    max_grad_norm: float,
-    prefix: str = "critic",
-) -> dict[str, float]:
-    """Fit a per-token value head to ``returns`` ``(N, R)`` with a masked clipped value loss."""
-    losses = []
-    n = len(features)
-    for _ in range(epochs):
-        order = torch.as_tensor(rng.permutation(n))
-        for start in range(0, n, minibatch_size):
-            mb = order[start: start + minibatch_size]
-            values = critic(features[mb])  # (B, R)
-            loss = clipped_value_loss(values, values_old[mb], returns[mb], value_clip, mask[mb])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm)
-            optimizer.step()
-            losses.append(loss.item())
-    return {f"{prefix}/value_loss": float(np.mean(losses)) if losses else 0.0,
-            f"{prefix}/value_mean": float(masked_mean(values_old, mask))}

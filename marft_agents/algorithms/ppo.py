@@ -18,42 +18,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from marft_agents.algorithms.marft import MARFT, MARFTConfig
+from marft_agents.algorithms.marft import MARFT, MARFTConfig, PPOSettings
 from marft_agents.policy import LaMASPolicy
 
 
 @dataclass
-class PPOConfig:
-    """Hyper-parameters of single-agent PPO (the defaults match MARFT's, for a fair comparison)."""
-
-    lr: float = 3e-4
-    """Adam learning rate of the agent's adapter."""
-    critic_lr: float = 1e-3
-    """Adam learning rate of the value head."""
-    gamma: float = 0.99
-    """Discount between rounds (attempts)."""
-    gae_lambda: float = 0.95
-    """GAE lambda."""
-    clip_eps: float = 0.2
-    """PPO ratio clip."""
-    value_clip: float | None = 0.2
-    """Value-loss clip around the old values (None: no clipping)."""
-    entropy_coef: float = 0.01
-    """Weight of the mean per-token entropy bonus."""
-    kl_coef: float = 0.0
-    """Weight of the KL(pi || reference) penalty; 0 skips the reference pass."""
-    kl_gate: float | None = None
-    """Skip a minibatch whose approx KL to the behaviour policy exceeds this."""
-    ppo_epochs: int = 1
-    """Passes over the batch per update."""
-    minibatch_size: int = 64
-    """Steps per gradient step."""
-    max_grad_norm: float = 0.5
-    """Gradient clipping."""
-    normalize_advantages: bool = True
-    """Standardise advantages over the batch."""
-    logp_reduction: str = "sum"
-    """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
+class PPOConfig(PPOSettings):
+    """Hyper-parameters of single-agent PPO: the shared PPO ones, with MARFT's defaults for a fair comparison."""
 
 
 class PPO(MARFT):

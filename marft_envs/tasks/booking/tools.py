@@ -34,6 +34,7 @@ from typing import Any
 from marft_envs.tasks.booking.actions import ActionError, ToolCall, looks_like_sql, parse_action, strings_in, validate
 from marft_envs.tasks.booking.db import BookingDB
 from marft_envs.tasks.booking.world import DAYS, LANDMARKS, WORK_END, WORK_START, distance, free_windows, hhmm, minutes
+from marft_envs.tasks.profiles import role_of
 
 WORKERS = ("calendar_0", "location_0", "booking_0")
 """The agents a coordinator can schedule."""
@@ -301,11 +302,6 @@ ROLE_TOOLS: dict[str, tuple[str, ...]] = {
 }
 WRITES = frozenset({"create_booking", "cancel_booking"})
 """Tools that change the database."""
-
-
-def role_of(agent: str) -> str:
-    """``"calendar_0"`` -> ``"calendar"``."""
-    return agent.rsplit("_", 1)[0]
 
 
 def tools_of(agent: str) -> tuple[str, ...]:

@@ -26,13 +26,13 @@ not apply or parse, crashes or times out scores 0 and says why in ``info["status
 from __future__ import annotations
 
 import ast
-import json
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from marft_envs.core import FlexEnv, RoundResult
+from marft_envs.tasks import profiles
+from marft_envs.tasks.profiles import role_of
 from marft_envs.rewards.code import (
     REWARD_MODES, extra_tests_score, locate_scores, parse_lines, parse_verdict, repair_reward, review_score,
 )
@@ -47,24 +47,8 @@ MAX_FEEDBACK_PATCH_CHARS = 2000  # a runaway answer must not flood the next obse
 
 
 def load_profile(profile: str | Path | dict) -> dict[str, Any]:
-    """Role prompts: ``"default"`` (shipped), a path to a JSON file, or a dict ``{"roles": {...}}``."""
-    if isinstance(profile, dict):
-        data = profile
-    elif str(profile) == "default":
-        data = json.loads(resources.files("marft_envs.tasks.code").joinpath("profiles/default.json").read_text())
-    else:
-        path = Path(profile)
-        if not path.is_file():
-            raise FileNotFoundError(f"no such profile file: {path}; pass 'default' or a JSON file with a 'roles' mapping")
-        data = json.loads(path.read_text())
-    if not isinstance(data.get("roles"), dict):
-        raise ValueError("a profile needs a 'roles' mapping from role name to role prompt")
-    return data
-
-
-def role_of(agent: str) -> str:
-    """``"fixer_0"`` -> ``"fixer"``."""
-    return agent.rsplit("_", 1)[0]
+    """Role prompts: ``"default"`` (this family's shipped one), a path to a JSON file, or a dict."""
+    return profiles.load_profile(profile, "marft_envs.tasks.code")
 
 
 @dataclass

@@ -9,12 +9,12 @@ which agents' answers count.
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from marft_envs.core import FlexEnv, RoundResult
+from marft_envs.tasks import profiles
+from marft_envs.tasks.profiles import role_of
 from marft_envs.rewards.credit import CREDIT_MODES, assign_credit
 from marft_envs.rewards.math import answers_match, extract_answer
 from marft_envs.tasks.math.problems import Problem, ProblemSource, load_problems
@@ -23,24 +23,8 @@ NO_ANSWER_NOTE = "no final answer found: give it as \\boxed{...}"
 
 
 def load_profile(profile: str | Path | dict) -> dict[str, Any]:
-    """Role prompts: ``"default"`` (shipped), a path to a JSON file, or a dict ``{"roles": {...}}``."""
-    if isinstance(profile, dict):
-        data = profile
-    elif str(profile) == "default":
-        data = json.loads(resources.files("marft_envs.tasks.math").joinpath("profiles/default.json").read_text())
-    else:
-        path = Path(profile)
-        if not path.is_file():
-            raise FileNotFoundError(f"no such profile file: {path}; pass 'default' or a JSON file with a 'roles' mapping")
-        data = json.loads(path.read_text())
-    if not isinstance(data.get("roles"), dict):
-        raise ValueError("a profile needs a 'roles' mapping from role name to role prompt")
-    return data
-
-
-def role_of(agent: str) -> str:
-    """``"reasoner_0"`` -> ``"reasoner"``."""
-    return agent.rsplit("_", 1)[0]
+    """Role prompts: ``"default"`` (this family's shipped one), a path to a JSON file, or a dict."""
+    return profiles.load_profile(profile, "marft_envs.tasks.math")
 
 
 class MathTask(FlexEnv):
