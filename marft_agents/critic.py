@@ -3,8 +3,9 @@
 Because agent ``i``'s observation contains its predecessors' same-round actions, one value function
 shared by all agents estimates MARFT's sequential value ``V(o, a^{1:i-1})``. The features are the
 base model's final hidden state at the last prompt token with adapters disabled (the original code
-used a frozen copy of the base; ours needs no copy). Since the base is frozen the features are
-computed once, at rollout time, and the critic trains on them alone.
+used a frozen copy of the base; ours needs no copy). Since the base is frozen the learner computes
+the features once per update and the critic trains on them alone; :func:`fit_critic` is that
+training loop, shared by every learner with a value head.
 """
 
 from __future__ import annotations
