@@ -13,7 +13,8 @@ episodes for IPPO/MAPPO. Runs:
   (groups of 4), IPPO and MAPPO (2-solver ``MathDebate-v0``, one round), CORY (``MathCORY-v0``);
 - a learning-rate sweep (one seed): CORY and PPO at 3e-4, 1e-3 and 3e-3 (the claim: CORY stays
   stable where PPO collapses);
-- the control: more supervised training of the same checkpoint for the median MARFT wall time.
+- the control: more supervised training of the same checkpoint, on whole solutions, for the median
+  MARFT wall time.
 
 Each run reports held-out greedy accuracy (200 problems) before, best (over the evaluations every
 ``updates // 4``) and final, KL(pi || reference) per action on 64 sampled training episodes after
@@ -123,7 +124,8 @@ def sft_control(seconds: float, seed: int) -> dict:
     from marft_agents.policy import LaMASPolicy, load_base
 
     model, tokenizer = load_base("embedded")
-    # continue at the shipped schedule's final learning rate (2e-3 * 0.1), constant, no warm-up
+    # whole solutions only (unfinished_rate 0), constant at the from-scratch run's final learning rate
+    # (2e-3 * 0.1), no warm-up
     config = PretrainConfig(seconds=seconds, max_steps=None, lr=2e-4, min_lr_ratio=1.0, warmup_steps=0,
                             seed=seed + 100, role_weights={"reasoner": 1.0, "actor": 0.3, "solver": 1.0}, threads=1)
     started = time.perf_counter()

@@ -1,7 +1,7 @@
 """The ``marft`` command: ``envs``, ``pretrain``, ``train``, ``eval``, ``plot``.
 
     marft envs                                   list registered env ids by view
-    marft pretrain --out DIR [--seconds S]       build and pre-train the embedded tiny model
+    marft pretrain --out DIR [--init DIR] ...    build and pre-train the embedded tiny model
     marft train [--preset demo] [--config F] [--algo NAME] [key=value ...] [--resume]
     marft eval (--run DIR | --model M) [--env ID] [--episodes N]
     marft plot RUN_DIR                           write RUN_DIR/curves.png
@@ -24,10 +24,10 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("envs", help="list registered env ids")
 
-    p = sub.add_parser("pretrain", help="build and pre-train the embedded tiny model")
-    p.add_argument("--out", required=True, help="output directory (save_pretrained format)")
-    p.add_argument("--seconds", type=float, default=None, help="wall-clock training budget")
-    p.add_argument("--seed", type=int, default=0)
+    # Its options live with the code (marft_agents.models.pretrain.build_parser), parsed there, so that
+    # other commands do not import torch just to parse their arguments.
+    sub.add_parser("pretrain", add_help=False,
+                   help="build and pre-train the embedded tiny model, or continue one (--init); see --help")
 
     p = sub.add_parser("train", help="train a LaMAS on an env")
     p.add_argument("overrides", nargs="*", help="config overrides, key=value (e.g. marft.lr=1e-4 updates=20)")
@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("plot", help="plot a run's curves to curves.png")
     p.add_argument("run_dir")
 
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "pretrain":
+        args.args = rest
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         return COMMANDS[args.command](args)
     except (FileNotFoundError, KeyError, ValueError) as err:
@@ -66,12 +70,9 @@ def cmd_envs(args) -> int:
 
 
 def cmd_pretrain(args) -> int:
-    from marft_agents.models.pretrain import pretrain
+    from marft_agents.models.pretrain import main as pretrain_main
 
-    kwargs = {"seed": args.seed}
-    if args.seconds is not None:
-        kwargs["seconds"] = args.seconds
-    pretrain(args.out, **kwargs)
+    pretrain_main(args.args)
     return 0
 
 
@@ -113,7 +114,7 @@ def cmd_eval(args) -> int:
     name = "accuracy (greedy, single pass)" if args.rounds == 1 else f"solved within {args.rounds} attempts with feedback"
     print(f"{config.env}: {name} = {result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%} on {result['episodes']} problems")
     for agent, r in result["roles"].items():
-        print(f"  {agent}: " + ", ".join(f"{k}={v:.1%}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
+        print(f"  {agent}: " + ", ".join(_shown(k, v) for k, v in r.items()))
     return 0
 
 
@@ -146,6 +147,13 @@ def cmd_plot(args) -> int:
 
     print(plot_run(args.run_dir))
     return 0
+
+
+def _shown(key: str, value) -> str:
+    """``own_accuracy=34.7%``, ``mean_response_tokens=12.5``, ``n_right=104``."""
+    if isinstance(value, float):
+        return f"{key}={value:.1f}" if key.startswith("mean_response") else f"{key}={value:.1%}"
+    return f"{key}={value}"
 
 
 def _check_env(env_id: str) -> None:

@@ -70,10 +70,14 @@ def summarize(episodes: list[Episode]) -> dict:
 
 
 def role_diagnostics(episodes: list[Episode]) -> dict:
-    """First-round own accuracy per agent, and the answering agent's accuracy given each other agent."""
+    """Per agent: first-round own accuracy, mean response length in tokens, and the answering agent's
+    accuracy given this agent right or wrong."""
     own: dict[str, list[float]] = defaultdict(list)
+    lengths: dict[str, list[int]] = defaultdict(list)
     given: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"right": [], "wrong": []})
     for e in episodes:
+        for s in e.steps:
+            lengths[s.agent].append(len(s.response))
         first = [s for s in e.steps if s.round == 0]
         if not first:
             continue
@@ -85,7 +89,9 @@ def role_diagnostics(episodes: list[Episode]) -> dict:
         for agent, c in correct.items():
             if agent != answerer and c is not None and correct.get(answerer) is not None:
                 given[agent]["right" if c else "wrong"].append(float(correct[answerer]))
-    roles = {a: {"own_accuracy": float(np.mean(v))} for a, v in own.items()}
+    roles: dict[str, dict] = {a: {"mean_response_tokens": float(np.mean(v))} for a, v in lengths.items()}
+    for agent, v in own.items():
+        roles[agent]["own_accuracy"] = float(np.mean(v))
     for agent, split in given.items():
         for k, v in split.items():
             roles[agent][f"answer_accuracy_when_{k}"] = float(np.mean(v)) if v else None

@@ -15,6 +15,7 @@ PANELS = [
     ("/entropy", "policy entropy (per agent)"),
     ("/approx_kl", "approx KL to behaviour (per agent)"),
     ("/own_accuracy", "own accuracy (per agent, training)"),
+    ("/response_length", "response length in tokens (per agent, training)"),
 ]
 
 
@@ -40,7 +41,9 @@ def plot_run(run_dir: str | Path) -> Path:
         raise FileNotFoundError(f"no metrics at {path}: is {run_dir} a run folder?")
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else None
-    fig, axes = plt.subplots(2, 3, figsize=(13, 6.5))
+    fig, axes = plt.subplots(2, 4, figsize=(17, 6.5))
+    for ax in axes.flat[len(PANELS):]:
+        ax.axis("off")
     for ax, (key, title) in zip(axes.flat, PANELS):
         keys = sorted({k for r in rows for k in r if (k == key or (key.startswith("/") and k.endswith(key)))})
         for k in keys:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import inspect
 import os
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -118,7 +119,10 @@ class LaMASPolicy:
             from peft import LoraConfig, get_peft_model
 
             config = LoraConfig(r=lora_r, lora_alpha=lora_alpha, target_modules=list(lora_targets), lora_dropout=0.0)
-            peft_model = get_peft_model(model, config, adapter_name=self.adapters[0])
+            with warnings.catch_warnings():
+                # peft reads a transformers attribute that transformers 5 deprecates; not ours to fix, only noise
+                warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+                peft_model = get_peft_model(model, config, adapter_name=self.adapters[0])
             for name in self.adapters[1:]:
                 peft_model.add_adapter(name, config)
             self.base = peft_model

@@ -157,7 +157,9 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
             "time/update_s": time.perf_counter() - t0,
         })
         for agent, r in train_stats["roles"].items():
-            metrics[f"train/{agent}/own_accuracy"] = r["own_accuracy"]
+            if "own_accuracy" in r:
+                metrics[f"train/{agent}/own_accuracy"] = r["own_accuracy"]
+            metrics[f"train/{agent}/response_length"] = r["mean_response_tokens"]
         if config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates:
             metrics["eval/accuracy"] = evaluate(policy, **eval_args)["accuracy"]
         log.write(update, metrics)
@@ -204,19 +206,24 @@ def _evaluate_all(policy: LaMASPolicy, config: TrainConfig, eval_args: dict) -> 
 def summary_table(summary: dict) -> str:
     """A small before/after table for the terminal."""
     before, after = summary["eval_before"], summary["eval_after"]
-    rows = [("held-out accuracy (greedy, single pass)", before["accuracy"], after["accuracy"])]
+    pct, num = "{:6.1%}", "{:6.1f}"
+    rows = [("held-out accuracy (greedy, single pass)", before["accuracy"], after["accuracy"], pct)]
     for key in before:
         if key.startswith("solved_within"):
-            rows.append((key.replace("_", " "), before[key], after.get(key, float("nan"))))
+            rows.append((key.replace("_", " "), before[key], after.get(key, float("nan")), pct))
     for agent, r in before["roles"].items():
-        rows.append((f"{agent} own accuracy", r["own_accuracy"], after["roles"].get(agent, {}).get("own_accuracy", float("nan"))))
+        later = after["roles"].get(agent, {})
+        if "own_accuracy" in r:
+            rows.append((f"{agent} own accuracy", r["own_accuracy"], later.get("own_accuracy", float("nan")), pct))
         for k in ("answer_accuracy_when_right", "answer_accuracy_when_wrong"):
             if r.get(k) is not None:
                 label = f"answer accuracy when {agent} is {k.rsplit('_', 1)[1]}"
-                later = after["roles"].get(agent, {}).get(k)
-                rows.append((label, r[k], float("nan") if later is None else later))
+                rows.append((label, r[k], float("nan") if later.get(k) is None else later[k], pct))
+        rows.append((f"{agent} response length (tokens)", r["mean_response_tokens"],
+                     later.get("mean_response_tokens", float("nan")), num))
     width = max(len(r[0]) for r in rows)
-    lines = [f"{'':{width}}   before    after", *(f"{n:{width}}   {b:6.1%}   {a:6.1%}" for n, b, a in rows)]
+    lines = [f"{'':{width}}   before    after",
+             *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows)]
     lines.append(f"±{before['accuracy_stderr']:.1%} standard error per accuracy on {before['episodes']} problems; "
                  f"{summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
     return "\n".join(lines)

@@ -14,6 +14,20 @@ is the response ids plus the end-of-turn token, and the loss covers the response
 these machines answer-only loss beat all-token loss, 89 % vs 76 % on a probe task). Problems come
 from the train split only; :func:`evaluate_chain` measures the 2-agent chain on the test split.
 
+**The habit RL has to unlearn.** With ``unfinished_rate`` > 0, that fraction of the reasoner's
+multi-step solutions is cut short after a random number of steps (``23+15=38`` alone for the two
+steps above). The model then often stops its reasoning early, as real LLMs do when they answer before
+they have finished working: the actor boxes the last value it sees, which for a cut solution is an
+intermediate result, so the team is wrong. Nothing else changes — the arithmetic it learns is the
+same, and the actor's and solver's targets stay whole — so an outcome reward can find what to fix: to
+finish the work. That is the headroom the demo's MARFT run is meant to find (``docs/agents.md``
+measures it, with the reasoner's response length before and after). The shipped checkpoint was made
+in two runs, the second continuing the first (``init``):
+
+    marft pretrain --out stage1 --seed 0 --role-weights 1,0.3,1 --threads 2 --seconds 300 --eval-every 60
+    marft pretrain --init stage1 --out tiny-math --seed 0 --role-weights 1,0.3,1 --unfinished-rate 0.6 \
+        --max-steps 300 --lr 5e-4 --warmup-steps 10 --threads 2
+
 The run has two budgets, optimizer steps (``max_steps``) and wall-clock time (``seconds``), and
 ends at whichever runs out first; the learning rate warms up, then follows a cosine curve over the
 budget that binds. The defaults (2,000 steps of 32 sequences, at most 330 s) fit a quiet 2-core
@@ -59,6 +73,8 @@ _LAST_VALUE = re.compile(r"=\s*([^=\n]+?)\s*$")
 class PretrainConfig:
     """Settings of one pre-training run (saved to ``pretrain.json``)."""
 
+    init: str | None = None
+    """Continue from this checkpoint (local path or Hub id; its tokenizer too) instead of building a new model."""
     max_steps: int | None = 2000
     """Optimizer steps; None to train for ``seconds`` only."""
     seconds: float = 330.0
@@ -77,6 +93,8 @@ class PretrainConfig:
     """Sequences (prompt + response, right-padded) per optimizer step."""
     grad_clip: float = 1.0
     """Global gradient-norm clip."""
+    unfinished_rate: float = 0.0
+    """Fraction of the reasoner's multi-step solutions cut short after a random number of steps."""
     role_weights: dict[str, float] = field(default_factory=lambda: {"reasoner": 1.0, "actor": 1.0, "solver": 1.0})
     """Relative frequency of SFT examples per role (``reasoner``/``actor`` of the chain, ``solver`` of solo)."""
     level_weights: dict[int, float] = field(default_factory=lambda: dict.fromkeys(LEVELS, 1.0))
@@ -118,15 +136,29 @@ def last_value(steps: str) -> str | None:
     return None
 
 
-def role_examples(problem: Problem, chain: MathChain, solo: MathSolo, roles: Sequence[str]) -> list[tuple[dict, str]]:
-    """``(observation, target text)`` for ``problem`` in each of ``roles``, observed through the envs."""
+def unfinished(steps: str, rng: np.random.Generator) -> str:
+    """``steps`` cut after a random number of its lines (at least one, not all); one-line steps stay whole."""
+    lines = steps.splitlines()
+    if len(lines) < 2:
+        return steps
+    return "\n".join(lines[:rng.integers(1, len(lines))])
+
+
+def role_examples(problem: Problem, chain: MathChain, solo: MathSolo, roles: Sequence[str], *,
+                  unfinished_rate: float = 0.0, rng: np.random.Generator | None = None) -> list[tuple[dict, str]]:
+    """``(observation, target text)`` for ``problem`` in each of ``roles``, observed through the envs.
+
+    With ``unfinished_rate`` > 0 the reasoner's target is, that often, its steps cut short
+    (:func:`unfinished`); the actor's and solver's targets always use the whole solution.
+    """
     steps = problem.solution
     box = f"\\boxed{{{last_value(steps)}}}"
     out = []
     if "reasoner" in roles or "actor" in roles:
         chain.reset(options={"problem": problem})
         if "reasoner" in roles:
-            out.append((chain.observe("reasoner_0"), steps))
+            cut = unfinished_rate > 0 and rng.random() < unfinished_rate
+            out.append((chain.observe("reasoner_0"), unfinished(steps, rng) if cut else steps))
         if "actor" in roles:
             chain.step({"reasoner_0": steps})
             out.append((chain.observe("actor_0"), box))
@@ -165,7 +197,8 @@ class SFTData:
             level = self.levels[self.rng.choice(len(self.levels), p=self.level_p)]
             problem = self.sources[level].sample(self.rng)
             role = self.roles[self.rng.choice(len(self.roles), p=self.role_p)]
-            for o, t in role_examples(problem, self.chain, self.solo, [role]):
+            for o, t in role_examples(problem, self.chain, self.solo, [role],
+                                      unfinished_rate=self.config.unfinished_rate, rng=self.rng):
                 obs.append(o)
                 targets.append(t)
                 roles.append(role)
@@ -314,7 +347,7 @@ def run_chains(model, tokenizer, problems: Sequence[Problem], *, temperature: fl
     envs = [MathChain(split="test") for _ in problems]
     for env, p in zip(envs, problems):
         env.reset(options={"problem": p})
-    records = [{"level": p.level, "gold": p.answer} for p in problems]
+    records = [{"level": p.level, "gold": p.answer, "gold_steps": len(p.solution.splitlines())} for p in problems]
     for agent in ("reasoner_0", "actor_0"):
         prompts = [prompt_ids(tokenizer, env.observe(agent)) for env in envs]
         texts = generate(model, tokenizer, prompts, temperature=temperature, max_new_tokens=max_new_tokens)
@@ -326,6 +359,7 @@ def run_chains(model, tokenizer, problems: Sequence[Problem], *, temperature: fl
     for rec in records:
         value = last_value(rec["reasoner_0"])
         rec["reasoner_right"] = value is not None and answers_match(value, rec["gold"])
+        rec["reasoner_finished"] = len(rec["reasoner_0"].splitlines()) >= rec.pop("gold_steps")
     return records
 
 
@@ -339,6 +373,8 @@ def summarize_chains(records: Sequence[dict]) -> dict:
         "team_accuracy": _rate([r["team"] for r in records]),
         "team_accuracy_by_level": {str(k): _rate(v) for k, v in sorted(by_level.items())},
         "reasoner_accuracy": _rate([r["reasoner_right"] for r in records]),
+        "reasoner_finished": _rate([r["reasoner_finished"] for r in records]),
+        "accuracy_when_finished": _rate([r["team"] for r in records if r["reasoner_finished"]]),
         "actor_accuracy_given_reasoner_right": _rate([r["team"] for r in records if r["reasoner_right"]]),
         "actor_accuracy_given_reasoner_wrong": _rate([r["team"] for r in records if not r["reasoner_right"]]),
     }
@@ -482,6 +518,8 @@ def pretrain(out_dir: str | Path, *, seconds: float = 330.0, seed: int = 0, prog
     if unknown:
         raise TypeError(f"unknown pretrain settings {sorted(unknown)}; see PretrainConfig for the fields")
     config = PretrainConfig(seconds=seconds, seed=seed, **overrides)
+    if not 0.0 <= config.unfinished_rate <= 1.0:
+        raise ValueError(f"unfinished_rate must be between 0 and 1, got {config.unfinished_rate}")
     threads = torch.get_num_threads()
     if config.threads is not None:
         torch.set_num_threads(config.threads)
@@ -491,28 +529,46 @@ def pretrain(out_dir: str | Path, *, seconds: float = 330.0, seed: int = 0, prog
         torch.set_num_threads(threads)
 
 
+def load_init(name: str):
+    """``(model, tokenizer)`` of the checkpoint a run continues from, with one clear error if it is missing."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        return AutoModelForCausalLM.from_pretrained(name), AutoTokenizer.from_pretrained(name)
+    except OSError as err:
+        raise FileNotFoundError(f"cannot load --init {name!r}: not a local checkpoint folder, "
+                                f"nor a Hub id available offline ({type(err).__name__})") from None
+
+
 def _pretrain(out: Path, config: PretrainConfig, progress_bar: bool) -> dict:
     torch.manual_seed(config.seed)
     out.mkdir(parents=True, exist_ok=True)
 
     t0 = time.perf_counter()
-    tokenizer = build_tokenizer(tokenizer_corpus(config.tokenizer_problems, config.seed), config.vocab_size)
-    model = build_model(tokenizer, hidden_size=config.hidden_size, num_layers=config.num_layers,
-                        num_heads=config.num_heads, intermediate_size=config.intermediate_size,
-                        max_position_embeddings=config.max_position_embeddings, seed=config.seed)
+    if config.init is None:
+        tokenizer = build_tokenizer(tokenizer_corpus(config.tokenizer_problems, config.seed), config.vocab_size)
+        model = build_model(tokenizer, hidden_size=config.hidden_size, num_layers=config.num_layers,
+                            num_heads=config.num_heads, intermediate_size=config.intermediate_size,
+                            max_position_embeddings=config.max_position_embeddings, seed=config.seed)
+    else:
+        model, tokenizer = load_init(config.init)
     setup_seconds = time.perf_counter() - t0
     stats = train(model, tokenizer, config, progress_bar=progress_bar)
 
     summary: dict = {
         "settings": {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in asdict(config).items()},
         "model": {"architecture": type(model).__name__, "parameters": count_parameters(model),
-                  "vocab_size": len(tokenizer), "hidden_size": config.hidden_size,
-                  "num_layers": config.num_layers, "num_heads": config.num_heads,
-                  "intermediate_size": config.intermediate_size, "tied_embeddings": True, "dtype": "float32"},
+                  "vocab_size": len(tokenizer), "hidden_size": model.config.hidden_size,
+                  "num_layers": model.config.num_hidden_layers, "num_heads": model.config.num_attention_heads,
+                  "intermediate_size": model.config.intermediate_size,
+                  "tied_embeddings": bool(model.config.tie_word_embeddings), "dtype": str(model.dtype).split(".")[-1]},
         "setup_seconds": round(setup_seconds, 2),
         "training": stats,
         "torch_threads": torch.get_num_threads(),
     }
+    if config.init is not None and (Path(config.init) / "pretrain.json").is_file():
+        # the checkpoint this run continued from, as it was made (its own history included)
+        summary["init_pretrain"] = json.loads((Path(config.init) / "pretrain.json").read_text())
     if config.eval_n > 0:
         t1 = time.perf_counter()
         summary["eval_greedy_chain"] = evaluate_chain(model, tokenizer, n=config.eval_n, seed=0)
@@ -546,9 +602,12 @@ def _role_weights(text: str) -> dict[str, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The options of ``marft pretrain`` (also ``python -m marft_agents.models.pretrain``)."""
     p = argparse.ArgumentParser(prog="marft pretrain", description=__doc__.split("\n")[0])
     d = PretrainConfig()
     p.add_argument("--out", required=True, help="directory to write the checkpoint and pretrain.json to")
+    p.add_argument("--init", default=None,
+                   help="continue from this checkpoint (folder or Hub id) instead of building a new model")
     p.add_argument("--max-steps", type=int, default=d.max_steps,
                    help="optimizer steps (default %(default)s; 0: train for --seconds only)")
     p.add_argument("--seconds", type=float, default=d.seconds,
@@ -560,6 +619,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--level-weights", type=_level_weights, default=None, help="weights of levels 1-4, e.g. 1,1,1,1")
     p.add_argument("--role-weights", type=_role_weights, default=None,
                    help="weights of the reasoner, actor and solver examples, e.g. 1,1,1")
+    p.add_argument("--unfinished-rate", type=float, default=d.unfinished_rate,
+                   help="fraction of the reasoner's multi-step solutions cut short (default %(default)s)")
     p.add_argument("--hidden-size", type=int, default=d.hidden_size)
     p.add_argument("--num-layers", type=int, default=d.num_layers)
     p.add_argument("--num-heads", type=int, default=d.num_heads)
@@ -575,9 +636,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
+    """Pre-train with command-line options and print the key figures of the summary."""
     args = build_parser().parse_args(argv)
     overrides = {k: getattr(args, k) for k in (
-        "max_steps", "lr", "batch_size", "warmup_steps", "hidden_size", "num_layers", "num_heads",
+        "init", "max_steps", "lr", "batch_size", "warmup_steps", "unfinished_rate", "hidden_size", "num_layers", "num_heads",
         "intermediate_size", "vocab_size", "eval_n", "eval_every", "threads")}
     if args.level_weights is not None:
         overrides["level_weights"] = args.level_weights

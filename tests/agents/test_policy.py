@@ -1,6 +1,5 @@
 """LaMASPolicy and the rollout engine: exact log-probs, batching, adapters, reference."""
 
-import numpy as np
 import pytest
 import torch
 

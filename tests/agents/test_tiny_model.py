@@ -8,8 +8,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from marft_agents.chat import messages, prompt_ids
-from marft_agents.models.pretrain import last_value, pretrain
-from marft_envs.tasks.math import MathChain
+from marft_agents.models.pretrain import last_value, pretrain, role_examples, unfinished
+from marft_envs.tasks.math import MathChain, MathSolo
+from marft_envs.tasks.math.problems import Problem
 
 ASSET = resources.files("marft_agents").joinpath("assets/tiny-math")
 
@@ -98,6 +99,45 @@ def test_last_value():
     assert last_value("") is None
 
 
+class _FixedDraw:
+    """Stands in for a numpy Generator: ``integers`` returns a set value, ``random`` a set float."""
+
+    def __init__(self, k=1, u=0.0):
+        self.k, self.u = k, u
+
+    def integers(self, low, high):
+        assert low <= self.k < high
+        return self.k
+
+    def random(self):
+        return self.u
+
+
+@pytest.mark.parametrize("steps, k, expected", [
+    ("5+3=8\n8-2=6", 1, "5+3=8"),
+    ("2*4=8\n8+1=9\n9-3=6", 1, "2*4=8"),
+    ("2*4=8\n8+1=9\n9-3=6", 2, "2*4=8\n8+1=9"),
+])
+def test_unfinished_cuts_after_k_lines(steps, k, expected):
+    assert unfinished(steps, _FixedDraw(k)) == expected
+
+
+def test_unfinished_keeps_one_line_solutions_whole():
+    assert unfinished("23+15=38", _FixedDraw()) == "23+15=38"
+
+
+@pytest.mark.parametrize("u, rate, reasoner_target", [
+    (0.3, 0.5, "6/2=3"),          # drawn below the rate: cut
+    (0.7, 0.5, "6/2=3\n3+16=19"),  # drawn above it: whole
+    (0.0, 0.0, "6/2=3\n3+16=19"),  # rate 0 never cuts
+])
+def test_role_examples_cut_only_the_reasoner(u, rate, reasoner_target):
+    problem = Problem(question="Split 6 in two, then add 16.", answer="19", level=3, solution="6/2=3\n3+16=19")
+    out = role_examples(problem, MathChain(), MathSolo(), ["reasoner", "actor", "solver"],
+                        unfinished_rate=rate, rng=_FixedDraw(1, u))
+    assert [target for _, target in out] == [reasoner_target, "\\boxed{19}", "6/2=3\n3+16=19\n\\boxed{19}"]
+
+
 def test_pretrain_smoke(tmp_path):
     threads = torch.get_num_threads()
     summary = pretrain(tmp_path, seconds=5, progress_bar=False, eval_n=8, eval_samples=2,
@@ -111,3 +151,23 @@ def test_pretrain_smoke(tmp_path):
     assert model.config.vocab_size == len(tok)
     assert tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True,
                                    tokenize=False).endswith("<|assistant|>")
+
+    # --init continues from that checkpoint: same tokenizer, weights moved, its history kept
+    more = pretrain(tmp_path / "more", init=str(tmp_path), max_steps=2, unfinished_rate=0.5, progress_bar=False,
+                    eval_n=4, eval_samples=0, batch_size=16, chunk_problems=64)
+    assert more["training"]["steps"] == 2
+    assert more["init_pretrain"]["training"]["steps"] == summary["training"]["steps"]
+    assert AutoTokenizer.from_pretrained(tmp_path / "more").get_vocab() == tok.get_vocab()
+    moved = AutoModelForCausalLM.from_pretrained(tmp_path / "more")
+    assert not torch.equal(moved.model.layers[0].mlp.up_proj.weight, model.model.layers[0].mlp.up_proj.weight)
+
+
+def test_pretrain_names_a_missing_init(tmp_path):
+    with pytest.raises(FileNotFoundError, match="cannot load --init"):
+        pretrain(tmp_path / "out", init=str(tmp_path / "nope"), max_steps=1, progress_bar=False, eval_n=0)
+
+
+@pytest.mark.parametrize("rate", [-0.1, 1.5])
+def test_pretrain_rejects_an_unfinished_rate_outside_0_1(tmp_path, rate):
+    with pytest.raises(ValueError, match="unfinished_rate must be between 0 and 1"):
+        pretrain(tmp_path, unfinished_rate=rate, progress_bar=False)

@@ -112,10 +112,12 @@ def test_config_overrides_and_errors(tmp_path):
         (["train", "env=marft/MathChian-v0"], "did you mean 'marft/MathChain-v0'"),
         (["train", "marft.clip_epss=0.1"], "did you mean 'marft.clip_eps'"),
         (["eval", "--model", "/no/such/model"], "no model at /no/such/model"),
+        (["pretrain", "--init", "/no/such/model", "--out", "OUT"], "cannot load --init '/no/such/model'"),
+        (["pretrain", "--unfinished-rate", "2", "--out", "OUT"], "unfinished_rate must be between 0 and 1"),
     ],
 )
 def test_cli_errors_are_one_line(argv, message, capsys, tmp_path):
-    argv = [*argv, f"run_dir={tmp_path}"] if argv[0] == "train" else argv
+    argv = [*argv, f"run_dir={tmp_path}"] if argv[0] == "train" else [str(tmp_path) if a == "OUT" else a for a in argv]
     assert cli(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and "Traceback" not in err

@@ -10,7 +10,6 @@ program should not be able to touch, ports it should not reach, a process it sho
 import json
 import os
 import shutil
-import signal
 import socket
 import stat
 import subprocess

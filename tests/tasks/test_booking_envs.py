@@ -1,7 +1,6 @@
 """Booking envs: the oracle solves every task, random play does not, graphs, errors, rewards, hostile play."""
 
 import copy
-import json
 
 import numpy as np
 import pytest
