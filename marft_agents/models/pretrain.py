@@ -31,9 +31,13 @@ in two runs, the second continuing the first (``init``):
 The run has two budgets, optimizer steps (``max_steps``) and wall-clock time (``seconds``), and
 ends at whichever runs out first; the learning rate warms up, then follows a cosine curve over the
 budget that binds. The defaults (2,000 steps of 32 sequences, at most 330 s) fit a quiet 2-core
-CPU: there the steps bind, and the run is reproducible from its seed. On a slower or busier machine
-the time binds and the model ends less trained. The shipped checkpoint's ``pretrain.json`` records
-how it was made and how it scored.
+CPU: there the steps bind. On a slower or busier machine the time binds and the model ends less
+trained. The seed fixes the tokenizer, the initial weights and the data, but a from-scratch run is
+not bit-reproducible, and its accuracy is fragile: rerunning the first command below on 2026-11-30
+gave the same loss at step 50, then drifted, and ended at 17 % greedy chain accuracy where the
+shipped model's first run had reached 36.5 %. (A continued run, the second command, did repeat bit
+for bit, with 1 or 2 threads.) The shipped checkpoint's ``pretrain.json`` records how it was made
+and how it scored, its first run included (``init_pretrain``).
 
     python -m marft_agents.models.pretrain --out runs/tiny --seed 0
 """
