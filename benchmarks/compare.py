@@ -124,8 +124,8 @@ def sft_control(seconds: float, seed: int) -> dict:
     from marft_agents.policy import LaMASPolicy, load_base
 
     model, tokenizer = load_base("embedded")
-    # whole solutions only (unfinished_rate 0), constant at the from-scratch run's final learning rate
-    # (2e-3 * 0.1), no warm-up
+    # whole solutions only (unfinished_rate 0), constant 2e-4 (the from-scratch run's final rate,
+    # 2e-3 * 0.1; the continued run that made the shipped model ended at 5e-5), no warm-up
     config = PretrainConfig(seconds=seconds, max_steps=None, lr=2e-4, min_lr_ratio=1.0, warmup_steps=0,
                             seed=seed + 100, role_weights={"reasoner": 1.0, "actor": 0.3, "solver": 1.0}, threads=1)
     started = time.perf_counter()

@@ -27,6 +27,7 @@ from marft_agents.evaluation import HELDOUT_SEED  # noqa: E402
 from marft_agents.policy import Sampling  # noqa: E402
 from marft_agents.rollout import RolloutEngine  # noqa: E402
 from marft_agents.trainer import build_policy  # noqa: E402
+from marft_envs.tasks.math.synthetic import LEVELS  # noqa: E402
 
 ENV = "marft/MathChain-v0"
 
@@ -36,11 +37,11 @@ def _pct(xs: list[bool]) -> float:
 
 
 @torch.no_grad()
-def breakdown(policy, n: int) -> dict:
+def breakdown(policy, n: int, env_kwargs: dict, max_new_tokens: int) -> dict:
     """Greedy chain on ``n`` held-out problems: accuracy, finished share, accuracy by level."""
-    envs = [marft_envs.make(ENV, split="test", rounds=1) for _ in range(n)]
+    envs = [marft_envs.make(ENV, **{**env_kwargs, "split": "test", "rounds": 1}) for _ in range(n)]
     problems = envs[0].problems.heldout(n, seed=HELDOUT_SEED)
-    engine = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=48))
+    engine = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens))
     episodes = engine.collect(envs, range(len(problems)), seed_of=lambda i: HELDOUT_SEED + i,
                               options_of=lambda i: {"problem": problems[i]})
     by_level, finished, solved_if_finished = defaultdict(list), [], []
@@ -54,7 +55,7 @@ def breakdown(policy, n: int) -> dict:
         by_level[problem.level].append(e.solved)
     return {"accuracy": _pct([e.solved for e in episodes]), "finished": _pct(finished),
             "accuracy_when_finished": _pct(solved_if_finished),
-            "by_level": {level: _pct(v) for level, v in sorted(by_level.items())}}
+            "by_level": {level: _pct(by_level[level]) for level in LEVELS}}
 
 
 def main() -> None:
@@ -66,18 +67,18 @@ def main() -> None:
     if not args.runs and not args.base:
         p.error("give at least one run folder or --base MODEL")
     torch.set_num_threads(min(2, torch.get_num_threads()))
-    print(f"{'':40} accuracy  finished  acc. if finished  by level 1 / 2 / 3 / 4")
-    for name in [*args.base, *args.runs]:
-        if name in args.base:
+    print(f"{'':40} accuracy  finished  acc. if finished  by level {' / '.join(map(str, LEVELS))}")
+    for untuned, name in [*((True, b) for b in args.base), *((False, r) for r in args.runs)]:
+        if untuned:
             config = TrainConfig(model=name)
             policy = build_policy(config, marft_envs.make(ENV).possible_agents)
         else:
             policy, config = policy_from_run(name)
             if config.env != ENV:
                 raise SystemExit(f"{name} trained on {config.env}; this breakdown is for {ENV}")
-        r = breakdown(policy, args.n)
+        r = breakdown(policy, args.n, config.env_kwargs, config.max_new_tokens)
         levels = " / ".join(f"{v:.1f}" for v in r["by_level"].values())
-        label = f"{name} (untuned)" if name in args.base else name
+        label = f"{name} (untuned)" if untuned else name
         print(f"{label[-40:]:40} {r['accuracy']:7.1f}%  {r['finished']:7.1f}%  {r['accuracy_when_finished']:15.1f}%  {levels}")
 
 

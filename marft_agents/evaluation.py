@@ -8,7 +8,7 @@ under that name, when ``rounds > 1``.
 Per-role diagnostics show whether the system still uses its messages: each agent's own accuracy
 (``info["reward_components"]["own_correct"]``), and the answering agent's accuracy when each other
 agent was right vs wrong (see ``EXPERIMENTS.md``: a downstream agent can learn to route around its
-parent).
+parent). Each agent's mean response length shows how much it writes (RL often changes that first).
 """
 
 from __future__ import annotations
@@ -70,8 +70,9 @@ def summarize(episodes: list[Episode]) -> dict:
 
 
 def role_diagnostics(episodes: list[Episode]) -> dict:
-    """Per agent: first-round own accuracy, mean response length in tokens, and the answering agent's
-    accuracy given this agent right or wrong."""
+    """Per agent: first-round own accuracy, the answering agent's first-round accuracy given this agent
+    right or wrong, and the mean response length in tokens over all its responses (every round; the
+    end-of-turn token included)."""
     own: dict[str, list[float]] = defaultdict(list)
     lengths: dict[str, list[int]] = defaultdict(list)
     given: dict[str, dict[str, list[float]]] = defaultdict(lambda: {"right": [], "wrong": []})

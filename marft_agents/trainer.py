@@ -219,8 +219,9 @@ def summary_table(summary: dict) -> str:
             if r.get(k) is not None:
                 label = f"answer accuracy when {agent} is {k.rsplit('_', 1)[1]}"
                 rows.append((label, r[k], float("nan") if later.get(k) is None else later[k], pct))
-        rows.append((f"{agent} response length (tokens)", r["mean_response_tokens"],
-                     later.get("mean_response_tokens", float("nan")), num))
+        if "mean_response_tokens" in r:  # absent from evaluations written before it was added
+            rows.append((f"{agent} response length (tokens)", r["mean_response_tokens"],
+                         later.get("mean_response_tokens", float("nan")), num))
     width = max(len(r[0]) for r in rows)
     lines = [f"{'':{width}}   before    after",
              *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows)]

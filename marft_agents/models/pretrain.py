@@ -22,7 +22,8 @@ intermediate result, so the team is wrong. Nothing else changes — the arithmet
 same, and the actor's and solver's targets stay whole — so an outcome reward can find what to fix: to
 finish the work. That is the headroom the demo's MARFT run is meant to find (``docs/agents.md``
 measures it, with the reasoner's response length before and after). The shipped checkpoint was made
-in two runs, the second continuing the first (``init``):
+in two runs, the second continuing the first (``init``; the shipped first run is the checkpoint
+that ``marft_agents/assets/tiny-math`` held at commit ``ccf4c4e``, which the second run replaced):
 
     marft pretrain --out stage1 --seed 0 --role-weights 1,0.3,1 --threads 2 --seconds 300 --eval-every 60
     marft pretrain --init stage1 --out tiny-math --seed 0 --role-weights 1,0.3,1 --unfinished-rate 0.6 \
@@ -33,7 +34,7 @@ ends at whichever runs out first; the learning rate warms up, then follows a cos
 budget that binds. The defaults (2,000 steps of 32 sequences, at most 330 s) fit a quiet 2-core
 CPU: there the steps bind. On a slower or busier machine the time binds and the model ends less
 trained. The seed fixes the tokenizer, the initial weights and the data, but a from-scratch run is
-not bit-reproducible, and its accuracy is fragile: rerunning the first command below on 2026-11-30
+not bit-reproducible, and its accuracy is fragile: rerunning the first command above on 2026-11-30
 gave the same loss at step 50, then drifted, and ended at 17 % greedy chain accuracy where the
 shipped model's first run had reached 36.5 %. (A continued run, the second command, did repeat bit
 for bit, with 1 or 2 threads.) The shipped checkpoint's ``pretrain.json`` records how it was made
@@ -62,6 +63,7 @@ from transformers import DynamicCache, GenerationConfig
 
 from marft_agents.chat import messages, prompt_ids
 from marft_agents.models.tiny import DEFAULT_VOCAB_SIZE, build_model, build_tokenizer, count_parameters
+from marft_agents.policy import EMBEDDED, embedded_model_path, load_base
 from marft_envs.rewards.math import answers_match
 from marft_envs.tasks.math.base import load_profile
 from marft_envs.tasks.math.chain import MathChain
@@ -73,18 +75,23 @@ ROLES = ("reasoner", "actor", "solver")
 _LAST_VALUE = re.compile(r"=\s*([^=\n]+?)\s*$")
 
 
+_BUILD_FIELDS = ("vocab_size", "tokenizer_problems", "hidden_size", "num_layers", "num_heads",
+                 "intermediate_size", "max_position_embeddings")
+"""Settings that shape a new model and tokenizer; fixed by the checkpoint when ``init`` is set."""
+
+
 @dataclass
 class PretrainConfig:
     """Settings of one pre-training run (saved to ``pretrain.json``)."""
 
     init: str | None = None
-    """Continue from this checkpoint (local path or Hub id; its tokenizer too) instead of building a new model."""
+    """Continue from this checkpoint (``embedded``, a folder or a Hub id; its tokenizer too) instead of building one."""
     max_steps: int | None = 2000
     """Optimizer steps; None to train for ``seconds`` only."""
     seconds: float = 330.0
     """Wall-clock cap of the training loop (data generation included, evaluation excluded)."""
     seed: int = 0
-    """Seeds the problems drawn, the initial weights and the batch order."""
+    """Seeds the problems drawn, the batch order and (without ``init``) the tokenizer's corpus and the initial weights."""
     lr: float = 2e-3
     """Peak AdamW learning rate."""
     min_lr_ratio: float = 0.1
@@ -155,6 +162,8 @@ def role_examples(problem: Problem, chain: MathChain, solo: MathSolo, roles: Seq
     With ``unfinished_rate`` > 0 the reasoner's target is, that often, its steps cut short
     (:func:`unfinished`); the actor's and solver's targets always use the whole solution.
     """
+    if unfinished_rate > 0 and rng is None:
+        raise ValueError("role_examples: unfinished_rate > 0 needs an rng to draw which solutions to cut")
     steps = problem.solution
     box = f"\\boxed{{{last_value(steps)}}}"
     out = []
@@ -368,7 +377,8 @@ def run_chains(model, tokenizer, problems: Sequence[Problem], *, temperature: fl
 
 
 def summarize_chains(records: Sequence[dict]) -> dict:
-    """Team accuracy (overall and per level), the reasoner's own accuracy, the actor's given its parent."""
+    """Team accuracy (overall and per level), the reasoner's own accuracy and how often it finished its
+    steps (and the team's accuracy then), the actor's accuracy given its parent."""
     by_level = defaultdict(list)
     for r in records:
         by_level[r["level"]].append(r["team"])
@@ -377,6 +387,7 @@ def summarize_chains(records: Sequence[dict]) -> dict:
         "team_accuracy": _rate([r["team"] for r in records]),
         "team_accuracy_by_level": {str(k): _rate(v) for k, v in sorted(by_level.items())},
         "reasoner_accuracy": _rate([r["reasoner_right"] for r in records]),
+        # "finished": the reasoner wrote at least as many lines as the worked solution has steps
         "reasoner_finished": _rate([r["reasoner_finished"] for r in records]),
         "accuracy_when_finished": _rate([r["team"] for r in records if r["reasoner_finished"]]),
         "actor_accuracy_given_reasoner_right": _rate([r["team"] for r in records if r["reasoner_right"]]),
@@ -524,6 +535,10 @@ def pretrain(out_dir: str | Path, *, seconds: float = 330.0, seed: int = 0, prog
     config = PretrainConfig(seconds=seconds, seed=seed, **overrides)
     if not 0.0 <= config.unfinished_rate <= 1.0:
         raise ValueError(f"unfinished_rate must be between 0 and 1, got {config.unfinished_rate}")
+    if config.init is not None:
+        fixed = [k for k in _BUILD_FIELDS if getattr(config, k) != getattr(PretrainConfig, k)]
+        if fixed:
+            raise ValueError(f"{', '.join(fixed)} cannot be set with init: the model and tokenizer come from {config.init}")
     threads = torch.get_num_threads()
     if config.threads is not None:
         torch.set_num_threads(config.threads)
@@ -533,34 +548,23 @@ def pretrain(out_dir: str | Path, *, seconds: float = 330.0, seed: int = 0, prog
         torch.set_num_threads(threads)
 
 
-def load_init(name: str):
-    """``(model, tokenizer)`` of the checkpoint a run continues from, with one clear error if it is missing."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    try:
-        return AutoModelForCausalLM.from_pretrained(name), AutoTokenizer.from_pretrained(name)
-    except OSError as err:
-        raise FileNotFoundError(f"cannot load --init {name!r}: not a local checkpoint folder, "
-                                f"nor a Hub id available offline ({type(err).__name__})") from None
-
-
 def _pretrain(out: Path, config: PretrainConfig, progress_bar: bool) -> dict:
     torch.manual_seed(config.seed)
-    out.mkdir(parents=True, exist_ok=True)
-
     t0 = time.perf_counter()
+    if config.init is not None:  # before anything is written: a bad --init leaves no empty folder
+        model, tokenizer = load_base(config.init)
+    out.mkdir(parents=True, exist_ok=True)
     if config.init is None:
         tokenizer = build_tokenizer(tokenizer_corpus(config.tokenizer_problems, config.seed), config.vocab_size)
         model = build_model(tokenizer, hidden_size=config.hidden_size, num_layers=config.num_layers,
                             num_heads=config.num_heads, intermediate_size=config.intermediate_size,
                             max_position_embeddings=config.max_position_embeddings, seed=config.seed)
-    else:
-        model, tokenizer = load_init(config.init)
     setup_seconds = time.perf_counter() - t0
     stats = train(model, tokenizer, config, progress_bar=progress_bar)
 
     summary: dict = {
-        "settings": {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in asdict(config).items()},
+        "settings": {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in asdict(config).items()
+                     if config.init is None or k not in _BUILD_FIELDS},
         "model": {"architecture": type(model).__name__, "parameters": count_parameters(model),
                   "vocab_size": len(tokenizer), "hidden_size": model.config.hidden_size,
                   "num_layers": model.config.num_hidden_layers, "num_heads": model.config.num_attention_heads,
@@ -570,9 +574,10 @@ def _pretrain(out: Path, config: PretrainConfig, progress_bar: bool) -> dict:
         "training": stats,
         "torch_threads": torch.get_num_threads(),
     }
-    if config.init is not None and (Path(config.init) / "pretrain.json").is_file():
+    source = None if config.init is None else Path(embedded_model_path() if config.init == EMBEDDED else config.init)
+    if source is not None and (source.expanduser() / "pretrain.json").is_file():
         # the checkpoint this run continued from, as it was made (its own history included)
-        summary["init_pretrain"] = json.loads((Path(config.init) / "pretrain.json").read_text())
+        summary["init_pretrain"] = json.loads((source.expanduser() / "pretrain.json").read_text())
     if config.eval_n > 0:
         t1 = time.perf_counter()
         summary["eval_greedy_chain"] = evaluate_chain(model, tokenizer, n=config.eval_n, seed=0)
@@ -611,7 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = PretrainConfig()
     p.add_argument("--out", required=True, help="directory to write the checkpoint and pretrain.json to")
     p.add_argument("--init", default=None,
-                   help="continue from this checkpoint (folder or Hub id) instead of building a new model")
+                   help="continue from this checkpoint (embedded, a folder or a Hub id) instead of building a new model")
     p.add_argument("--max-steps", type=int, default=d.max_steps,
                    help="optimizer steps (default %(default)s; 0: train for --seconds only)")
     p.add_argument("--seconds", type=float, default=d.seconds,

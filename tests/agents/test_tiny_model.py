@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from marft_agents.chat import messages, prompt_ids
-from marft_agents.models.pretrain import last_value, pretrain, role_examples, unfinished
+from marft_agents.models.pretrain import PretrainConfig, SFTData, last_value, pretrain, role_examples, unfinished
 from marft_envs.tasks.math import MathChain, MathSolo
 from marft_envs.tasks.math.problems import Problem
 
@@ -100,7 +100,8 @@ def test_last_value():
 
 
 class _FixedDraw:
-    """Stands in for a numpy Generator: ``integers`` returns a set value, ``random`` a set float."""
+    """Stands in for a numpy Generator: ``integers`` returns a set value, ``random`` a set float
+    (or fails the test when ``u`` is None: nothing should be drawn)."""
 
     def __init__(self, k=1, u=0.0):
         self.k, self.u = k, u
@@ -110,6 +111,7 @@ class _FixedDraw:
         return self.k
 
     def random(self):
+        assert self.u is not None, "a draw was made where none should be"
         return self.u
 
 
@@ -129,13 +131,29 @@ def test_unfinished_keeps_one_line_solutions_whole():
 @pytest.mark.parametrize("u, rate, reasoner_target", [
     (0.3, 0.5, "6/2=3"),          # drawn below the rate: cut
     (0.7, 0.5, "6/2=3\n3+16=19"),  # drawn above it: whole
-    (0.0, 0.0, "6/2=3\n3+16=19"),  # rate 0 never cuts
+    (None, 0.0, "6/2=3\n3+16=19"),  # rate 0 never cuts, nor draws
 ])
 def test_role_examples_cut_only_the_reasoner(u, rate, reasoner_target):
     problem = Problem(question="Split 6 in two, then add 16.", answer="19", level=3, solution="6/2=3\n3+16=19")
     out = role_examples(problem, MathChain(), MathSolo(), ["reasoner", "actor", "solver"],
                         unfinished_rate=rate, rng=_FixedDraw(1, u))
     assert [target for _, target in out] == [reasoner_target, "\\boxed{19}", "6/2=3\n3+16=19\n\\boxed{19}"]
+
+
+def test_role_examples_need_an_rng_to_cut():
+    problem = Problem(question="q", answer="19", level=3, solution="6/2=3\n3+16=19")
+    with pytest.raises(ValueError, match="needs an rng"):
+        role_examples(problem, MathChain(), MathSolo(), ["reasoner"], unfinished_rate=0.5)
+
+
+@pytest.mark.parametrize("rate, cut", [(1.0, True), (0.0, False)])
+def test_sft_data_cuts_the_reasoners_two_step_solutions(shipped, rate, cut):
+    _, tok = shipped
+    config = PretrainConfig(unfinished_rate=rate, role_weights={"reasoner": 1.0, "actor": 0.0, "solver": 0.0},
+                            level_weights={1: 0.0, 2: 1.0, 3: 1.0, 4: 0.0})
+    targets = [tok.decode(r[:-1]) for _, _, r in SFTData(tok, config, seed=0).examples(24)]
+    assert len(targets) == 24 and all("=" in t for t in targets)
+    assert all(("\n" not in t) == cut for t in targets), targets
 
 
 def test_pretrain_smoke(tmp_path):
@@ -162,9 +180,15 @@ def test_pretrain_smoke(tmp_path):
     assert not torch.equal(moved.model.layers[0].mlp.up_proj.weight, model.model.layers[0].mlp.up_proj.weight)
 
 
-def test_pretrain_names_a_missing_init(tmp_path):
-    with pytest.raises(FileNotFoundError, match="cannot load --init"):
+def test_pretrain_names_a_missing_init_and_writes_nothing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no model at"):
         pretrain(tmp_path / "out", init=str(tmp_path / "nope"), max_steps=1, progress_bar=False, eval_n=0)
+    assert not (tmp_path / "out").exists()
+
+
+def test_pretrain_refuses_shape_settings_with_init(tmp_path):
+    with pytest.raises(ValueError, match="hidden_size cannot be set with init"):
+        pretrain(tmp_path / "out", init="embedded", hidden_size=64, progress_bar=False)
 
 
 @pytest.mark.parametrize("rate", [-0.1, 1.5])

@@ -112,7 +112,7 @@ def test_config_overrides_and_errors(tmp_path):
         (["train", "env=marft/MathChian-v0"], "did you mean 'marft/MathChain-v0'"),
         (["train", "marft.clip_epss=0.1"], "did you mean 'marft.clip_eps'"),
         (["eval", "--model", "/no/such/model"], "no model at /no/such/model"),
-        (["pretrain", "--init", "/no/such/model", "--out", "OUT"], "cannot load --init '/no/such/model'"),
+        (["pretrain", "--init", "/no/such/model", "--out", "OUT"], "no model at /no/such/model"),
         (["pretrain", "--unfinished-rate", "2", "--out", "OUT"], "unfinished_rate must be between 0 and 1"),
     ],
 )
@@ -121,6 +121,21 @@ def test_cli_errors_are_one_line(argv, message, capsys, tmp_path):
     assert cli(argv) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and "Traceback" not in err
+
+
+def test_cli_pretrain_takes_the_pretrain_options(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli(["pretrain", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: marft pretrain") and "--unfinished-rate" in out and "--init" in out
+
+
+def test_cli_refuses_unknown_options_of_other_commands(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli(["envs", "--bogus"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
 
 
 def test_cli_envs_lists_ids(capsys):
