@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -180,42 +181,17 @@ class MARFT:
 
     def _policy_step(self, adapter, steps, idx, advantages, rng) -> dict[str, float]:
         cfg = self.config
-        optimizer = self.optimizers[adapter]
-        params = self.policy.parameters(adapter)
-        sums: dict[str, list[float]] = {"loss": [], "entropy": [], "clip_frac": [], "approx_kl": [], "kl_ref": []}
-        skipped = 0
-        for _ in range(cfg.ppo_epochs):
-            order = rng.permutation(idx)
-            for start in range(0, len(order), cfg.minibatch_size):
-                mb = [steps[i] for i in order[start: start + cfg.minibatch_size]]
-                adv = advantages[order[start: start + cfg.minibatch_size]]  # (B,)
-                prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
-                logp_tok, entropy_tok, mask = self.policy.score(prompts, responses, adapter, self.temperature)  # (B, S-1)
-                old = torch.stack([self._reduce(s.token_logps, len(s.response)) for s in mb])  # (B,)
-                new = self._reduce_batch(logp_tok, mask)  # (B,)
-                loss, stats = ppo_clip_loss(new, old, adv, cfg.clip_eps)
-                entropy = masked_mean(entropy_tok, mask)
-                loss = loss - cfg.entropy_coef * entropy
-                if cfg.kl_coef > 0:
-                    with torch.no_grad():
-                        ref_tok, _, _ = self.policy.score(prompts, responses, None, self.temperature)
-                    kl = masked_mean(approx_kl(logp_tok, ref_tok), mask)
-                    loss = loss + cfg.kl_coef * kl
-                    sums["kl_ref"].append(kl.item())
-                if cfg.kl_gate is not None and stats["approx_kl"] > cfg.kl_gate:
-                    skipped += 1
-                    continue
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                optimizer.step()
-                sums["loss"].append(loss.item())
-                sums["entropy"].append(entropy.item())
-                sums["clip_frac"].append(stats["clip_frac"])
-                sums["approx_kl"].append(stats["approx_kl"])
-        out = {f"{adapter}/{k}": float(np.mean(v)) for k, v in sums.items() if v}
-        out[f"{adapter}/skipped_minibatches"] = float(skipped)
-        return out
+
+        def action_terms(rows, mb, logp_tok, mask):
+            old = torch.stack([self._reduce(s.token_logps, len(s.response)) for s in mb])  # (B,)
+            return self._reduce_batch(logp_tok, mask), old, advantages[rows], None  # (B,) each
+
+        return ppo_step(
+            self.policy, adapter, self.optimizers[adapter], steps, idx, rng, action_terms,
+            temperature=self.temperature, clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef,
+            kl_gate=cfg.kl_gate, epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
+            max_grad_norm=cfg.max_grad_norm,
+        )
 
     def _reduce(self, token_logps: torch.Tensor, n: int) -> torch.Tensor:
         total = token_logps.sum()
@@ -249,3 +225,64 @@ class MARFT:
             self.optimizers[a].load_state_dict(state["optimizers"][a])
         self.critic.load_state_dict(state["critic"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+
+
+def ppo_step(
+    policy: LaMASPolicy,
+    adapter: str,
+    optimizer: torch.optim.Optimizer,
+    steps: list[AgentStep],
+    idx: list[int],
+    rng: np.random.Generator,
+    loss_terms: Callable,
+    *,
+    temperature: float,
+    clip_eps: float,
+    entropy_coef: float,
+    kl_coef: float,
+    kl_gate: float | None,
+    epochs: int,
+    minibatch_size: int,
+    max_grad_norm: float,
+) -> dict[str, float]:
+    """PPO-clip epochs over shuffled minibatches of the steps ``idx``, for ``adapter``; returns mean stats.
+
+    ``loss_terms(rows, mb, logp_tok, mask)`` turns a minibatch (``rows``: its step indices, ``mb``: its
+    steps, and the new per-token log-probs ``(B, R)`` with their mask) into ``(new, old, advantages,
+    loss_mask)`` for :func:`ppo_clip_loss`: per action (``(B,)``, mask None) or per token (``(B, R)``).
+    The entropy bonus, the KL-to-reference penalty and the KL gate are per token in both cases.
+    """
+    params = policy.parameters(adapter)
+    sums: dict[str, list[float]] = {"loss": [], "entropy": [], "clip_frac": [], "approx_kl": [], "kl_ref": []}
+    skipped = 0
+    for _ in range(epochs):
+        order = rng.permutation(idx)
+        for start in range(0, len(order), minibatch_size):
+            rows = order[start: start + minibatch_size]
+            mb = [steps[i] for i in rows]
+            prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
+            logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, temperature)  # (B, R)
+            new, old, adv, loss_mask = loss_terms(rows, mb, logp_tok, mask)
+            loss, stats = ppo_clip_loss(new, old, adv, clip_eps, loss_mask)
+            entropy = masked_mean(entropy_tok, mask)
+            loss = loss - entropy_coef * entropy
+            if kl_coef > 0:
+                with torch.no_grad():
+                    ref_tok, _, _ = policy.score(prompts, responses, None, temperature)
+                kl = masked_mean(approx_kl(logp_tok, ref_tok), mask)
+                loss = loss + kl_coef * kl
+                sums["kl_ref"].append(kl.item())
+            if kl_gate is not None and stats["approx_kl"] > kl_gate:
+                skipped += 1
+                continue
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+            optimizer.step()
+            sums["loss"].append(loss.item())
+            sums["entropy"].append(entropy.item())
+            sums["clip_frac"].append(stats["clip_frac"])
+            sums["approx_kl"].append(stats["approx_kl"])
+    out = {f"{adapter}/{k}": float(np.mean(v)) for k, v in sums.items() if v}
+    out[f"{adapter}/skipped_minibatches"] = float(skipped)
+    return out

@@ -31,9 +31,8 @@ import numpy as np
 import torch
 
 from marft_agents.advantages import normalize, token_gae
-from marft_agents.algorithms.marft import MARFT, MARFTConfig, flatten
+from marft_agents.algorithms.marft import MARFT, MARFTConfig, flatten, ppo_step
 from marft_agents.critic import fit_critic
-from marft_agents.losses import approx_kl, masked_mean, ppo_clip_loss
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
 
@@ -226,38 +225,15 @@ def token_ppo_step(
     max_grad_norm: float,
 ) -> dict[str, float]:
     """PPO-clip per token for ``adapter`` on the steps ``idx``; ``old_logp``/``advantages`` are ``(N, R)``."""
-    params = policy.parameters(adapter)
-    sums: dict[str, list[float]] = {"loss": [], "entropy": [], "clip_frac": [], "approx_kl": [], "kl_ref": []}
-    skipped = 0
-    for _ in range(epochs):
-        order = rng.permutation(idx)
-        for start in range(0, len(order), minibatch_size):
-            rows = torch.as_tensor(order[start: start + minibatch_size])
-            mb = [steps[i] for i in rows.tolist()]
-            prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
-            logp, entropy_tok, mask = policy.score(prompts, responses, adapter, temperature)  # (B, R_mb)
-            R_mb = mask.shape[1]
-            loss, stats = ppo_clip_loss(logp, old_logp[rows, :R_mb], advantages[rows, :R_mb], clip_eps, mask)
-            entropy = masked_mean(entropy_tok, mask)
-            loss = loss - entropy_coef * entropy
-            if kl_coef > 0:
-                with torch.no_grad():
-                    ref, _, _ = policy.score(prompts, responses, None, temperature)
-                kl = masked_mean(approx_kl(logp, ref), mask)
-                loss = loss + kl_coef * kl
-                sums["kl_ref"].append(kl.item())
-            if kl_gate is not None and stats["approx_kl"] > kl_gate:
-                skipped += 1
-                continue
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
-            optimizer.step()
-            sums["loss"].append(loss.item())
-            sums["entropy"].append(entropy.item())
-            sums["clip_frac"].append(stats["clip_frac"])
-            sums["approx_kl"].append(stats["approx_kl"])
-    out = {f"{adapter}/{k}": float(np.mean(v)) for k, v in sums.items() if v}
-    out[f"{adapter}/skipped_minibatches"] = float(skipped)
-    return out
+
+    def token_terms(rows, mb, logp_tok, mask):
+        R_mb = mask.shape[1]
+        rows = torch.as_tensor(rows)
+        return logp_tok, old_logp[rows, :R_mb], advantages[rows, :R_mb], mask  # (B, R_mb) each
+
+    return ppo_step(
+        policy, adapter, optimizer, steps, idx, rng, token_terms, temperature=temperature, clip_eps=clip_eps,
+        entropy_coef=entropy_coef, kl_coef=kl_coef, kl_gate=kl_gate, epochs=epochs,
+        minibatch_size=minibatch_size, max_grad_norm=max_grad_norm,
+    )
 

@@ -14,23 +14,13 @@ import torch
 from torch.testing import assert_close
 
 import marft_envs
+from agent_helpers import episode
 from marft_agents.algorithms.grpo import GRPO, GRPOConfig, grpo_advantages, reward_to_go
 from marft_agents.losses import grpo_loss, sequence_mean
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import AgentStep, Episode, RolloutEngine
+from marft_agents.rollout import RolloutEngine
 
 EPS = 1e-6
-
-
-def episode(index: int, rounds: list[list[tuple[str, float]]]) -> Episode:
-    """An episode from ``rounds`` of ``(agent, reward)`` in acting order (no tokens needed for the maths)."""
-    steps = []
-    for t, acts in enumerate(rounds):
-        for k, (agent, r) in enumerate(acts):
-            steps.append(AgentStep(episode=index, round=t, agent=agent, prompt=[], response=[],
-                                   token_logps=torch.zeros(0), text="", reward=r, round_end=k == len(acts) - 1))
-    steps[-1].done = True
-    return Episode(index=index, steps=steps, solved=False)
 
 
 # ------------------------------------------------------------------------------------------- maths

@@ -10,23 +10,14 @@ import torch
 from torch.testing import assert_close
 
 import marft_envs
+from agent_helpers import episode
 from marft_agents.algorithms.ippo_mappo import (
     IPPO, MAPPO, IPPOConfig, MAPPOConfig, ValueHeads, agent_streams, per_agent_gae,
 )
 from marft_agents.algorithms.marft import flatten
 from marft_agents.cli import main as cli
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import AgentStep, Episode, RolloutEngine
-
-
-def episode(index, rounds):
-    steps = []
-    for t, acts in enumerate(rounds):
-        for k, (agent, r) in enumerate(acts):
-            steps.append(AgentStep(episode=index, round=t, agent=agent, prompt=[], response=[],
-                                   token_logps=torch.zeros(0), text="", reward=r, round_end=k == len(acts) - 1))
-    steps[-1].done = True
-    return Episode(index=index, steps=steps, solved=False)
+from marft_agents.rollout import RolloutEngine
 
 
 # ------------------------------------------------------------------------------------------- maths
