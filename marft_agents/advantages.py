@@ -10,7 +10,7 @@ then for step ``k`` with value ``V_k`` and successor ``k+1``:
 and ``A_k = delta_k + discount_k * lam * (1 - done_k) * A_{k+1}`` with ``discount_k`` the factor used
 in ``delta_k``. ``done_k`` is true only on the last agent-step of an episode, so an episode boundary
 cuts exactly one link — the reference code also cut the agent-to-agent link of the first round
-after a boundary (bug 1 in ALGORITHMS.md).
+after a boundary.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def normalize(advantages: torch.Tensor, mask: torch.Tensor | None = None, eps: f
     """Zero-mean, unit-std advantages over the entries where ``mask`` is true.
 
     The mask says what is padding; an advantage that is exactly zero is a real value and is kept
-    (the reference code took zeros for padding and turned them into NaN — bug 2 in ALGORITHMS.md).
+    (the reference code took zeros for padding and turned them into NaN).
     """
     if mask is None:
         mask = torch.ones_like(advantages, dtype=torch.bool)
@@ -126,3 +126,66 @@ def token_gae(
     advantages = advantages * mask
     returns = (advantages + values) * mask
     return advantages.float(), returns.float()
+
+
+def at_last_token(x: torch.Tensor, lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """An ``(N, width)`` tensor holding ``x[i]`` at column ``lengths[i] - 1`` and zero (False) elsewhere."""
+    out = torch.zeros(len(x), width, dtype=x.dtype)
+    out[torch.arange(len(x)), lengths - 1] = x
+    return out
+
+
+def episode_layout(rows: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int, int]:
+    """Where each ``(step, token)`` goes when every row's steps are laid end to end.
+
+    ``rows`` ``(N,)`` numbers each step's episode (steps of one episode are consecutive, in acting
+    order); ``mask`` ``(N, R)``. Returns ``(row, col)`` of every real token (row-major order of
+    ``mask.nonzero()``), the number of rows and the longest row's length.
+    """
+    lengths = mask.sum(1)  # (N,)
+    n_rows = int(rows.max()) + 1 if len(rows) else 0
+    per_row = torch.zeros(n_rows, dtype=lengths.dtype).index_add_(0, rows, lengths)  # (E,)
+    row_start = torch.cumsum(per_row, 0) - per_row  # (E,) global offset of each row's first token
+    step_start = torch.cumsum(lengths, 0) - lengths - row_start[rows]  # (N,) offset inside its row
+    step, tok = mask.nonzero(as_tuple=True)
+    return rows[step], step_start[step] + tok, n_rows, int(per_row.max()) if n_rows else 0
+
+
+def token_advantages(
+    token_rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    rows: torch.Tensor,
+    round_ends: torch.Tensor,
+    dones: torch.Tensor,
+    *,
+    gamma: float,
+    gamma_agent: float,
+    gamma_token: float,
+    lam: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token GAE for agent-steps given as ``(N, R)`` tensors; returns ``(advantages, returns)``, ``(N, R)``.
+
+    ``token_rewards`` and ``values`` are per token; ``rows`` ``(N,)`` says which sequence each step
+    belongs to (its episode; or ``arange(N)`` to run each response on its own); ``round_ends`` and
+    ``dones`` ``(N,)`` flag steps. Steps are scattered into ``(n_rows, T)``, scanned, gathered back.
+    """
+    lengths = mask.sum(1)
+    R = mask.shape[1]
+    r_idx, c_idx, n_rows, T = episode_layout(rows, mask)
+    step, tok = mask.nonzero(as_tuple=True)
+
+    def grid(x: torch.Tensor) -> torch.Tensor:  # (N, R) -> (n_rows, T)
+        out = torch.zeros(n_rows, T, dtype=x.dtype)
+        out[r_idx, c_idx] = x[step, tok]
+        return out
+
+    last = at_last_token(torch.ones(len(lengths), dtype=torch.bool), lengths, R)  # (N, R)
+    adv, ret = token_gae(
+        grid(token_rewards.float()), grid(values.float()),
+        grid(last), grid(last & round_ends.unsqueeze(1)), grid(last & dones.unsqueeze(1)), grid(mask),
+        gamma=gamma, gamma_agent=gamma_agent, gamma_token=gamma_token, lam=lam,
+    )
+    out_adv, out_ret = torch.zeros_like(values, dtype=torch.float32), torch.zeros_like(values, dtype=torch.float32)
+    out_adv[step, tok], out_ret[step, tok] = adv[r_idx, c_idx], ret[r_idx, c_idx]
+    return out_adv, out_ret

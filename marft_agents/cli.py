@@ -35,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", default="default", help="named starting config (default, demo)")
     p.add_argument("--algo", help="training algorithm (marft, grpo, ppo, ippo, mappo, ...): the same as algo=NAME")
     p.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
-    p.add_argument("--help-config", action="store_true", help="print every config key with its default and exit")
+    p.add_argument("--help-config", action="store_true",
+                   help="print every config key of a run (with --algo: of that algorithm) with its default and docstring")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = sub.add_parser("eval", help="greedy held-out evaluation")
@@ -80,11 +81,14 @@ def cmd_train(args) -> int:
     from marft_agents import config as cfg
 
     if args.help_config:
-        for key, value in _flat(cfg.to_dict(cfg.load(preset=args.preset))).items():
-            print(f"{key} = {json.dumps(value)}")
+        config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo)
+        print(f"# every key of `marft train` with algo={config.algo}: key = default, then what it is")
+        for key, default, doc in cfg.describe(config.algo):
+            print(f"{key} = {json.dumps(default)}")
+            if doc:
+                print(f"    {doc}")
         return 0
-    overrides = [*args.overrides, f"algo={args.algo}"] if args.algo else args.overrides
-    config = cfg.load(args.config, overrides, preset=args.preset)
+    config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo)
     _check_env(config.env)
     from marft_agents.trainer import train
 
@@ -128,7 +132,7 @@ def policy_from_run(run_dir: str, env: str | None = None):
     saved = Path(run_dir) / "config.json"
     if not saved.is_file():
         raise FileNotFoundError(f"no run at {run_dir}: expected {saved}")
-    config = from_dict(json.loads(saved.read_text()))
+    config = from_dict(json.loads(saved.read_text()), other_sections="drop")
     if env:
         config.env = env
     _check_env(config.env)
@@ -137,7 +141,7 @@ def policy_from_run(run_dir: str, env: str | None = None):
         raise FileNotFoundError(f"no checkpoint in {run_dir}/checkpoints")
     policy = build_policy(config, marft_envs.make(config.env, **config.env_kwargs).possible_agents)
     state = ckpt.load_checkpoint(latest)["algo"]["adapters"]
-    for adapter in policy.adapters:  # evaluate the trained adapters, not the untuned base (bug 5)
+    for adapter in policy.adapters:  # evaluate the trained adapters, not the untuned base
         policy.load_adapter_state(adapter, state[adapter])
     return policy, config
 
@@ -160,16 +164,6 @@ def _check_env(env_id: str) -> None:
     import marft_envs
 
     marft_envs.spec(env_id)  # raises KeyError naming the closest id
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and k != "env_kwargs":
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 COMMANDS = {"envs": cmd_envs, "pretrain": cmd_pretrain, "train": cmd_train, "eval": cmd_eval, "plot": cmd_plot}

@@ -2,25 +2,27 @@
 
     marft train --config my.toml updates=50 marft.lr=1e-4 env_kwargs.rounds=3
 
-Nested keys use dots. A misspelt key fails with one line naming the closest valid key.
+Nested keys use dots. A run's config holds the common fields of :class:`TrainConfig` and the section
+of the chosen algorithm only (``algo=grpo`` -> ``grpo.*`` keys, validated against ``GRPOConfig``):
+a key of another algorithm's section fails with one line naming the algorithm in use, and a
+misspelt key fails with one line naming the closest valid key. ``marft train --help-config --algo
+NAME`` prints every key of a run with that algorithm, its default and its one-line docstring.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import inspect
 import json
+import textwrap
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marft_agents.algorithms.marft import MARFTConfig
-from marft_agents.algorithms.marft_token import MARFTTokenConfig
-from marft_agents.algorithms.cory import CORYConfig
-from marft_agents.algorithms.grpo import GRPOConfig
-from marft_agents.algorithms.ippo_mappo import IPPOConfig, MAPPOConfig
-from marft_agents.algorithms.ppo import PPOConfig
+from marft_agents import algorithms
 
 
 class ConfigError(ValueError):
@@ -47,21 +49,9 @@ class TrainConfig:
         "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     """Module names that get LoRA adapters (every linear layer: on the embedded model, q/v alone barely moved it)."""
     algo: str = "marft"
-    """Training algorithm."""
-    marft: MARFTConfig = field(default_factory=MARFTConfig)
-    """MARFT hyper-parameters."""
-    marft_token: MARFTTokenConfig = field(default_factory=MARFTTokenConfig)
-    """Token-level MARFT hyper-parameters (``algo = "marft_token"``)."""
-    cory: CORYConfig = field(default_factory=CORYConfig)
-    """CORY hyper-parameters (``algo = "cory"``; use with ``env = "marft/MathCORY-v0"``)."""
-    grpo: GRPOConfig = field(default_factory=GRPOConfig)
-    """Multi-agent GRPO hyper-parameters (``algo=grpo``)."""
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    """Single-agent PPO hyper-parameters (``algo=ppo``, a one-agent env such as marft/MathSolo-v0)."""
-    ippo: IPPOConfig = field(default_factory=IPPOConfig)
-    """IPPO hyper-parameters (``algo=ippo``): per-agent critics on each agent's observation."""
-    mappo: MAPPOConfig = field(default_factory=MAPPOConfig)
-    """MAPPO hyper-parameters (``algo=mappo``): one centralised critic on the env's global state."""
+    """Training algorithm (``marft train --help-config --algo NAME`` lists its keys)."""
+    algo_args: Any = None
+    """The chosen algorithm's hyper-parameters, its config dataclass; keys ``<algo>.<field>`` (e.g. ``marft.lr``)."""
     seed: int = 0
     """Seed for every random generator (problems, sampling, shuffling)."""
     updates: int = 300
@@ -85,6 +75,21 @@ class TrainConfig:
     threads: int = 0
     """torch CPU threads (0: torch's default)."""
 
+    def __post_init__(self):
+        if self.algo_args is None:
+            try:
+                self.algo_args = algorithms.config_class(self.algo)()
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
+
+    def __getattr__(self, name: str) -> Any:
+        # ``config.marft`` is the algorithm section when ``algo == "marft"`` (``marft.lr=...`` keys read the same).
+        values = self.__dict__
+        if "algo" in values and name == values["algo"]:
+            return values["algo_args"]
+        raise AttributeError(f"TrainConfig has no attribute {name!r}"
+                             + (f" (this config is for algo={values['algo']})" if name in algorithms.names() else ""))
+
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},
@@ -94,31 +99,103 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def to_dict(config: Any) -> dict[str, Any]:
-    """A plain dict (JSON-ready) of a config dataclass."""
-    return dataclasses.asdict(config)
+    """A plain dict (JSON-ready) of a config dataclass; a ``TrainConfig``'s section is named by its algorithm."""
+    if not isinstance(config, TrainConfig):
+        return dataclasses.asdict(config)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name == "algo_args":
+            out[config.algo] = dataclasses.asdict(value)
+        else:
+            out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+    return out
 
 
-def from_dict(data: dict[str, Any], base: TrainConfig | None = None) -> TrainConfig:
-    """Apply a (nested) dict onto ``base`` (defaults when None); unknown keys raise ConfigError."""
-    config = base or TrainConfig()
-    for key, value in _flatten(data).items():
-        _set(config, key, value)
-    return config
+def from_dict(data: dict[str, Any], *, other_sections: str = "error") -> TrainConfig:
+    """A config from a (nested, or dotted-key) dict; unknown keys raise ConfigError.
+
+    ``other_sections="drop"`` ignores sections of algorithms other than the chosen one (run folders
+    written before a config held one section carry every algorithm's defaults).
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"a config must be a mapping of keys to values, got {type(data).__name__}")
+    return _build(list(_flatten(data).items()), drop_other_sections=other_sections == "drop")
 
 
-def load(path: str | Path | None = None, overrides: list[str] = (), preset: str = "default") -> TrainConfig:
-    """Defaults, then the preset, then the file, then ``key=value`` overrides."""
+def load(path: str | Path | None = None, overrides: list[str] = (), preset: str = "default",
+         algo: str | None = None) -> TrainConfig:
+    """Defaults, then the preset, then the file, then ``key=value`` overrides, then ``algo`` (``--algo``)."""
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}: use one of {sorted(PRESETS)}")
-    config = from_dict(PRESETS[preset])
+    items = list(_flatten(PRESETS[preset]).items())
     if path is not None:
-        config = from_dict(_read(Path(path)), config)
+        items += _flatten(_read(Path(path))).items()
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not key=value (e.g. marft.lr=1e-4)")
         key, raw = item.split("=", 1)
-        _set(config, key.strip(), _parse(raw))
+        items.append((key.strip(), _parse(raw)))
+    if algo is not None:
+        items.append(("algo", algo))
+    return _build(items)
+
+
+def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> TrainConfig:
+    """Resolve ``algo`` first (the last one given wins), then apply every other key in order."""
+    algo = TrainConfig.algo
+    for key, value in items:
+        if key == "algo":
+            if not isinstance(value, str):
+                raise ConfigError(f"algo must be a string, got {value!r}")
+            algo = value
+    config = TrainConfig(algo=algo)
+    names = algorithms.names()
+    for key, value in items:
+        section = key.split(".", 1)[0]
+        if key == "algo" or (drop_other_sections and section in names and section != algo):
+            continue
+        _set(config, key, value)
     return config
+
+
+def describe(algo: str = TrainConfig.algo) -> list[tuple[str, Any, str]]:
+    """``(key, default, docstring)`` of every key of a run with ``algo``, common keys first."""
+    config = TrainConfig(algo=algo)
+    rows: list[tuple[str, Any, str]] = []
+
+    def walk(obj: Any, prefix: str) -> None:
+        docs = field_docs(type(obj))
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if f.name == "algo_args":
+                walk(value, f"{algo}.")
+            elif dataclasses.is_dataclass(value):
+                walk(value, f"{prefix}{f.name}.")
+            else:
+                rows.append((f"{prefix}{f.name}", value, docs.get(f.name, "")))
+
+    walk(config, "")
+    return rows
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The one-line docstring written under each field of dataclass ``cls`` (and its bases)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass):
+            continue
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):  # defined in a REPL or a string: no source to read
+            continue
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        for stmt, after in zip(body, body[1:]):
+            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
+                    and isinstance(after.value.value, str)):
+                docs[stmt.target.id] = " ".join(after.value.value.split())
+    return docs
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -153,15 +230,8 @@ def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _valid_keys(obj: Any, prefix: str = "") -> list[str]:
-    keys = []
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if dataclasses.is_dataclass(value):
-            keys += _valid_keys(value, f"{prefix}{f.name}.")
-        else:
-            keys.append(f"{prefix}{f.name}")
-    return keys
+def _valid_keys(config: TrainConfig) -> list[str]:
+    return [key for key, _, _ in describe(config.algo)]
 
 
 def _set(config: TrainConfig, key: str, value: Any) -> None:
@@ -169,14 +239,22 @@ def _set(config: TrainConfig, key: str, value: Any) -> None:
     if parts[0] == "env_kwargs" and len(parts) > 1:
         config.env_kwargs[".".join(parts[1:])] = value
         return
-    target = config
-    for part in parts[:-1]:
+    target: Any = config
+    path = parts[:-1]
+    if path and path[0] in (config.algo, "algo_args"):
+        target, path = config.algo_args, path[1:]
+    elif path and path[0] != config.algo and path[0] in algorithms.names():
+        rest = ".".join(parts[1:])
+        raise ConfigError(f"{key} is a key of algo={path[0]}, but this run uses algo={config.algo}: "
+                          f"use {config.algo}.{rest} or set algo={path[0]} "
+                          f"(`marft train --help-config --algo {config.algo}` lists the keys)")
+    for part in path:
         sub = getattr(target, part, None)
         if not dataclasses.is_dataclass(sub):
             _unknown(config, key)
         target = sub
     names = {f.name: f for f in dataclasses.fields(target)}
-    if parts[-1] not in names or dataclasses.is_dataclass(getattr(target, parts[-1])):
+    if parts[-1] not in names or parts[-1] == "algo_args" or dataclasses.is_dataclass(getattr(target, parts[-1])):
         _unknown(config, key)
     setattr(target, parts[-1], _coerce(key, getattr(target, parts[-1]), value))
 
@@ -199,5 +277,7 @@ def _coerce(key: str, current: Any, value: Any) -> Any:
 
 def _unknown(config: TrainConfig, key: str) -> None:
     close = difflib.get_close_matches(key, _valid_keys(config), n=1, cutoff=0.6)
+    if key.startswith("algo_args."):
+        close = close or difflib.get_close_matches(config.algo + key[len("algo_args"):], _valid_keys(config), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else "; run `marft train --help-config` for the keys"
     raise ConfigError(f"unknown config key {key!r}{hint}")

@@ -48,29 +48,21 @@ def approx_kl(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     return torch.exp(log_r) - 1.0 - log_r
 
 
-def huber(x: torch.Tensor, delta: float) -> torch.Tensor:
-    """Huber loss of the error ``x``: quadratic within ``|x| <= delta``, linear beyond, on both sides.
-
-    (The reference code returned zero for errors below ``-delta`` — bug 3 in ALGORITHMS.md.)
-    """
-    a = x.abs()
-    return torch.where(a <= delta, 0.5 * x**2, delta * (a - 0.5 * delta))
-
-
 def clipped_value_loss(
     values: torch.Tensor,
     values_old: torch.Tensor,
     returns: torch.Tensor,
     clip: float | None,
     mask: torch.Tensor | None = None,
-    huber_delta: float | None = None,
 ) -> torch.Tensor:
     """``mean(max(err(R - V), err(R - V_clipped)))`` with ``V_clipped = V_old + clip(V - V_old, ±clip)``.
 
-    ``err`` is half the squared error, or the Huber loss when ``huber_delta`` is set; ``clip=None``
-    turns clipping off.
+    ``err`` is half the squared error; ``clip=None`` turns clipping off.
     """
-    err = (lambda e: huber(e, huber_delta)) if huber_delta is not None else (lambda e: 0.5 * e**2)
+
+    def err(e: torch.Tensor) -> torch.Tensor:
+        return 0.5 * e**2
+
     loss = err(returns - values)
     if clip is not None:
         v_clipped = values_old + torch.clamp(values - values_old, -clip, clip)

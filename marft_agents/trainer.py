@@ -20,7 +20,7 @@ import torch
 
 import marft_envs
 from marft_agents import checkpoint as ckpt
-from marft_agents.algorithms import ALGORITHMS, build_learner
+from marft_agents.algorithms import build_learner
 from marft_agents.config import TrainConfig, to_dict
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
@@ -87,8 +87,6 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
 
 def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, quiet: bool = False) -> dict[str, Any]:
     """Run (or resume) training as configured; returns the summary written to ``summary.json``."""
-    if config.algo not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {config.algo!r}: use one of {list(ALGORITHMS)}")
     if config.threads:
         torch.set_num_threads(config.threads)
     run_dir = Path(config.run_dir)
@@ -99,17 +97,17 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
     rng = seed_everything(config.seed)
     probe = marft_envs.make(config.env, **config.env_kwargs)
     policy = build_policy(config, probe.possible_agents)
-    algo = build_learner(config.algo, policy, getattr(config, config.algo), config.temperature)
-    group = max(int(getattr(algo, "group_size", 1)), 1)
+    algo = build_learner(config.algo, policy, config.algo_args, config.temperature)
+    group = max(int(algo.group_size), 1)
     if config.episodes_per_update % group:
         raise ValueError(f"episodes_per_update={config.episodes_per_update} must be a multiple of {config.algo}'s "
                          f"group size {group}, so no group of episodes is split across updates")
     n_envs = min(config.episodes_per_update, 128)
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     engine = RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
-                           record_state=bool(getattr(algo, "needs_state", False)))  # centralised critics
+                           record_state=algo.needs_state)  # centralised critics
     # A learner may evaluate on other env options (CORY: each policy alone, without the reference).
-    eval_kwargs = {**config.env_kwargs, **getattr(algo, "eval_env_kwargs", {})}
+    eval_kwargs = {**config.env_kwargs, **algo.eval_env_kwargs}
     eval_args = dict(env_id=config.env, env_kwargs=eval_kwargs, n=config.eval_episodes,
                      max_new_tokens=config.max_new_tokens)
 
@@ -134,8 +132,7 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
         t0 = time.perf_counter()
         first = update * config.episodes_per_update
         engine.reset_timings()
-        if hasattr(algo, "before_collect"):
-            algo.before_collect(envs, update)
+        algo.before_collect(envs, update)
         # episodes of one group share a seed, hence a problem
         episodes = engine.collect(envs, range(first, first + config.episodes_per_update),
                                   seed_of=lambda i: config.seed * 1_000_003 + i // group)

@@ -1,18 +1,13 @@
-"""Training algorithms: one module per algorithm, each a config dataclass plus a learner class.
+"""Training algorithms: a registry from name to (config class, learner class).
 
-The trainer builds the learner named by ``TrainConfig.algo`` as
-``Learner(policy, config_section, temperature=...)``, where ``config_section`` is the
-``TrainConfig`` field of the same name (``TrainConfig.marft`` for ``"marft"``). A learner offers:
+Each algorithm is one module with a config dataclass and a :class:`~marft_agents.algorithms.base.Learner`
+subclass; the modules are siblings over ``base.py`` and never import each other. A run's config
+holds the common fields plus the section of the chosen algorithm only (``marft.lr=1e-4`` with
+``algo=marft``), validated against that algorithm's config class.
 
-- ``group_size`` (int): consecutive episodes that share one problem (1: every episode its own;
-  group-relative methods such as GRPO play each problem ``G`` times);
-- ``update(episodes, update, rng) -> dict[str, float]``: learn from one batch of whole episodes and
-  return metrics;
-- ``state_dict()`` / ``load_state_dict(state)``: everything a checkpoint needs (adapters, heads,
-  optimizers) for ``--resume`` to continue exactly;
-- optionally ``before_collect(envs, update)``: called before each collection (e.g. a role swap).
-
-Adding an algorithm: write its module, add it to ``ALGORITHMS`` and its config to ``TrainConfig``.
+Adding an algorithm (``docs/adding-an-algorithm.md``): write its module, then either add a line to
+``BUILTIN`` or call :func:`register` from your own package (``--import`` / a ``marft.algorithms``
+entry point are not needed: importing the module that calls ``register`` is enough).
 """
 
 from __future__ import annotations
@@ -20,21 +15,59 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-ALGORITHMS: dict[str, tuple[str, str]] = {
-    "marft": ("marft_agents.algorithms.marft", "MARFT"),
-    "marft_token": ("marft_agents.algorithms.marft_token", "MARFTToken"),
-    "cory": ("marft_agents.algorithms.cory", "CORY"),
-    "grpo": ("marft_agents.algorithms.grpo", "GRPO"),
-    "ppo": ("marft_agents.algorithms.ppo", "PPO"),
-    "ippo": ("marft_agents.algorithms.ippo_mappo", "IPPO"),
-    "mappo": ("marft_agents.algorithms.ippo_mappo", "MAPPO"),
+BUILTIN: dict[str, tuple[str, str, str]] = {
+    "marft": ("marft_agents.algorithms.marft", "MARFTConfig", "MARFT"),
+    "marft_token": ("marft_agents.algorithms.marft_token", "MARFTTokenConfig", "MARFTToken"),
+    "cory": ("marft_agents.algorithms.cory", "CORYConfig", "CORY"),
+    "grpo": ("marft_agents.algorithms.grpo", "GRPOConfig", "GRPO"),
+    "ppo": ("marft_agents.algorithms.ppo", "PPOConfig", "PPO"),
+    "ippo": ("marft_agents.algorithms.ippo_mappo", "IPPOConfig", "IPPO"),
+    "mappo": ("marft_agents.algorithms.ippo_mappo", "MAPPOConfig", "MAPPO"),
 }
-"""Algorithm name -> (module, learner class)."""
+"""The shipped algorithms: name -> (module, config class, learner class), imported on first use."""
+
+_registered: dict[str, tuple[type, type]] = {}
+
+
+def register(name: str, config_class: type, learner_class: type) -> None:
+    """Make ``algo=name`` train with ``learner_class(policy, config_class(...), temperature=...)``."""
+    import dataclasses
+
+    from marft_agents.algorithms.base import Learner
+
+    if not name.isidentifier():
+        raise ValueError(f"algorithm name {name!r} must be a Python identifier (it names a config section)")
+    if not dataclasses.is_dataclass(config_class):
+        raise TypeError(f"{name}: the config class {config_class.__name__} must be a dataclass")
+    if not (isinstance(learner_class, type) and issubclass(learner_class, Learner)):
+        raise TypeError(f"{name}: the learner class must subclass marft_agents.algorithms.base.Learner")
+    _registered[name] = (config_class, learner_class)
+
+
+def names() -> list[str]:
+    """Every algorithm name, shipped ones first."""
+    return [*BUILTIN, *(n for n in _registered if n not in BUILTIN)]
+
+
+def lookup(name: str) -> tuple[type, type]:
+    """``(config class, learner class)`` of ``name``; an unknown name raises a one-line ValueError."""
+    if name not in _registered:
+        if name not in BUILTIN:
+            raise ValueError(f"unknown algorithm {name!r}: use one of {names()}")
+        module, config_class, learner_class = BUILTIN[name]
+        mod = importlib.import_module(module)
+        _registered[name] = (getattr(mod, config_class), getattr(mod, learner_class))
+    return _registered[name]
+
+
+def config_class(name: str) -> type:
+    """The config dataclass of ``name``."""
+    return lookup(name)[0]
 
 
 def build_learner(name: str, policy: Any, config: Any, temperature: float) -> Any:
-    """The learner for ``name``, importing its module on first use."""
-    if name not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {name!r}: use one of {sorted(ALGORITHMS)}")
-    module, cls = ALGORITHMS[name]
-    return getattr(importlib.import_module(module), cls)(policy, config, temperature=temperature)
+    """The learner for ``name`` on ``policy`` with its config section ``config``."""
+    config_cls, learner_cls = lookup(name)
+    if not isinstance(config, config_cls):
+        raise TypeError(f"algo={name} needs a {config_cls.__name__}, got {type(config).__name__}")
+    return learner_cls(policy, config, temperature=temperature)

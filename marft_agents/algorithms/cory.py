@@ -1,4 +1,4 @@
-"""CORY ("Coevolving with the Other You", Ma et al. 2024), as in ``ALGORITHMS.md``.
+"""CORY ("Coevolving with the Other You", Ma et al. 2024); ``docs/algorithms/cory.md``.
 
 Two copies of one LLM — two adapters on one base, agents ``solver_0`` and ``solver_1`` of
 ``marft/MathCORY-v0`` — play a pioneer (answers the query) and an observer (answers the query with
@@ -16,7 +16,7 @@ response's tokens (``gamma``, ``lambda``) and PPO-clip per token.
    ``before_collect`` makes the other agent the pioneer (``MathCORY.set_pioneer``). Each agent keeps
    its adapter, value head, optimizers and KL coefficient across a swap — an in-memory rebinding of
    roles. ``reset_on_swap`` reproduces the original's silent reset of optimizer state and the KL
-   controller at every swap (bug 9 in ALGORITHMS.md).
+   controller at every swap.
 2. ``beta_i`` is fixed, or adapted per agent towards ``kl_target`` with TRL's proportional
    controller (:func:`adaptive_kl_coef`).
 3. Each policy is evaluated alone on query-only prompts: the learner's ``eval_env_kwargs`` turn the
@@ -31,14 +31,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.advantages import normalize
-from marft_agents.algorithms.marft import flatten
-from marft_agents.algorithms.marft_token import (
-    at_last_token,
+from marft_agents.advantages import at_last_token, normalize, token_advantages
+from marft_agents.algorithms.base import (
+    Learner,
+    adapter_optimizers,
+    flatten,
     pack,
-    token_advantages,
+    ppo_step,
+    steps_of,
     token_features,
-    token_ppo_step,
+    token_objective,
 )
 from marft_agents.critic import ValueHead, fit_critic
 from marft_agents.policy import LaMASPolicy
@@ -96,7 +98,7 @@ def pioneer_at(agents: list[str], update: int, swap_interval: int) -> str:
     return agents[(update // swap_interval) % len(agents)]
 
 
-class CORY:
+class CORY(Learner):
     """CORY: two adapters, cooperative reward, per-agent KL-penalised token PPO, role swaps."""
 
     eval_env_kwargs = {"reference": False, "pioneer": "solver_1"}
@@ -108,9 +110,7 @@ class CORY:
                 f"CORY needs two agents with their own adapters, got adapters {policy.adapters}: "
                 "use env=marft/MathCORY-v0 and adapter_mode 'lora' or 'copies'"
             )
-        self.policy = policy
-        self.config = config
-        self.temperature = temperature
+        super().__init__(policy, config, temperature)
         self.agents = list(policy.agents)
         self.critics = {a: ValueHead(policy.hidden_size) for a in policy.adapters}
         self.kl_coefs = {a: config.kl_coef for a in policy.adapters}
@@ -119,8 +119,7 @@ class CORY:
 
     def _new_optimizers(self) -> None:
         cfg = self.config
-        self.optimizers = {a: torch.optim.AdamW(self.policy.parameters(a), lr=cfg.lr, weight_decay=0.0)
-                           for a in self.policy.adapters}
+        self.optimizers = adapter_optimizers(self.policy, cfg.lr)
         self.critic_optimizers = {a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0)
                                   for a in self.policy.adapters}
 
@@ -155,7 +154,7 @@ class CORY:
         metrics: dict[str, float] = {"cory/pioneer": float(self.agents.index(self.pioneer))}
         plans = {}
         for adapter in self.policy.adapters:
-            idx = [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == adapter]
+            idx = steps_of(self.policy, steps, adapter)
             if not idx:
                 continue
             rows = torch.tensor(idx)
@@ -179,10 +178,11 @@ class CORY:
                 self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target,
                                                           cfg.kl_horizon, len(idx))
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
-            metrics.update(token_ppo_step(
-                self.policy, adapter, self.optimizers[adapter], steps, idx, batch.old_logp, advantages, rng,
-                temperature=self.temperature, clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=0.0,
-                kl_gate=None, epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
+            metrics.update(ppo_step(  # the KL penalty is in the reward, not the loss
+                self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
+                token_objective(batch.old_logp, advantages, cfg.clip_eps),
+                temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=None,
+                epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
             ))
             metrics.update(fit_critic(
                 self.critics[adapter], self.critic_optimizers[adapter], (features[rows],), values_old, ret, rng,
@@ -208,17 +208,15 @@ class CORY:
 
     def state_dict(self) -> dict:
         return {
-            "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
-            "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
+            **super().state_dict(),
             "critics": {a: c.state_dict() for a, c in self.critics.items()},
             "critic_optimizers": {a: o.state_dict() for a, o in self.critic_optimizers.items()},
             "kl_coefs": dict(self.kl_coefs),
         }
 
     def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
         for a in self.policy.adapters:
-            self.policy.load_adapter_state(a, state["adapters"][a])
-            self.optimizers[a].load_state_dict(state["optimizers"][a])
             self.critics[a].load_state_dict(state["critics"][a])
             self.critic_optimizers[a].load_state_dict(state["critic_optimizers"][a])
         self.kl_coefs = dict(state["kl_coefs"])

@@ -1,4 +1,4 @@
-"""Multi-agent GRPO: group-relative advantages, no critic, as in ``ALGORITHMS.md``.
+"""Multi-agent GRPO: group-relative advantages, no critic; ``docs/algorithms/grpo.md``.
 
 1. The trainer plays every problem ``G = group_size`` times in consecutive episodes (same seed, so
    the same problem); episode ``e`` belongs to problem ``e // G``.
@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from marft_agents.advantages import group_relative
-from marft_agents.losses import grpo_loss, masked_mean
+from marft_agents.algorithms.base import Learner, adapter_optimizers, flatten, ppo_step, steps_of
+from marft_agents.losses import grpo_loss
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
 
@@ -59,11 +60,6 @@ class GRPOConfig:
     """Agent-steps per gradient step."""
     max_grad_norm: float = 0.5
     """Gradient clipping."""
-
-
-def flatten(episodes: list[Episode]) -> list[AgentStep]:
-    """Every agent-step of every episode, in acting order."""
-    return [s for e in episodes for s in e.steps]
 
 
 def reward_to_go(episode: Episode, gamma: float) -> list[float]:
@@ -100,7 +96,7 @@ def grpo_advantages(
     return group_relative(torch.tensor(scores), torch.tensor([ids[k] for k in keys]), eps)
 
 
-class GRPO:
+class GRPO(Learner):
     """Multi-agent GRPO: group-relative advantages and a token-level clipped objective, no critic."""
 
     def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: float):
@@ -109,12 +105,9 @@ class GRPO:
         if config.group_size < 2:
             raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), "
                              f"got {config.group_size}")
-        self.policy = policy
-        self.config = config
-        self.temperature = temperature
+        super().__init__(policy, config, temperature)
         self.group_size = config.group_size
-        self.optimizers = {a: torch.optim.AdamW(policy.parameters(a), lr=config.lr, weight_decay=0.0)
-                           for a in policy.adapters}
+        self.optimizers = adapter_optimizers(policy, config.lr)
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One GRPO update from whole episodes (groups of ``group_size`` per problem); returns metrics."""
@@ -131,53 +124,25 @@ class GRPO:
             "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
         }
         for adapter in self.policy.adapters:
-            idx = [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == adapter]
+            idx = steps_of(self.policy, steps, adapter)
             if idx:
                 metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
         return metrics
 
     def _policy_step(self, adapter, steps, idx, advantages, rng) -> dict[str, float]:
         cfg = self.config
-        optimizer = self.optimizers[adapter]
-        params = self.policy.parameters(adapter)
-        sums: dict[str, list[float]] = defaultdict(list)
-        for _ in range(cfg.ppo_epochs):
-            order = rng.permutation(idx)
-            for start in range(0, len(order), cfg.minibatch_size):
-                chunk = order[start: start + cfg.minibatch_size]
-                mb = [steps[i] for i in chunk]
-                prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
-                logp, entropy_tok, mask = self.policy.score(prompts, responses, adapter, self.temperature)  # (B, R)
-                old = _pad([s.token_logps for s in mb], mask.shape[1])  # (B, R)
-                ref = None
-                if cfg.kl_coef > 0:
-                    with torch.no_grad():
-                        ref, _, _ = self.policy.score(prompts, responses, None, self.temperature)  # (B, R)
-                loss, stats = grpo_loss(logp, old, advantages[chunk], mask, cfg.clip_eps, ref, cfg.kl_coef)
-                entropy = masked_mean(entropy_tok, mask)
-                loss = loss - cfg.entropy_coef * entropy
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
-                optimizer.step()
-                sums["loss"].append(loss.item())
-                sums["entropy"].append(entropy.item())
-                for k, v in stats.items():
-                    sums[k].append(v)
-        return {f"{adapter}/{k}": float(np.mean(v)) for k, v in sums.items()}
 
-    # -- checkpoint state ----------------------------------------------------------------------
+        def objective(rows, mb, logp_tok, mask, ref_tok):
+            old = _pad([s.token_logps for s in mb], mask.shape[1])  # (B, R)
+            return grpo_loss(logp_tok, old, advantages[rows], mask, cfg.clip_eps, ref_tok, cfg.kl_coef)
 
-    def state_dict(self) -> dict:
-        return {
-            "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
-            "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        for a in self.policy.adapters:
-            self.policy.load_adapter_state(a, state["adapters"][a])
-            self.optimizers[a].load_state_dict(state["optimizers"][a])
+        # GRPO's KL penalty is inside its per-response average (grpo_loss), not added by the loop.
+        return ppo_step(
+            self.policy, adapter, self.optimizers[adapter], steps, idx, rng, objective,
+            temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=None,
+            epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
+            reference=cfg.kl_coef > 0,
+        )
 
 
 def _pad(rows: list[torch.Tensor], width: int) -> torch.Tensor:

@@ -1,7 +1,7 @@
-"""IPPO and MAPPO for Dec-POMDP configurations (empty dependency graphs), as in ``ALGORITHMS.md``.
+"""IPPO and MAPPO for Dec-POMDP configurations (empty dependency graphs); ``docs/algorithms/ippo.md``, ``mappo.md``.
 
 The two differ only in what the critic sees, so they live in one module and MAPPO is IPPO with
-one method changed:
+the critic's input changed:
 
 - **IPPO**: every agent ``i`` has its own value head ``V_i(o_t^i)`` on frozen base features of its own
   observation.
@@ -14,8 +14,8 @@ Both then do, per agent ``i`` and independently of the other agents:
 1. GAE along the agent's own rounds: ``delta_t^i = r_t^i + gamma (1 - done_t) V(x_{t+1}^i) - V(x_t^i)``,
    ``A_t^i = delta_t^i + gamma lam (1 - done_t) A_{t+1}^i`` (``x`` is ``o^i`` or ``s``). Unlike MARFT's
    chain GAE, no agent bootstraps from another agent's value in the same round.
-2. PPO-clip on whole responses per agent (MARFT's per-adapter step: entropy bonus, optional KL to
-   the reference, optional approx-KL gate), advantages standardised over the batch.
+2. PPO-clip on whole responses per agent (the shared action-level step of ``base.py``: entropy
+   bonus, optional KL to the reference, optional approx-KL gate), advantages standardised over the batch.
 3. The critic(s) fit the GAE returns with a clipped value loss.
 
 On an env with dependencies they still run (an observation then holds the parents' actions), but
@@ -24,7 +24,6 @@ they ignore the agent-to-agent links that MARFT's chain GAE uses.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,7 +31,17 @@ import torch
 from torch import nn
 
 from marft_agents.advantages import chain_gae, normalize
-from marft_agents.algorithms.marft import MARFT, MARFTConfig, PPOSettings, flatten
+from marft_agents.algorithms.base import (
+    Learner,
+    PPOSettings,
+    action_objective,
+    adapter_optimizers,
+    check_reduction,
+    features,
+    flatten,
+    ppo_step,
+    steps_of,
+)
 from marft_agents.critic import ValueHead, fit_critic
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
@@ -101,52 +110,60 @@ class ValueHeads(nn.Module):
         return out
 
 
-class IPPO(MARFT):
+class IPPO(Learner):
     """Independent PPO: per-agent policies and per-agent critics on each agent's own observation."""
 
     centralised = False
     """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
-    needs_state = False
-    """Whether the rollout engine must record the env's global state with every agent-step."""
 
     def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: float):
-        # MARFT's per-agent PPO step, feature extraction and checkpointing are reused as they are;
-        # gamma_agent and the round-robin schedule have no role here, and MARFT's shared critic is
-        # replaced by this algorithm's own below.
-        super().__init__(policy, MARFTConfig(**dataclasses.asdict(config), gamma_agent=config.gamma), temperature)
+        check_reduction(config.logp_reduction)
+        super().__init__(policy, config, temperature)
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
         self.critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents))
+        self.optimizers = adapter_optimizers(policy, config.lr)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
 
     def critic_features(self, steps: list[AgentStep]) -> torch.Tensor:
         """What the critic sees, ``(N, d)``: IPPO, each agent's own observation."""
-        return self.features(steps)
+        return features(self.policy, steps, self.config.minibatch_size)
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One IPPO/MAPPO update from whole episodes; returns metrics."""
         cfg = self.config
         steps = flatten(episodes)
-        features = self.critic_features(steps)  # (N, d), frozen: computed once per update
+        feats = self.critic_features(steps)  # (N, d), frozen: computed once per update
         heads = torch.tensor([self.head_of[s.agent] for s in steps])  # (N,)
         with torch.no_grad():
-            values_old = self.critic(features, heads)  # (N,)
+            values_old = self.critic(feats, heads)  # (N,)
         advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         metrics: dict[str, float] = {}
         for adapter in self.policy.adapters:
-            idx = [i for i, s in enumerate(steps) if self.policy.adapter_of[s.agent] == adapter]
+            idx = steps_of(self.policy, steps, adapter)
             if idx:
-                metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
-        metrics.update(self._fit_critic(features, heads, values_old, returns, rng))
+                metrics.update(ppo_step(
+                    self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
+                    action_objective(advantages, cfg.clip_eps, cfg.logp_reduction),
+                    temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef,
+                    kl_gate=cfg.kl_gate, epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
+                    max_grad_norm=cfg.max_grad_norm,
+                ))
+        metrics.update(fit_critic(self.critic, self.critic_optimizer, (feats, heads), values_old, returns, rng,
+                                  epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
+                                  value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics
 
-    def _fit_critic(self, features, heads, values_old, returns, rng) -> dict[str, float]:
-        cfg = self.config
-        return fit_critic(self.critic, self.critic_optimizer, (features, heads), values_old, returns, rng,
-                          epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip,
-                          max_grad_norm=cfg.max_grad_norm)
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "critic": self.critic.state_dict(),
+                "critic_optimizer": self.critic_optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.critic.load_state_dict(state["critic"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
 
 
 class MAPPO(IPPO):

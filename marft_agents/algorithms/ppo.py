@@ -1,6 +1,6 @@
-"""Single-agent PPO: the baseline of ``ALGORITHMS.md``, one agent with the same model and budget.
+"""Single-agent PPO: the MARFT paper's baseline (``docs/algorithms/ppo.md``), one agent with the same model and budget.
 
-It is action-level MARFT with one agent, and the pieces reduce to textbook PPO:
+Textbook PPO with the pieces action-level MARFT uses (``base.py``), on one agent:
 
 1. A critic ``V(o)``, a small MLP on frozen base features of the observation (``critic.py``).
 2. GAE over the agent's rounds: with one agent every step ends its round, so chain GAE's
@@ -15,11 +15,25 @@ Select it with ``marft train env=marft/MathSolo-v0 algo=ppo``; keep ``max_new_to
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from marft_agents.algorithms.marft import MARFT, MARFTConfig, PPOSettings
+import numpy as np
+import torch
+
+from marft_agents.advantages import chain_gae, normalize
+from marft_agents.algorithms.base import (
+    Learner,
+    PPOSettings,
+    action_objective,
+    adapter_optimizers,
+    check_reduction,
+    features,
+    flatten,
+    ppo_step,
+)
+from marft_agents.critic import ValueHead, fit_critic
 from marft_agents.policy import LaMASPolicy
+from marft_agents.rollout import Episode
 
 
 @dataclass
@@ -27,8 +41,10 @@ class PPOConfig(PPOSettings):
     """Hyper-parameters of single-agent PPO: the shared PPO ones, with MARFT's defaults for a fair comparison."""
 
 
-class PPO(MARFT):
-    """Single-agent PPO: MARFT's update on a one-agent env, where chain GAE is plain GAE."""
+class PPO(Learner):
+    """Single-agent PPO: a critic on the observation, plain GAE over the agent's rounds, PPO-clip on responses."""
+
+    config: PPOConfig
 
     def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: float):
         if len(policy.agents) != 1:
@@ -36,6 +52,45 @@ class PPO(MARFT):
                 f"single-agent PPO needs a one-agent env such as marft/MathSolo-v0, got agents {policy.agents}; "
                 "use algo=marft, ippo or mappo for several agents"
             )
-        # gamma_agent never applies with one agent (every step ends its round); both are gamma.
-        marft = MARFTConfig(**dataclasses.asdict(config), gamma_agent=config.gamma, agent_iteration_interval=0)
-        super().__init__(policy, marft, temperature)
+        check_reduction(config.logp_reduction)
+        super().__init__(policy, config, temperature)
+        self.critic = ValueHead(policy.hidden_size)
+        self.optimizers = adapter_optimizers(policy, config.lr)
+        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
+
+    def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
+        """One PPO update from whole episodes; returns metrics."""
+        cfg = self.config
+        steps = flatten(episodes)
+        feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d), frozen: computed once per update
+        with torch.no_grad():
+            values_old = self.critic(feats)  # (N,)
+        # With one agent every step ends its round, so chain GAE is plain GAE (gamma_agent never applies).
+        advantages, returns = chain_gae(
+            torch.tensor([s.reward for s in steps], dtype=torch.float32), values_old,
+            torch.tensor([s.round_end for s in steps]), torch.tensor([s.done for s in steps]),
+            gamma=cfg.gamma, gamma_agent=cfg.gamma, lam=cfg.gae_lambda,
+        )
+        if cfg.normalize_advantages:
+            advantages = normalize(advantages)
+        (adapter,) = self.policy.adapters
+        metrics = ppo_step(
+            self.policy, adapter, self.optimizers[adapter], steps, list(range(len(steps))), rng,
+            action_objective(advantages, cfg.clip_eps, cfg.logp_reduction),
+            temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate,
+            epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
+        ) if steps else {}
+        metrics.update(fit_critic(self.critic, self.critic_optimizer, (feats,), values_old, returns, rng,
+                                  epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
+                                  value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
+        metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
+        return metrics
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "critic": self.critic.state_dict(),
+                "critic_optimizer": self.critic_optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.critic.load_state_dict(state["critic"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])

@@ -147,7 +147,7 @@ def test_batch_of_two_envs_with_different_patterns():
 
 
 def test_episode_boundary_keeps_agent_link_of_first_round_after_it():
-    """Regression, ALGORITHMS.md bug 1: [ep1: a1, b1 | ep2: a2, b2], done on b1 and b2 only."""
+    """Regression: an episode boundary cuts one link only. [ep1: a1, b1 | ep2: a2, b2], done on b1 and b2 only."""
     rewards, values = _t([0.0, 1.0, 0.0, 2.0]), _t([0.5, 0.2, 0.4, 0.1])
     round_ends, dones = _b([F, T_, F, T_]), _b([F, T_, F, T_])
     adv, ret = chain_gae(rewards, values, round_ends, dones, gamma=0.9, gamma_agent=1.0, lam=0.5)
@@ -196,7 +196,7 @@ def test_normalize_hand_mean_and_population_std():
 
 
 def test_normalize_keeps_exact_zeros_as_real_values():
-    """Regression, ALGORITHMS.md bug 2: zeros are advantages, not padding."""
+    """Regression: exact zeros are advantages, not padding."""
     out = normalize(_t([0.0, 2.0, 0.0, -2.0]))
     # mean = 0 ; var = (0 + 4 + 0 + 4)/4 = 2 ; std = sqrt(2) ; -> [0, sqrt2, 0, -sqrt2]
     s2 = math.sqrt(2.0)

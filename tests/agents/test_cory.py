@@ -140,9 +140,11 @@ def test_resumed_run_ends_with_the_same_metrics(tiny_model_dir, tmp_path, algo):
                         env="marft/MathCORY-v0" if algo == "cory" else "marft/MathChain-v0",
                         episodes_per_update=4, eval_episodes=2, eval_rounds=0, max_new_tokens=5,
                         checkpoint_every=1, seed=2)
-        c.cory.minibatch_size = c.marft_token.minibatch_size = 4
-        c.cory.swap_interval, c.cory.reset_on_swap, c.cory.kl_target = 2, True, 1.0
-        c.marft_token.sequential.enabled = True  # random order: draws from the run's generator
+        c.algo_args.minibatch_size = 4  # a config holds the chosen algorithm's section only
+        if algo == "cory":
+            c.cory.swap_interval, c.cory.reset_on_swap, c.cory.kl_target = 2, True, 1.0
+        else:
+            c.marft_token.sequential.enabled = True  # random order: draws from the run's generator
         return c
 
     def metrics(run_dir):

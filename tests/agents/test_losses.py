@@ -1,4 +1,4 @@
-"""Hand-computed checks of marft_agents.losses (PPO clip, value loss, KL, Huber, entropy).
+"""Hand-computed checks of marft_agents.losses (PPO clip, value loss, KL, entropy).
 
 Every expected number is worked out by hand in the comment next to it; none comes from the function
 under test.
@@ -16,7 +16,6 @@ from marft_agents.losses import (
     approx_kl,
     clipped_value_loss,
     entropy_from_logits,
-    huber,
     masked_mean,
     ppo_clip_loss,
 )
@@ -140,28 +139,6 @@ def test_approx_kl_is_unbiased_on_a_two_point_distribution():
     assert expectation.item() == pytest.approx(0.5 * math.log(4.0 / 3.0), abs=1e-6)
 
 
-# --------------------------------------------------------------------------------------------- huber
-
-
-def test_huber_both_sides():
-    """Regression, ALGORITHMS.md bug 3: errors below -delta are linear, not 0."""
-    x = _t([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 3.0])
-    # delta=1: |x|<=1 -> 0.5 x^2 ; else 1*(|x| - 0.5)
-    # -3 -> 3 - 0.5 = 2.5 ; -1 -> 0.5 ; -0.5 -> 0.125 ; 0 -> 0 ; 0.5 -> 0.125 ; 1 -> 0.5 ; 3 -> 2.5
-    _close(huber(x, 1.0), [2.5, 0.5, 0.125, 0.0, 0.125, 0.5, 2.5])
-    # delta=2: -5 -> 2*(5 - 1) = 8 ; -2 -> 0.5*4 = 2 ; -1 -> 0.5 ; 1.5 -> 0.5*2.25 = 1.125 ; 4 -> 2*(4-1) = 6
-    _close(huber(_t([-5.0, -2.0, -1.0, 1.5, 4.0]), 2.0), [8.0, 2.0, 0.5, 1.125, 6.0])
-
-
-def test_huber_symmetric_and_gradient_below_minus_delta():
-    x = _t([0.1, 0.7, 1.3, 2.0, 10.0])
-    assert_close(huber(-x, 0.8), huber(x, 0.8))
-    xs = _t([-3.0, -0.5, 3.0]).requires_grad_(True)
-    huber(xs, 1.0).sum().backward()
-    # d/dx: -delta = -1 for x < -delta ; x inside ; +delta outside on the right
-    _close(xs.grad, [-1.0, -0.5, 1.0])
-
-
 # ------------------------------------------------------------------------------- clipped_value_loss
 
 V_OLD = [0.0, 0.0, 0.0, 0.0, 1.0]
@@ -194,15 +171,6 @@ def test_clipped_value_loss_mask_and_gradient():
     # s0: the clipped term (a constant in V) is the max -> grad 0
     # s1: d/dV 0.5*(R-V)^2 / 2 = -(R - V)/2 = -0.9/2 = -0.45 ; s2 masked -> 0
     _close(v.grad, [0.0, -0.45, 0.0])
-
-
-def test_clipped_value_loss_with_huber():
-    v, vo, r = _t([1.0, 1.0]), _t([0.0, 0.0]), _t([2.0, -1.0])
-    # delta=1, clip=0.2 (Vc = 0.2 for both)
-    # s0: err R-V = 1 -> 0.5 ;            R-Vc = 1.8 -> 1*(1.8 - 0.5) = 1.3   ; max 1.3
-    # s1: err R-V = -2 -> 1*(2 - 0.5) = 1.5 ; R-Vc = -1.2 -> 1*(1.2 - 0.5) = 0.7 ; max 1.5
-    # mean = (1.3 + 1.5)/2 = 1.4   (a Huber that zeroes errors below -delta would give (1.3 + 0)/2)
-    assert clipped_value_loss(v, vo, r, clip=0.2, huber_delta=1.0).item() == pytest.approx(1.4, abs=1e-6)
 
 
 # ------------------------------------------------------------------------------- entropy_from_logits

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 import marft_envs
-from marft_agents.algorithms.marft import MARFT, MARFTConfig, compute_advantages, flatten
+from marft_agents.algorithms.base import flatten
+from marft_agents.algorithms.marft import MARFT, MARFTConfig, compute_advantages
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
 

@@ -51,7 +51,6 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
     model, tokenizer = load_base(str(tiny_model_dir))
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
     algo = PPO(policy, PPOConfig(minibatch_size=4, kl_coef=0.1, gamma=0.9), temperature=1.0)
-    assert algo.config.gamma_agent == 0.9 and algo.learning_adapters(0) == ["solver_0"]
     torch.manual_seed(0)
     engine = RolloutEngine(policy, Sampling(1.0, 8))
     critic_before = {n: p.detach().clone() for n, p in algo.critic.named_parameters()}

@@ -10,7 +10,7 @@ from torch.testing import assert_close
 import marft_envs
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
-from marft_agents.algorithms.sequential import (
+from marft_agents.sequential import (
     SequentialConfig,
     accumulate,
     agent_order,

@@ -40,7 +40,7 @@ def test_train_writes_summary_metrics_checkpoint_and_plot(tiny_model_dir, tmp_pa
     assert (run / "curves.png").stat().st_size > 1000
     assert summary["improvement"] == pytest.approx(saved["eval_after"]["accuracy"] - saved["eval_before"]["accuracy"])
 
-    # `marft eval --run` must score the trained adapters, not the untuned base (bug 5 of the reference code).
+    # `marft eval --run` must score the trained adapters, not the untuned base (the reference code's did).
     policy, _ = policy_from_run(str(run))
     trained = ckpt.load_checkpoint(ckpt.latest_checkpoint(run / "checkpoints"))["algo"]["adapters"]
     for adapter in policy.adapters:

@@ -1,0 +1,114 @@
+"""The algorithms' layout: siblings over one base, one config section per run, a registry."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import marft_agents
+from marft_agents import algorithms
+from marft_agents.algorithms.base import Learner
+from marft_agents.cli import main as cli
+from marft_agents.config import ConfigError, TrainConfig, describe, field_docs, from_dict, load, to_dict
+
+PACKAGE = Path(marft_agents.__file__).parent
+ALGORITHM_FILES = sorted((PACKAGE / "algorithms").glob("*.py"))
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports (absolute names; ``from x import y`` gives ``x`` and ``x.y``)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return out
+
+
+@pytest.mark.parametrize("path", [p for p in ALGORITHM_FILES if p.name not in ("base.py", "__init__.py")],
+                         ids=lambda p: p.name)
+def test_an_algorithm_imports_no_other_algorithm_module(path):
+    siblings = {f"marft_agents.algorithms.{p.stem}" for p in ALGORITHM_FILES if p.stem not in ("base", "__init__")}
+    own = f"marft_agents.algorithms.{path.stem}"
+    assert not (imported_modules(path) & siblings) - {own}
+
+
+def test_every_registered_learner_subclasses_the_base_and_has_a_dataclass_config():
+    for name in algorithms.names():
+        config_class, learner_class = algorithms.lookup(name)
+        assert dataclasses.is_dataclass(config_class) and issubclass(learner_class, Learner), name
+        docs = field_docs(config_class)
+        assert all(docs.get(f.name) for f in dataclasses.fields(config_class)), f"{name}: a field without a docstring"
+
+
+def test_a_config_holds_only_the_chosen_algorithms_section():
+    config = load(overrides=["algo=grpo", "grpo.group_size=2"])
+    saved = to_dict(config)
+    assert saved["grpo"]["group_size"] == 2
+    assert not set(saved) & (set(algorithms.names()) - {"grpo"}) and "algo_args" not in saved
+    assert from_dict(saved).grpo.group_size == 2  # round trip
+    # the algorithm may come after its keys, on the command line or in a file
+    assert load(overrides=["ppo.lr=1e-3", "algo=ppo"]).ppo.lr == 1e-3
+    assert load(overrides=["marft.lr=1e-3"], algo="marft").algo_args.lr == 1e-3
+
+
+def test_a_key_of_another_algorithm_is_one_clear_error():
+    with pytest.raises(ConfigError, match=r"marft.lr is a key of algo=marft, but this run uses algo=ppo: use ppo.lr"):
+        load(overrides=["marft.lr=1e-9"], algo="ppo")
+    with pytest.raises(ConfigError, match="unknown algorithm 'nope'"):
+        load(overrides=["algo=nope"])
+    with pytest.raises(AttributeError, match="this config is for algo=ppo"):
+        TrainConfig(algo="ppo").marft
+
+
+def test_old_run_configs_with_every_section_still_load():
+    old = {**to_dict(TrainConfig()), **{n: {} for n in algorithms.names() if n != "marft"}}
+    old["grpo"] = {"group_size": 8}
+    with pytest.raises(ConfigError, match="is a key of algo=grpo"):
+        from_dict(old)
+    assert from_dict(old, other_sections="drop").algo == "marft"
+
+
+def test_cli_refuses_a_key_of_another_algorithm_before_any_work(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert cli(["train", "--algo", "ppo", "env=marft/MathSolo-v0", "marft.lr=1e-4", f"run_dir={run}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "marft.lr is a key of algo=marft" in err and "\n" not in err
+    assert not run.exists()
+
+
+def test_help_config_lists_the_chosen_algorithms_fields_with_docstrings(capsys):
+    assert cli(["train", "--help-config", "--algo", "grpo"]) == 0
+    out = capsys.readouterr().out
+    assert "grpo.group_size = 4\n    Episodes played per problem" in out
+    assert "marft." not in out and "cory." not in out
+    keys = [line.split(" = ")[0] for line in out.splitlines() if " = " in line and not line.startswith(("#", " "))]
+    assert keys == [k for k, _, _ in describe("grpo")]
+    assert all(doc for _, _, doc in describe("grpo")), "every key has a docstring"
+
+
+def test_a_user_algorithm_registers_and_is_selected_by_name():
+    @dataclasses.dataclass
+    class NoopConfig:
+        """Hyper-parameters of a learner that learns nothing."""
+
+        lr: float = 0.0
+        """Unused."""
+
+    class Noop(Learner):
+        """A learner that learns nothing (registry test)."""
+
+        def update(self, episodes, update, rng):
+            return {}
+
+    algorithms.register("noop_test", NoopConfig, Noop)
+    try:
+        assert load(overrides=["algo=noop_test", "noop_test.lr=0.5"]).noop_test.lr == 0.5
+        with pytest.raises(TypeError, match="must subclass"):
+            algorithms.register("bad_test", NoopConfig, object)
+    finally:
+        algorithms._registered.pop("noop_test", None)
