@@ -17,10 +17,11 @@ import difflib
 import inspect
 import json
 import textwrap
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from marft_agents import algorithms
 

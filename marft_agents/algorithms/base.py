@@ -13,7 +13,7 @@ An algorithm is a :class:`Learner` subclass plus a config dataclass, registered 
 Algorithms are siblings: each module imports this one, the pure maths (``advantages``, ``losses``,
 ``critic``, ``sequential``), the policy and the rollout types — never another algorithm module. The
 shared pieces below are the per-adapter optimizers and checkpoint state, the one policy-gradient
-minibatch loop (:func:`ppo_step`) with its two objectives (whole actions, single tokens), and the
+minibatch loop (:func:`train_adapter`) with its two objectives (whole actions, single tokens), and the
 frozen-feature and token-packing helpers.
 """
 
@@ -30,7 +30,12 @@ import torch
 from marft_agents.losses import approx_kl, masked_mean, ppo_clip_loss
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
-from marft_agents.sequential import SequentialConfig, agent_order, round_index, sequential_update
+from marft_agents.sequential import (
+    SequentialConfig,
+    agent_order,
+    round_index,
+    sequential_update,
+)
 
 
 class Learner(ABC):
@@ -153,7 +158,7 @@ Objective = Callable[[np.ndarray, list[AgentStep], torch.Tensor, torch.Tensor, "
 """``(rows, steps, logp_tok, mask, ref_tok) -> (loss, stats)`` for one minibatch."""
 
 
-def ppo_step(
+def train_adapter(
     policy: LaMASPolicy,
     adapter: str,
     optimizer: torch.optim.Optimizer,

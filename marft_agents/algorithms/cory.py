@@ -37,10 +37,10 @@ from marft_agents.algorithms.base import (
     adapter_optimizers,
     flatten,
     pack,
-    ppo_step,
     steps_of,
     token_features,
     token_objective,
+    train_adapter,
 )
 from marft_agents.critic import ValueHead, fit_critic
 from marft_agents.policy import LaMASPolicy
@@ -178,7 +178,7 @@ class CORY(Learner):
                 self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target,
                                                           cfg.kl_horizon, len(idx))
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
-            metrics.update(ppo_step(  # the KL penalty is in the reward, not the loss
+            metrics.update(train_adapter(  # the KL penalty is in the reward, not the loss
                 self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
                 token_objective(batch.old_logp, advantages, cfg.clip_eps),
                 temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=None,

@@ -26,7 +26,13 @@ import numpy as np
 import torch
 
 from marft_agents.advantages import group_relative
-from marft_agents.algorithms.base import Learner, adapter_optimizers, flatten, ppo_step, steps_of
+from marft_agents.algorithms.base import (
+    Learner,
+    adapter_optimizers,
+    flatten,
+    steps_of,
+    train_adapter,
+)
 from marft_agents.losses import grpo_loss
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
@@ -137,7 +143,7 @@ class GRPO(Learner):
             return grpo_loss(logp_tok, old, advantages[rows], mask, cfg.clip_eps, ref_tok, cfg.kl_coef)
 
         # GRPO's KL penalty is inside its per-response average (grpo_loss), not added by the loop.
-        return ppo_step(
+        return train_adapter(
             self.policy, adapter, self.optimizers[adapter], steps, idx, rng, objective,
             temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=None,
             epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,

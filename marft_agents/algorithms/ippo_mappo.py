@@ -39,8 +39,8 @@ from marft_agents.algorithms.base import (
     check_reduction,
     features,
     flatten,
-    ppo_step,
     steps_of,
+    train_adapter,
 )
 from marft_agents.critic import ValueHead, fit_critic
 from marft_agents.policy import LaMASPolicy
@@ -143,7 +143,7 @@ class IPPO(Learner):
         for adapter in self.policy.adapters:
             idx = steps_of(self.policy, steps, adapter)
             if idx:
-                metrics.update(ppo_step(
+                metrics.update(train_adapter(
                     self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
                     action_objective(advantages, cfg.clip_eps, cfg.logp_reduction),
                     temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef,

@@ -31,10 +31,10 @@ from marft_agents.algorithms.base import (
     check_reduction,
     features,
     flatten,
-    ppo_step,
     round_robin,
     sequential_policy_steps,
     steps_of,
+    train_adapter,
 )
 from marft_agents.critic import ValueHead, fit_critic
 from marft_agents.policy import LaMASPolicy
@@ -110,7 +110,7 @@ class MARFT(Learner):
 
     def _policy_step(self, adapter, steps, idx, advantages, rng) -> dict[str, float]:
         cfg = self.config
-        return ppo_step(
+        return train_adapter(
             self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
             action_objective(advantages, cfg.clip_eps, cfg.logp_reduction),
             temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate,

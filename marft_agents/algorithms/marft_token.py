@@ -40,12 +40,12 @@ from marft_agents.algorithms.base import (
     check_reduction,
     flatten,
     pack,
-    ppo_step,
     round_robin,
     sequential_policy_steps,
     steps_of,
     token_features,
     token_objective,
+    train_adapter,
 )
 from marft_agents.critic import ValueHead, fit_critic
 from marft_agents.policy import LaMASPolicy
@@ -97,7 +97,7 @@ class MARFTToken(Learner):
             advantages = normalize(advantages, batch.mask)
 
         def policy_step(adapter: str, idx: list[int], adv: torch.Tensor) -> dict[str, float]:
-            return ppo_step(
+            return train_adapter(
                 self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
                 token_objective(batch.old_logp, adv, cfg.clip_eps),
                 temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef,

@@ -29,7 +29,7 @@ from marft_agents.algorithms.base import (
     check_reduction,
     features,
     flatten,
-    ppo_step,
+    train_adapter,
 )
 from marft_agents.critic import ValueHead, fit_critic
 from marft_agents.policy import LaMASPolicy
@@ -74,7 +74,7 @@ class PPO(Learner):
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         (adapter,) = self.policy.adapters
-        metrics = ppo_step(
+        metrics = train_adapter(
             self.policy, adapter, self.optimizers[adapter], steps, list(range(len(steps))), rng,
             action_objective(advantages, cfg.clip_eps, cfg.logp_reduction),
             temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate,

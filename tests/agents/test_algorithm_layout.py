@@ -12,7 +12,15 @@ import marft_agents
 from marft_agents import algorithms
 from marft_agents.algorithms.base import Learner
 from marft_agents.cli import main as cli
-from marft_agents.config import ConfigError, TrainConfig, describe, field_docs, from_dict, load, to_dict
+from marft_agents.config import (
+    ConfigError,
+    TrainConfig,
+    describe,
+    field_docs,
+    from_dict,
+    load,
+    to_dict,
+)
 
 PACKAGE = Path(marft_agents.__file__).parent
 ALGORITHM_FILES = sorted((PACKAGE / "algorithms").glob("*.py"))
