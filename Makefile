@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 # MARFT on the 2-agent MathChain with the embedded tiny model: held-out accuracy before and after,
 # runs/demo/summary.json and runs/demo/curves.png (about 8 minutes on 2 cores).
 demo: $(STAMP)
-	$(BIN)/marft train --preset demo
+	$(BIN)/marft train --preset demo --overwrite
 
 # Scripted (non-LLM) rollouts over the MATH envs, in seconds.
 demo-envs: $(STAMP)

@@ -4,7 +4,9 @@ A checkpoint holds everything needed to continue a run exactly: adapter weights,
 optimizer's state, the RNG states (Python, NumPy, torch) and the data position (the next update).
 It is written to a temporary file in the same folder and renamed into place (``os.replace`` is
 atomic), then ``latest`` is rewritten the same way — so a kill at any moment leaves the previous
-checkpoint loadable and ``latest`` never points at a partial file.
+checkpoint loadable and ``latest`` never points at a partial file; the next save removes the
+temporary files such a kill leaves behind. Checkpoints hold tensors and plain data only and are
+read with ``torch.load(weights_only=True)``: a crafted file cannot run code when it is loaded.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ import numpy as np
 import torch
 
 LATEST = "latest"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that cannot be read (truncated, empty, or not a checkpoint)."""
 
 
 def rng_state(np_rng: np.random.Generator) -> dict[str, Any]:
@@ -50,12 +56,23 @@ def save_checkpoint(folder: str | Path, update: int, state: dict[str, Any], keep
     """Write ``update_<n>.pt`` atomically, point ``latest`` at it, and keep only the newest ``keep``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    remove_partial_files(folder)
     path = folder / f"update_{update:06d}.pt"
     _atomic_write(path, lambda f: torch.save({"update": update, **state}, f))
     _atomic_write(folder / LATEST, lambda f: f.write(path.name.encode()))
-    for old in sorted(folder.glob("update_*.pt"))[:-keep]:
+    # keep the newest ``keep`` up to this one; a later-numbered file is not of this run's history
+    saved = sorted(folder.glob("update_*.pt"))
+    for old in [p for p in saved if p.name > path.name] + [p for p in saved if p.name <= path.name][:-keep]:
         old.unlink(missing_ok=True)
     return path
+
+
+def remove_partial_files(folder: str | Path) -> list[Path]:
+    """Delete the temporary files a kill during a write leaves in ``folder``; returns them."""
+    partial = sorted(Path(folder).glob(".*.tmp"))
+    for tmp in partial:
+        tmp.unlink(missing_ok=True)
+    return partial
 
 
 def latest_checkpoint(folder: str | Path) -> Path | None:
@@ -68,5 +85,22 @@ def latest_checkpoint(folder: str | Path) -> Path | None:
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint`."""
-    return torch.load(path, map_location="cpu", weights_only=False)
+    """Read a checkpoint written by :func:`save_checkpoint` (tensors and plain data only)."""
+    path = Path(path)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # truncated, empty, garbage, or an object a plain checkpoint never holds
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise CheckpointError(f"cannot read checkpoint {path} ({reason[:160]}){_previous_hint(path)}") from None
+    if not isinstance(state, dict) or "update" not in state:
+        raise CheckpointError(f"{path} is not a marft checkpoint (no update number){_previous_hint(path)}")
+    return state
+
+
+def _previous_hint(path: Path) -> str:
+    older = [p for p in sorted(path.parent.glob("update_*.pt")) if p.name < path.name]
+    if older:
+        return f"; the previous one is {older[-1]}: point {path.parent / LATEST} at {older[-1].name} to use it"
+    return "; no earlier checkpoint is left: start the run again without --resume"

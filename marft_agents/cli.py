@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", default="default", help="named starting config (default, demo)")
     p.add_argument("--algo", help="training algorithm (marft, grpo, ppo, ippo, mappo, ...): the same as algo=NAME")
     p.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace the run already in run_dir (default: refuse)")
     p.add_argument("--help-config", action="store_true",
                    help="print every config key of a run (with --algo: of that algorithm) with its default and docstring")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -52,14 +53,26 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command == "pretrain":
         args.args = rest
+    elif args.command == "train" and rest and all("=" in r and not r.startswith("-") for r in rest):
+        args.overrides += rest  # key=value overrides may come after options too
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         return COMMANDS[args.command](args)
     except (FileNotFoundError, KeyError, ValueError) as err:
-        message = err.args[0] if err.args else str(err)
-        print(f"marft {args.command}: error: {message}", file=sys.stderr)
+        print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)
         return 2
+    except ArithmeticError as err:  # a non-finite loss stopped the run; the last checkpoint is intact
+        print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)
+        return 1
+
+
+def _message(err: Exception) -> str:
+    """One line for the user: the message itself, not ``2`` for a bare errno or a quoted KeyError."""
+    if isinstance(err, OSError) and err.filename is not None:
+        return f"{err.strerror}: {err.filename}"
+    message = err.args[0] if err.args else type(err).__name__
+    return str(message).splitlines()[0] if str(message).strip() else type(err).__name__
 
 
 def cmd_envs(args) -> int:
@@ -77,6 +90,13 @@ def cmd_pretrain(args) -> int:
     return 0
 
 
+def _quiet_loading() -> None:
+    """No "Loading weights" bar from transformers: a run has its own progress bar, an error its one line."""
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+
+
 def cmd_train(args) -> int:
     from marft_agents import config as cfg
 
@@ -90,9 +110,10 @@ def cmd_train(args) -> int:
         return 0
     config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo)
     _check_env(config.env)
+    _quiet_loading()
     from marft_agents.trainer import train
 
-    train(config, resume=args.resume, progress=not args.no_progress)
+    train(config, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
     return 0
 
 
@@ -106,6 +127,11 @@ def cmd_eval(args) -> int:
 
     if bool(args.run) == bool(args.model):
         raise ValueError("pass exactly one of --run DIR or --model M")
+    if args.episodes < 1:
+        raise ValueError(f"--episodes must be at least 1, got {args.episodes}")
+    if args.rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
+    _quiet_loading()
     if args.run:
         policy, config = policy_from_run(args.run, env=args.env)
     else:
@@ -141,6 +167,10 @@ def policy_from_run(run_dir: str, env: str | None = None):
         raise FileNotFoundError(f"no checkpoint in {run_dir}/checkpoints")
     policy = build_policy(config, marft_envs.make(config.env, **config.env_kwargs).possible_agents)
     state = ckpt.load_checkpoint(latest)["algo"]["adapters"]
+    missing = [a for a in policy.adapters if a not in state]
+    if missing:
+        raise ValueError(f"{latest} has adapters {sorted(state)}, but {config.env} needs {policy.adapters}: "
+                         "evaluate the run on its own env (drop --env) or on one with the same agents")
     for adapter in policy.adapters:  # evaluate the trained adapters, not the untuned base
         policy.load_adapter_state(adapter, state[adapter])
     return policy, config

@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import inspect
 import json
+import math
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,9 +161,93 @@ def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> T
     return config
 
 
-def describe(algo: str = TrainConfig.algo) -> list[tuple[str, Any, str]]:
-    """``(key, default, docstring)`` of every key of a run with ``algo``, common keys first."""
-    config = TrainConfig(algo=algo)
+# -- validation: one layer for every run's config --------------------------------------------------
+
+_POSITIVE, _NON_NEGATIVE, _AT_LEAST_ONE, _UNIT = "> 0", ">= 0", ">= 1", "in [0, 1]"
+RULES: dict[str, str] = {
+    # common fields
+    "updates": _AT_LEAST_ONE, "episodes_per_update": _AT_LEAST_ONE, "eval_episodes": _AT_LEAST_ONE,
+    "eval_every": _NON_NEGATIVE, "eval_rounds": _NON_NEGATIVE, "checkpoint_every": _NON_NEGATIVE,
+    "threads": _NON_NEGATIVE, "temperature": _POSITIVE, "max_new_tokens": _AT_LEAST_ONE,
+    "lora_r": _AT_LEAST_ONE, "lora_alpha": _POSITIVE,
+    # algorithm fields, by name, in whichever section has them
+    "lr": _POSITIVE, "critic_lr": _POSITIVE, "clip_eps": _POSITIVE, "value_clip": _POSITIVE,
+    "kl_gate": _POSITIVE, "ppo_epochs": _AT_LEAST_ONE, "minibatch_size": _AT_LEAST_ONE,
+    "max_grad_norm": _POSITIVE, "gamma": _UNIT, "gae_lambda": _UNIT, "gamma_agent": _UNIT,
+    "gamma_token": _UNIT, "entropy_coef": _NON_NEGATIVE, "kl_coef": _NON_NEGATIVE, "std_eps": _POSITIVE,
+    "kl_target": _POSITIVE, "kl_horizon": _AT_LEAST_ONE, "agent_iteration_interval": _NON_NEGATIVE,
+    "swap_interval": _NON_NEGATIVE, "weight_clip": _UNIT, "group_size": _AT_LEAST_ONE,
+}
+"""Field name -> the range its value must lie in (``None`` always allowed where it is the default)."""
+
+CHOICES: dict[str, tuple[str, ...]] = {"adapter_mode": ("lora", "shared", "copies")}
+"""Field name -> its allowed values."""
+
+
+def validate(config: TrainConfig) -> None:
+    """Refuse values no run can use (ConfigError naming the key): non-finite numbers, out-of-range counts."""
+    for key, value, _ in _items(config):
+        name = key.rsplit(".", 1)[-1]
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{key} must be a finite number, got {value}")
+        rule = RULES.get(name)
+        if isinstance(value, (int, float)) and rule and not _holds(value, rule):
+            raise ConfigError(f"{key} must be {rule}, got {value}")
+        if name in CHOICES and value not in CHOICES[name]:
+            raise ConfigError(f"{key} must be one of {list(CHOICES[name])}, got {value!r}")
+
+
+def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """Refuse env options the env does not take, or of the wrong type (by its constructor's signature)."""
+    import marft_envs
+
+    params = _accepted_parameters(marft_envs.spec(env_id).factory)  # an unknown id raises naming the closest
+    if params is None:  # the factory takes **kwargs all the way down: the env itself will check
+        return
+    for name, value in env_kwargs.items():
+        if name not in params:
+            close = difflib.get_close_matches(name, list(params), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"env_kwargs.{name}: {env_id} has no option {name!r}; {hint}its options: {sorted(params)}")
+        default = params[name].default
+        if default is None or default is inspect.Parameter.empty or value is None:
+            continue
+        expected = bool if isinstance(default, bool) else (int, float) if isinstance(default, float) else type(default)
+        if (isinstance(value, bool) and expected is not bool) or not isinstance(value, expected):
+            kind = "a number" if expected == (int, float) else f"of type {type(default).__name__}"
+            raise ConfigError(f"env_kwargs.{name} must be {kind} (its default is {default!r}), got {value!r}")
+
+
+def _accepted_parameters(factory: Any) -> dict[str, inspect.Parameter] | None:
+    """Keyword parameters of a factory, following ``**kwargs`` up the class hierarchy; None if unbounded."""
+    params: dict[str, inspect.Parameter] = {}
+    functions = ([k.__dict__["__init__"] for k in factory.__mro__ if "__init__" in k.__dict__ and k is not object]
+                 if inspect.isclass(factory) else [factory])
+    for function in functions:
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):
+            return None
+        open_ended = False
+        for name, param in signature.parameters.items():
+            if param.kind is param.VAR_KEYWORD:
+                open_ended = True
+            elif param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY) and name != "self":
+                params.setdefault(name, param)
+        if not open_ended:
+            return params
+    return None if not inspect.isclass(factory) else params
+
+
+def _holds(value: float, rule: str) -> bool:
+    return {_POSITIVE: value > 0, _NON_NEGATIVE: value >= 0, _AT_LEAST_ONE: value >= 1,
+            _UNIT: 0 <= value <= 1}[rule]
+
+
+def _items(config: TrainConfig) -> list[tuple[str, Any, str]]:
+    """Every ``(key, current value, docstring)`` of ``config``, like :func:`describe` but with its values."""
     rows: list[tuple[str, Any, str]] = []
 
     def walk(obj: Any, prefix: str) -> None:
@@ -170,7 +255,7 @@ def describe(algo: str = TrainConfig.algo) -> list[tuple[str, Any, str]]:
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
             if f.name == "algo_args":
-                walk(value, f"{algo}.")
+                walk(value, f"{config.algo}.")
             elif dataclasses.is_dataclass(value):
                 walk(value, f"{prefix}{f.name}.")
             else:
@@ -178,6 +263,11 @@ def describe(algo: str = TrainConfig.algo) -> list[tuple[str, Any, str]]:
 
     walk(config, "")
     return rows
+
+
+def describe(algo: str = TrainConfig.algo) -> list[tuple[str, Any, str]]:
+    """``(key, default, docstring)`` of every key of a run with ``algo``, common keys first."""
+    return _items(TrainConfig(algo=algo))
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -202,14 +292,16 @@ def field_docs(cls: type) -> dict[str, str]:
 def _read(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"no such config file: {path}")
+    if path.suffix not in (".toml", ".json"):
+        raise ConfigError(f"config file {path} must be .toml or .json")
     try:
-        if path.suffix == ".toml":
-            return tomllib.loads(path.read_text())
-        if path.suffix == ".json":
-            return json.loads(path.read_text())
-    except (ValueError, tomllib.TOMLDecodeError) as err:
+        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
         raise ConfigError(f"cannot parse {path}: {str(err).splitlines()[0]}") from None
-    raise ConfigError(f"config file {path} must be .toml or .json")
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config must be a mapping of keys to values at the top level, "
+                          f"got {type(data).__name__}")
+    return data
 
 
 def _parse(raw: str) -> Any:

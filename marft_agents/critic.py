@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from marft_agents.losses import clipped_value_loss, masked_mean
+from marft_agents.losses import clipped_value_loss, ensure_finite, masked_mean
 
 
 class ValueHead(nn.Module):
@@ -60,9 +60,10 @@ def fit_critic(
             mb = order[start: start + minibatch_size]
             values = critic(*(x[mb] for x in inputs))
             loss = clipped_value_loss(values, values_old[mb], returns[mb], value_clip, None if mask is None else mask[mb])
+            ensure_finite(loss, f"{prefix}/value_loss")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm)
+            ensure_finite(torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm), f"{prefix}/grad_norm")
             optimizer.step()
             losses.append(loss.item())
     return {f"{prefix}/value_loss": float(np.mean(losses)) if losses else 0.0,

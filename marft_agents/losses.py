@@ -6,7 +6,23 @@ for token-level ones; every mean is a mask-weighted mean.
 
 from __future__ import annotations
 
+import math
+
 import torch
+
+
+class NonFiniteLossError(ArithmeticError):
+    """A loss or gradient norm that is NaN or infinite: the step it belongs to must not be taken."""
+
+
+def ensure_finite(value: torch.Tensor, name: str) -> None:
+    """Raise :class:`NonFiniteLossError` naming ``name`` when the scalar ``value`` is NaN or infinite."""
+    number = float(value.detach()) if isinstance(value, torch.Tensor) else float(value)
+    if not math.isfinite(number):
+        raise NonFiniteLossError(
+            f"{name} is {number}: the update stopped before this step changed any weight and nothing of it "
+            "was saved (the last checkpoint is intact); lower the learning rate or check the inputs"
+        )
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

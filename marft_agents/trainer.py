@@ -20,8 +20,9 @@ import torch
 
 import marft_envs
 from marft_agents import checkpoint as ckpt
+from marft_agents import run_folder
 from marft_agents.algorithms import build_learner
-from marft_agents.config import TrainConfig, to_dict
+from marft_agents.config import ConfigError, TrainConfig, check_env_kwargs, from_dict, to_dict, validate
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
@@ -46,7 +47,7 @@ class MetricsLog:
     def __init__(self, run_dir: Path, resume_from: int | None):
         self.path = run_dir / "metrics.jsonl"
         if resume_from is not None and self.path.exists():
-            kept = [line for line in self.path.read_text().splitlines() if json.loads(line)["update"] < resume_from]
+            kept = run_folder.read_metrics(self.path, before=resume_from)
             self.path.write_text("".join(line + "\n" for line in kept))
         elif resume_from is None:
             self.path.write_text("")
@@ -85,23 +86,65 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
                        lora_alpha=config.lora_alpha, lora_targets=tuple(config.lora_targets))
 
 
-def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, quiet: bool = False) -> dict[str, Any]:
-    """Run (or resume) training as configured; returns the summary written to ``summary.json``."""
+def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, progress: bool = True,
+          quiet: bool = False) -> dict[str, Any]:
+    """Run (or resume) training as configured; returns the summary written to ``summary.json``.
+
+    Every check (config values, the run folder, env options, model, learner, checkpoint) runs before
+    the first file is written: a refused run leaves ``run_dir`` as it was. ``overwrite`` replaces an
+    earlier run in ``run_dir``; without it (or ``resume``) a folder holding a run is refused.
+    """
+    validate(config)
+    run_dir = Path(config.run_dir)
+    run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
+    if resume:
+        _check_resumable(run_dir, config)
+    check_env_kwargs(config.env, config.env_kwargs)
     if config.threads:
         torch.set_num_threads(config.threads)
-    run_dir = Path(config.run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2))
     started = time.perf_counter()
 
     rng = seed_everything(config.seed)
-    probe = marft_envs.make(config.env, **config.env_kwargs)
+    try:
+        probe = marft_envs.make(config.env, **config.env_kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"env {config.env} refused env_kwargs {config.env_kwargs}: {err}") from None
     policy = build_policy(config, probe.possible_agents)
+    context = getattr(policy.base.config, "max_position_embeddings", None)
+    if context is not None and config.max_new_tokens >= context:
+        raise ConfigError(f"max_new_tokens={config.max_new_tokens} does not fit the model's context of {context} "
+                          f"tokens: use at most {context // 2}")
     algo = build_learner(config.algo, policy, config.algo_args, config.temperature)
     group = max(int(algo.group_size), 1)
     if config.episodes_per_update % group:
         raise ValueError(f"episodes_per_update={config.episodes_per_update} must be a multiple of {config.algo}'s "
                          f"group size {group}, so no group of episodes is split across updates")
+    start, latest = 0, None
+    if resume:
+        latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
+        if latest is None:
+            raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; "
+                                    "start again with --overwrite")
+        state = ckpt.load_checkpoint(latest)
+        try:
+            algo.load_state_dict(state["algo"])
+        except (KeyError, RuntimeError) as err:
+            raise ValueError(f"{latest} does not fit this run's agents and adapters ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0][:120]}): resume with the run's own env and model") from None
+        start = state["update"]
+        if (run_dir / "metrics.jsonl").exists():
+            run_folder.read_metrics(run_dir / "metrics.jsonl", before=start)  # a bad line is named now
+
+    # -- every check passed: from here on the run writes into run_dir ---------------------------------
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if overwrite:
+            run_folder.clear(run_dir)
+        if latest is not None:
+            ckpt.remove_partial_files(latest.parent)  # what a kill during a checkpoint write left
+        (run_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2))
+    except OSError as err:
+        raise ConfigError(f"cannot write run_dir {run_dir}: {err.strerror or err}") from None
     n_envs = min(config.episodes_per_update, 128)
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     engine = RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
@@ -110,16 +153,8 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
     eval_kwargs = {**config.env_kwargs, **algo.eval_env_kwargs}
     eval_args = dict(env_id=config.env, env_kwargs=eval_kwargs, n=config.eval_episodes,
                      max_new_tokens=config.max_new_tokens)
-
-    start = 0
-    latest = ckpt.latest_checkpoint(run_dir / "checkpoints") if resume else None
-    if resume and latest is None:
-        raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; start without --resume")
     if latest is not None:
-        state = ckpt.load_checkpoint(latest)
-        algo.load_state_dict(state["algo"])
-        ckpt.set_rng_state(state["rng"], rng)
-        start = state["update"]
+        ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
         eval_before = json.loads((run_dir / "eval_before.json").read_text())
     else:
         eval_before = _evaluate_all(policy, config, eval_args)
@@ -190,6 +225,18 @@ def train(config: TrainConfig, *, resume: bool = False, progress: bool = True, q
     if not quiet:
         print(summary_table(summary))
     return summary
+
+
+def _check_resumable(run_dir: Path, config: TrainConfig) -> None:
+    """Refuse ``--resume`` with a config that changes what the earlier updates did."""
+    try:
+        saved = to_dict(from_dict(json.loads((run_dir / "config.json").read_text()), other_sections="drop"))
+    except ValueError as err:
+        raise ConfigError(f"--resume: cannot read {run_dir / 'config.json'}: {err}") from None
+    changed = run_folder.changed_keys(saved, to_dict(config))
+    if changed:
+        raise ConfigError(f"--resume: the config differs from the run's in {run_folder.describe_changes(saved, to_dict(config), changed)}; "
+                          f"only {', '.join(run_folder.SAFE_ON_RESUME)} may change on resume")
 
 
 def _evaluate_all(policy: LaMASPolicy, config: TrainConfig, eval_args: dict) -> dict:

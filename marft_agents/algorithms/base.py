@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from marft_agents.losses import approx_kl, masked_mean, ppo_clip_loss
+from marft_agents.losses import approx_kl, ensure_finite, masked_mean, ppo_clip_loss
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
 from marft_agents.sequential import (
@@ -209,9 +209,10 @@ def train_adapter(
             if kl_gate is not None and stats["approx_kl"] > kl_gate:
                 skipped += 1
                 continue
+            ensure_finite(loss, f"{adapter}/loss")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+            ensure_finite(torch.nn.utils.clip_grad_norm_(params, max_grad_norm), f"{adapter}/grad_norm")
             optimizer.step()
             sums["loss"].append(loss.item())
             sums["entropy"].append(entropy.item())

@@ -1,0 +1,89 @@
+"""A run folder: whether a command may write into it, what may change on resume, and its metrics log.
+
+``marft train`` refuses a folder that already holds a run unless it is told what to do with it
+(``--resume`` continues it, ``--overwrite`` replaces it), and every check runs before the first
+file is written, so a refused command leaves the folder exactly as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+RUN_FILES = ("config.json", "metrics.jsonl", "eval_before.json", "summary.json", "curves.png")
+"""Files a run writes at the top of its folder."""
+RUN_DIRS = ("checkpoints", "tb", "samples")
+"""Folders a run writes inside its folder."""
+SAFE_ON_RESUME = ("updates", "eval_every", "checkpoint_every", "threads", "run_dir")
+"""Config keys that may change on ``--resume``: they do not change what the earlier updates did."""
+
+
+def holds_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` has files of an earlier run."""
+    return any((run_dir / name).exists() for name in (*RUN_FILES, *RUN_DIRS))
+
+
+def check_target(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
+    """Raise ValueError (one line) when a run may not start in ``run_dir`` as asked."""
+    if resume and overwrite:
+        raise ValueError("pass --resume (continue the run) or --overwrite (replace it), not both")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"run_dir {run_dir} is a file, not a folder: pick another run_dir")
+    if resume:
+        if not (run_dir / "config.json").is_file():
+            raise FileNotFoundError(f"--resume: no run in {run_dir} (no config.json); start without --resume")
+        if not (run_dir / "eval_before.json").is_file():
+            raise FileNotFoundError(f"--resume: {run_dir / 'eval_before.json'} is missing, so the run cannot "
+                                    "report its before/after table; start again with --overwrite")
+    elif holds_run(run_dir) and not overwrite:
+        raise ValueError(f"run_dir {run_dir} already holds a run: continue it with --resume, pick a new run_dir, "
+                         "or replace it with --overwrite")
+
+
+def clear(run_dir: Path) -> None:
+    """Remove an earlier run's files and folders (only those a run writes; anything else stays)."""
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+    for name in RUN_DIRS:
+        if (run_dir / name).is_dir():
+            shutil.rmtree(run_dir / name)
+
+
+def changed_keys(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Dotted keys whose values differ between two config dicts, except :data:`SAFE_ON_RESUME`."""
+    a, b = _flat(saved), _flat(current)
+    return sorted(k for k in set(a) | set(b) if k not in SAFE_ON_RESUME and a.get(k, "<unset>") != b.get(k, "<unset>"))
+
+
+def describe_changes(saved: dict[str, Any], current: dict[str, Any], keys: list[str]) -> str:
+    """``seed (0 -> 1), marft.lr (0.0003 -> 0.001)`` for the given keys."""
+    a, b = _flat(saved), _flat(current)
+    return ", ".join(f"{k} ({json.dumps(a.get(k))} -> {json.dumps(b.get(k))})" for k in keys)
+
+
+def read_metrics(path: Path, before: int) -> list[str]:
+    """The lines of a ``metrics.jsonl`` for updates ``< before``; blank lines skipped, a bad line named."""
+    kept = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            update = json.loads(line)["update"]
+        except (ValueError, KeyError, TypeError):
+            raise ValueError(f"{path}:{number}: not a metrics line (expected JSON with an 'update' key); "
+                             "fix or delete that line, then resume") from None
+        if update < before:
+            kept.append(line)
+    return kept
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k != "env_kwargs":
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
