@@ -33,7 +33,8 @@ def check_target(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
         raise ValueError(f"run_dir {run_dir} is a file, not a folder: pick another run_dir")
     if resume:
         if not (run_dir / "config.json").is_file():
-            raise FileNotFoundError(f"--resume: no run in {run_dir} (no config.json); start without --resume")
+            raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'} (no run in {run_dir}); "
+                                    "start without --resume")
         if not (run_dir / "eval_before.json").is_file():
             raise FileNotFoundError(f"--resume: {run_dir / 'eval_before.json'} is missing, so the run cannot "
                                     "report its before/after table; start again with --overwrite")
