@@ -22,7 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="marft", description="Multi-agent reinforcement fine-tuning of LLM systems.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("envs", help="list registered env ids")
+    p = sub.add_parser("envs", help="list registered env ids (with --import: your modules' too)")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first (it registers envs); repeatable")
 
     # Its options live with the code (marft_agents.models.pretrain.build_parser), parsed there, so that
     # other commands do not import torch just to parse their arguments.
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--help-config", action="store_true",
                    help="print every config key of a run (with --algo: of that algorithm) with its default and docstring")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE before the env id is resolved (it registers envs or algorithms); repeatable")
 
     p = sub.add_parser("eval", help="greedy held-out evaluation")
     p.add_argument("--run", help="a run folder: evaluates its latest checkpoint with its config")
@@ -46,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env", default=None, help="env id (default: the run's, or marft/MathChain-v0)")
     p.add_argument("--episodes", type=int, default=300)
     p.add_argument("--rounds", type=int, default=1, help=">1: the multi-round feedback protocol")
+    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                   help="import MODULE before the env id is resolved (it registers envs); repeatable")
 
     p = sub.add_parser("plot", help="plot a run's curves to curves.png")
     p.add_argument("run_dir")
@@ -77,7 +83,10 @@ def _message(err: Exception) -> str:
 
 def cmd_envs(args) -> int:
     import marft_envs
+    from marft_envs.plugins import import_modules, load_entry_points
 
+    import_modules(args.imports)
+    load_entry_points()
     for kind in ("aec", "parallel", "gym"):
         print(f"{kind}: {', '.join(marft_envs.list_envs(kind))}")
     return 0
@@ -101,14 +110,14 @@ def cmd_train(args) -> int:
     from marft_agents import config as cfg
 
     if args.help_config:
-        config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo)
+        config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo, imports=args.imports)
         print(f"# every key of `marft train` with algo={config.algo}: key = default, then what it is")
         for key, default, doc in cfg.describe(config.algo):
             print(f"{key} = {json.dumps(default)}")
             if doc:
                 print(f"    {doc}")
         return 0
-    config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo)
+    config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo, imports=args.imports)
     _check_env(config.env)
     _quiet_loading()
     from marft_agents.trainer import train
@@ -124,7 +133,9 @@ def cmd_eval(args) -> int:
     from marft_agents.config import TrainConfig
     from marft_agents.evaluation import evaluate
     from marft_agents.trainer import build_policy
+    from marft_envs.plugins import import_modules
 
+    import_modules(args.imports)
     if bool(args.run) == bool(args.model):
         raise ValueError("pass exactly one of --run DIR or --model M")
     if args.episodes < 1:
@@ -192,8 +203,9 @@ def _shown(key: str, value) -> str:
 
 def _check_env(env_id: str) -> None:
     import marft_envs
+    from marft_envs.plugins import resolve
 
-    marft_envs.spec(env_id)  # raises KeyError naming the closest id
+    marft_envs.spec(resolve(env_id))  # raises KeyError naming the closest id
 
 
 COMMANDS = {"envs": cmd_envs, "pretrain": cmd_pretrain, "train": cmd_train, "eval": cmd_eval, "plot": cmd_plot}

@@ -35,8 +35,10 @@ class ConfigError(ValueError):
 class TrainConfig:
     """Everything a ``marft train`` run needs."""
 
+    imports: list[str] = field(default_factory=list)
+    """Modules imported before anything else is resolved: they register your envs or algorithms (``--import``)."""
     env: str = "marft/MathChain-v0"
-    """Registered env id (``marft envs`` lists them)."""
+    """Registered env id (``marft envs`` lists them), or ``package.module:ClassName`` of a FlexEnv."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for the env (e.g. ``{"rounds": 3}``)."""
     model: str = "embedded"
@@ -126,8 +128,11 @@ def from_dict(data: dict[str, Any], *, other_sections: str = "error") -> TrainCo
 
 
 def load(path: str | Path | None = None, overrides: list[str] = (), preset: str = "default",
-         algo: str | None = None) -> TrainConfig:
-    """Defaults, then the preset, then the file, then ``key=value`` overrides, then ``algo`` (``--algo``)."""
+         algo: str | None = None, imports: list[str] = ()) -> TrainConfig:
+    """Defaults, then the preset, then the file, then ``key=value`` overrides, then ``algo`` (``--algo``).
+
+    ``imports`` (``--import``) are added to the config's ``imports``.
+    """
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}: use one of {sorted(PRESETS)}")
     items = list(_flatten(PRESETS[preset]).items())
@@ -140,11 +145,24 @@ def load(path: str | Path | None = None, overrides: list[str] = (), preset: str 
         items.append((key.strip(), _parse(raw)))
     if algo is not None:
         items.append(("algo", algo))
+    if imports:
+        earlier = [v for k, v in items if k == "imports"]
+        items.append(("imports", [*(earlier[-1] if earlier else []), *imports]))
     return _build(items)
 
 
 def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> TrainConfig:
-    """Resolve ``algo`` first (the last one given wins), then apply every other key in order."""
+    """Import ``imports``, resolve ``algo`` (the last one given wins), then apply every other key in order."""
+    from marft_envs.plugins import PluginError, import_modules
+
+    for key, value in items:
+        if key == "imports":
+            if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise ConfigError(f"imports must be a list of module names, got {value!r}")
+            try:
+                import_modules(value)  # they may register the algorithm named below
+            except PluginError as err:
+                raise ConfigError(str(err)) from None
     algo = TrainConfig.algo
     for key, value in items:
         if key == "algo":

@@ -22,10 +22,19 @@ import marft_envs
 from marft_agents import checkpoint as ckpt
 from marft_agents import run_folder
 from marft_agents.algorithms import build_learner
-from marft_agents.config import ConfigError, TrainConfig, check_env_kwargs, from_dict, to_dict, validate
+from marft_agents.config import (
+    ConfigError,
+    TrainConfig,
+    check_env_kwargs,
+    from_dict,
+    to_dict,
+    validate,
+)
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
+from marft_envs.plugins import resolve as resolve_env
+
 
 @dataclass
 class Timings:
@@ -99,6 +108,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
     if resume:
         _check_resumable(run_dir, config)
+    resolve_env(config.env)  # entry points, ``module:Class`` ids
     check_env_kwargs(config.env, config.env_kwargs)
     if config.threads:
         torch.set_num_threads(config.threads)

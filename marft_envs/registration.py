@@ -91,7 +91,9 @@ def spec(id: str) -> EnvEntry:
     if id not in _registry:
         close = difflib.get_close_matches(id, list(_registry), n=3, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else f"; registered: {sorted(_registry)}"
-        raise KeyError(f"unknown env id {id!r}{hint}")
+        raise KeyError(f"unknown env id {id!r}{hint}; for a task of your own, import the module that registers it "
+                       "(marft --import MODULE, or the imports config key), install it with a 'marft.envs' "
+                       "entry point, or pass env=package.module:ClassName")
     return _registry[id]
 
 

@@ -35,7 +35,7 @@ from marft_agents.algorithms.base import (
 )
 from marft_agents.losses import grpo_loss
 from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import AgentStep, Episode
+from marft_agents.rollout import Episode
 
 GROUPINGS = ("problem", "agent_round")
 

@@ -1,0 +1,76 @@
+"""A user's task from a module outside the repository reaches the trainer: --import, an entry point, module:Class."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+OWN_TASK = Path(__file__).parent.parent / "fixtures" / "own_task" / "hiddensum.py"
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """A folder outside the checkout holding the user's package (and, for entry points, its metadata)."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    shutil.copy(OWN_TASK, folder / "hiddensum.py")
+    return folder
+
+
+def marft(args, folder: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "marft_agents.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def short_run(model_dir, run_dir) -> list[str]:
+    return ["--no-progress", f"model={model_dir}", f"run_dir={run_dir}", "updates=2", "episodes_per_update=4",
+            "eval_episodes=4", "eval_rounds=0", "eval_every=0", "max_new_tokens=6", "marft.minibatch_size=4",
+            "threads=1"]
+
+
+def test_without_import_the_id_is_unknown_and_the_error_says_how(outside, tmp_path, tiny_model_dir):
+    out = marft(["train", "env=newcomer/HiddenSum-v0", *short_run(tiny_model_dir, tmp_path / "r")], outside, tmp_path)
+    assert out.returncode == 2 and "unknown env id 'newcomer/HiddenSum-v0'" in out.stderr
+    assert "--import" in out.stderr and "marft.envs" in out.stderr
+
+
+def test_import_flag_trains_the_task(outside, tmp_path, tiny_model_dir):
+    run = tmp_path / "run"
+    out = marft(["train", "--import", "hiddensum", "env=newcomer/HiddenSum-v0", *short_run(tiny_model_dir, run)],
+                outside, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (run / "summary.json").is_file()
+    out = marft(["eval", "--import", "hiddensum", "--run", str(run), "--episodes", "2"], outside, tmp_path)
+    assert out.returncode == 0, out.stderr
+    listed = marft(["envs", "--import", "hiddensum"], outside, tmp_path)
+    assert "newcomer/HiddenSum-v0" in listed.stdout
+
+
+def test_an_entry_point_needs_no_flag(outside, tmp_path, tiny_model_dir):
+    meta = outside / "hiddensum-0.1.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: hiddensum\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text("[marft.envs]\nhiddensum = hiddensum:register_envs\n")
+    run = tmp_path / "run"
+    out = marft(["train", "env=newcomer/HiddenSum-v0", *short_run(tiny_model_dir, run)], outside, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "newcomer/HiddenSum-v0" in marft(["envs"], outside, tmp_path).stdout
+
+
+def test_a_module_class_id_trains(outside, tmp_path, tiny_model_dir):
+    out = marft(["train", "env=hiddensum:HiddenSum", *short_run(tiny_model_dir, tmp_path / "run")], outside, tmp_path)
+    assert out.returncode == 0, out.stderr
+
+
+def test_a_failing_import_is_one_line(outside, tmp_path, tiny_model_dir):
+    (outside / "broken_task.py").write_text("raise RuntimeError('my bug')\n")
+    out = marft(["train", "--import", "broken_task", *short_run(tiny_model_dir, tmp_path / "r")], outside, tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().endswith("cannot import 'broken_task' (--import / imports): RuntimeError: my bug")
+    assert not (tmp_path / "r").exists()
