@@ -2,9 +2,10 @@
 
 - :func:`left_pad` lays prompts out for batched generation (padding on the left, so that every
   prompt ends in the last column and generation continues from there);
-- :func:`common_prefix_length`, :func:`position_ids` and :func:`forward_after_prefix` run a batch
-  whose sequences share a first part (an agent's role prompt) with that part computed once, its keys
-  and values broadcast over the batch (gradients flow back through the broadcast);
+- :func:`common_prefix_length`, :func:`score_layout`, :func:`position_ids` and
+  :func:`forward_after_prefix` run a batch whose sequences share a first part (an agent's role
+  prompt) with that part computed once, its keys and values broadcast over the batch (gradients flow
+  back through the broadcast);
 - :func:`sampling_config` and :func:`generate` sample from exactly ``softmax(logits / T)``, every
   other sampling knob pinned off, so behaviour log-probs are those of the distribution that sampled
   (``EXPERIMENTS.md``, lesson 5);
@@ -47,6 +48,28 @@ def common_prefix_length(seqs: Sequence[Sequence[int]], min_length: int = MIN_SH
     while n < limit and all(s[n] == seqs[0][n] for s in seqs):
         n += 1
     return n if n >= min_length else 0
+
+
+def score_layout(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_token_id: int
+                 ) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``[shared prefix | left-padded rest of prompt | right-padded response]``, to score responses.
+
+    Returns the prefix length ``P`` (:func:`common_prefix_length`), ``ids``/``attn`` ``(B, L + R)`` for
+    what follows the prefix (``L`` the longest rest of a prompt, ``R`` the longest response) and the
+    response mask ``(B, R)``. Every response starts at column ``L``, so the output layer can run on
+    the last ``R + 1`` columns only; with empty responses every prompt ends in the last column.
+    """
+    P = common_prefix_length(prompts)
+    rests = [p[P:] for p in prompts]
+    L, R = max(len(r) for r in rests), max(len(r) for r in responses)
+    ids = torch.full((len(prompts), L + R), pad_token_id, dtype=torch.long)  # (B, L + R)
+    attn = torch.zeros((len(prompts), L + R), dtype=torch.long)  # (B, L + R)
+    mask = torch.zeros((len(prompts), R), dtype=torch.bool)  # (B, R)
+    for i, (rest, resp) in enumerate(zip(rests, responses)):
+        ids[i, L - len(rest): L + len(resp)] = torch.tensor(list(rest) + list(resp), dtype=torch.long)
+        attn[i, L - len(rest): L + len(resp)] = 1
+        mask[i, : len(resp)] = True
+    return P, ids, attn, mask
 
 
 def position_ids(attention_mask: torch.Tensor, offset: int = 0) -> torch.Tensor:

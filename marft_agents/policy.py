@@ -206,25 +206,6 @@ class LaMASPolicy:
 
     # -- scoring -------------------------------------------------------------------------------
 
-    def _score_layout(self, prompts, responses) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``[shared prefix | left-padded rest of prompt | right-padded response]``.
-
-        Returns the prefix length ``P`` and ``ids``/``attn`` of shape ``(B, L + R)`` for what follows the
-        prefix (``L`` the longest rest of a prompt, ``R`` the longest response), and the response mask
-        ``(B, R)``. Every response starts at column ``L``, so the output layer runs on ``R`` columns only.
-        """
-        P = lm.common_prefix_length(prompts)
-        rests = [p[P:] for p in prompts]
-        L, R = max(len(r) for r in rests), max(len(r) for r in responses)
-        ids = torch.full((len(prompts), L + R), self.pad_token_id, dtype=torch.long)
-        attn = torch.zeros((len(prompts), L + R), dtype=torch.long)
-        mask = torch.zeros((len(prompts), R), dtype=torch.bool)
-        for i, (rest, resp) in enumerate(zip(rests, responses)):
-            ids[i, L - len(rest): L + len(resp)] = torch.tensor(rest + resp, dtype=torch.long)
-            attn[i, L - len(rest): L + len(resp)] = 1
-            mask[i, : len(resp)] = True
-        return P, ids, attn, mask
-
     def score(
         self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -237,7 +218,7 @@ class LaMASPolicy:
         broadcast over the batch (gradients flow back through the broadcast), and the output layer and
         softmax run on response positions only.
         """
-        P, ids, attn, mask = self._score_layout(prompts, responses)
+        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
         S, R = ids.shape[1], mask.shape[1]
         ctx = self.reference() if adapter is None else self.active(adapter)
         with ctx as model:
@@ -252,10 +233,10 @@ class LaMASPolicy:
     @torch.no_grad()
     def features(self, prompts: list[list[int]]) -> torch.Tensor:
         """Frozen base features for the critic: the last prompt token's final hidden state, ``(B, d)``."""
-        P, ids, attn, _ = self._score_layout(prompts, [[] for _ in prompts])  # every prompt ends in the last column
+        P, ids, attn, _ = lm.score_layout(prompts, [[] for _ in prompts], self.pad_token_id)  # prompts end in the last column
         with self.reference() as model:
-            out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True,
-                                        logits_to_keep=1)  # only hidden states are needed; skip the full logits
+            # only hidden states are needed: logits_to_keep=1 skips the full logits
+            out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)
         return out.hidden_states[-1][:, -1, :].float()
 
     @torch.no_grad()
@@ -266,7 +247,7 @@ class LaMASPolicy:
         (the last prompt token for ``k = 0``), the same columns :meth:`score` reads its logits from;
         padded columns (``k >= len(response)``) hold whatever the padding produced: mask them.
         """
-        P, ids, attn, mask = self._score_layout(prompts, responses)
+        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
         S, R = ids.shape[1], mask.shape[1]
         with self.reference() as model:
             out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)

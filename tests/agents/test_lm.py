@@ -154,3 +154,15 @@ def test_pinned_scores_and_features(embedded_policy):
         [-1.267886, 0.513917, 3.548304, -0.522351, -0.602468, 0.847631, 2.130107, -1.926023, 0.536113]), atol=2e-5, rtol=0)
     assert token_features.shape == (3, 14, 128)
     torch.testing.assert_close(token_features[:, 1, 0], torch.tensor([1.727089, -1.786824, 2.68676]), atol=2e-5, rtol=0)
+
+
+def test_score_layout_aligns_every_response_at_one_column():
+    prefix = list(range(10, 20))  # 10 shared tokens: split off
+    prompts = [prefix + [1, 2], prefix + [3]]
+    P, ids, attn, mask = lm.score_layout(prompts, [[7], [8, 9, 6]], pad_token_id=0)
+    assert P == 10
+    assert ids.tolist() == [[1, 2, 7, 0, 0], [0, 3, 8, 9, 6]]  # rests end at column 2, responses start there
+    assert attn.tolist() == [[1, 1, 1, 0, 0], [0, 1, 1, 1, 1]]
+    assert mask.tolist() == [[True, False, False], [True, True, True]]
+    P, ids, attn, mask = lm.score_layout([[1, 2, 3], [4]], [[], []], pad_token_id=0)  # short prompts: no prefix
+    assert (P, ids.tolist(), attn.tolist(), mask.shape) == (0, [[1, 2, 3], [0, 0, 4]], [[1, 1, 1], [0, 0, 1]], (2, 0))
