@@ -1,6 +1,6 @@
 """Held-out evaluation during and after pre-training, through the same rollout engine as ``marft eval``.
 
-The model being trained is wrapped as a one-adapter policy (:class:`FrozenLM`) and played by
+The model being trained is wrapped as a one-adapter policy (:class:`ModelAsPolicy`) and played by
 :class:`marft_agents.rollout.RolloutEngine`; the metrics are those of
 :func:`marft_agents.evaluation.summarize` (``accuracy``, per-role ``own_accuracy`` and
 ``answer_accuracy_when_right``/``_wrong``, ...), plus what only pre-training reports: accuracy per
@@ -26,8 +26,8 @@ from marft_envs.tasks.math.solo import MathSolo
 from marft_envs.tasks.math.synthetic import SyntheticMath
 
 
-class FrozenLM:
-    """A bare causal LM as the rollout engine sees a policy: every agent uses the one model, as it is."""
+class ModelAsPolicy:
+    """A causal LM (no adapters) in the shape the rollout engine takes a policy: every agent uses that one model."""
 
     def __init__(self, model, tokenizer, batch_size: int = 256):
         self.model = model
@@ -65,7 +65,7 @@ def play(model, tokenizer, env_class, problems: Sequence[Problem], *, temperatur
     in slices of 256 prompts.
     """
     envs = [env_class(split="test") for _ in problems]
-    engine = RolloutEngine(FrozenLM(model, tokenizer), Sampling(temperature=temperature, max_new_tokens=max_new_tokens))
+    engine = RolloutEngine(ModelAsPolicy(model, tokenizer), Sampling(temperature=temperature, max_new_tokens=max_new_tokens))
     return engine.collect(envs, range(len(problems)), options_of=lambda i: {"problem": problems[i]})
 
 
