@@ -11,8 +11,8 @@ What is measured, for each model and batch size ``B``:
   and env stepping — everything between "reset the envs" and "episodes ready";
 - **bare**: a plain ``model.generate`` (the same weights without the peft wrapper, no logits kept) on
   exactly the prompts the engine generated from, in the same two batches of ``B``, left padded, with
-  the same sampling knobs (temperature 1, top-k/top-p/min-p/typical-p/repetition penalty off, the
-  same ``max_new_tokens``) and the same torch seed.
+  the same sampling knobs (``marft_agents.lm.sampling_config``: temperature 1, everything else off,
+  the same ``max_new_tokens``) and the same torch seed.
 
 Both sides count only real response tokens (up to and including the first end-of-turn token). The
 LoRA adapters start at zero (B = 0), so with the same seed both sides sample the same tokens; the
@@ -52,9 +52,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import torch  # noqa: E402
-from transformers import AutoTokenizer, GenerationConfig  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
 
 import marft_envs  # noqa: E402
+from marft_agents import lm  # noqa: E402
 from marft_agents.policy import EMBEDDED, LaMASPolicy, Sampling, embedded_model_path, load_base  # noqa: E402
 from marft_agents.rollout import RolloutEngine  # noqa: E402
 
@@ -73,7 +74,7 @@ def embedded_available() -> bool:
 
 def build_stand_in(out_dir: Path, seed: int = 0) -> Path:
     """A random model of the embedded shape, with the tokenizer the pre-training would build, saved to ``out_dir``."""
-    from marft_agents.models.pretrain import tokenizer_corpus
+    from marft_agents.models.sft_data import tokenizer_corpus
     from marft_agents.models.tiny import build_model, build_tokenizer
 
     tokenizer = build_tokenizer(tokenizer_corpus(3000, seed))
@@ -108,23 +109,6 @@ def resolve_model(choice: str | None, tmp: Path) -> tuple[str, str]:
 # ---- the two sides ----------------------------------------------------------------------------------
 
 
-def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        mask[i, width - len(s):] = 1
-    return ids, mask
-
-
-def real_tokens(new: torch.Tensor, eos_id: int) -> int:
-    """Response tokens up to and including the first end-of-turn token (all of them when none)."""
-    is_eos = new == eos_id  # (B, L)
-    first = torch.where(is_eos.any(1), is_eos.float().argmax(1) + 1, torch.full((new.shape[0],), new.shape[1]))
-    return int(first.sum())
-
-
 def run_engine(policy: LaMASPolicy, envs: list, max_new_tokens: int, seed: int) -> dict:
     engine = RolloutEngine(policy, Sampling(temperature=1.0, max_new_tokens=max_new_tokens))
     torch.manual_seed(seed)
@@ -143,19 +127,16 @@ def run_engine(policy: LaMASPolicy, envs: list, max_new_tokens: int, seed: int) 
 
 
 def run_bare(model, prompts: list[list[list[int]]], pad_id: int, eos_id: int, max_new_tokens: int, seed: int) -> dict:
-    config = GenerationConfig(
-        max_new_tokens=max_new_tokens, do_sample=True, temperature=1.0,
-        top_k=None, top_p=None, min_p=None, typical_p=None, repetition_penalty=None,
-        pad_token_id=pad_id, eos_token_id=eos_id, bos_token_id=None,
-    )
+    config = lm.sampling_config(max_new_tokens, 1.0, pad_id, eos_id)  # the engine's knobs, no logits kept
     torch.manual_seed(seed)
     tokens = 0
     c0, t0 = time.process_time(), time.perf_counter()
     with torch.no_grad():
         for batch in prompts:
-            ids, mask = left_pad(batch, pad_id)
+            ids, mask = lm.left_pad(batch, pad_id)
             out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
-            tokens += real_tokens(out[:, ids.shape[1]:], eos_id)
+            # real response tokens: up to and including the first end-of-turn token (all of them when none)
+            tokens += sum(lm.response_lengths(out.sequences[:, ids.shape[1]:], eos_id))
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "tokens": tokens, "tok_per_s": tokens / wall, "cpu_over_wall": (time.process_time() - c0) / wall}
 

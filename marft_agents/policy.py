@@ -4,7 +4,9 @@
 batches (one ``generate`` call per adapter), scores given responses under exactly the distribution
 that sampled them (same temperature; top-k/top-p are deliberately not offered, since the PPO ratio
 needs the exact sampling distribution), scores them under the reference policy (the base with
-adapters disabled, no extra copy), and extracts frozen base features for the critic.
+adapters disabled, no extra copy), and extracts frozen base features for the critic. The causal-LM
+mechanics (padding, the shared-prefix forward pass, the pinned sampling config) live in
+:mod:`marft_agents.lm`.
 
 Adapter modes:
 
@@ -17,7 +19,6 @@ Adapter modes:
 from __future__ import annotations
 
 import copy
-import inspect
 import os
 import warnings
 from contextlib import contextmanager
@@ -26,14 +27,12 @@ from importlib import resources
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, GenerationConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from marft_agents import lm
 from marft_agents.chat import prompt_ids
 
 ADAPTER_MODES = ("lora", "shared", "copies")
-_MIN_SHARED_PREFIX = 8  # shorter common prefixes are not worth a separate forward pass
-# transformers >= 5 names the KV-cache argument `cache`; earlier versions `past_key_values`.
-_CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 EMBEDDED = "embedded"
 
 
@@ -158,7 +157,7 @@ class LaMASPolicy:
         with torch.no_grad():
             for n, v in state.items():
                 params[n].copy_(v)
-                params[n].requires_grad_(True)  # a resumed adapter must keep learning (bug 4)
+                params[n].requires_grad_(True)  # a resumed adapter must keep learning
 
     @contextmanager
     def active(self, adapter: str):
@@ -193,76 +192,19 @@ class LaMASPolicy:
         """Token ids of the chat prompt for one env observation."""
         return prompt_ids(self.tokenizer, observation)
 
-    def _left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s):] = 1
-        return ids, mask  # (B, P), (B, P)
-
     # -- generation ----------------------------------------------------------------------------
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], adapter: str, sampling: Sampling) -> Generation:
         """One batched ``generate`` call for ``prompts`` with ``adapter`` active."""
-        ids, mask = self._left_pad(prompts)
-        greedy = sampling.temperature == 0
-        config = GenerationConfig(
-            max_new_tokens=sampling.max_new_tokens,
-            do_sample=not greedy,
-            temperature=None if greedy else sampling.temperature,
-            # Pin every knob that would change the sampling distribution away from softmax(logits/T).
-            top_k=None, top_p=None, min_p=None, typical_p=None, repetition_penalty=None,
-            pad_token_id=self.pad_token_id, eos_token_id=self.eos_token_id, bos_token_id=None,
-            return_dict_in_generate=True, output_logits=not greedy,
-        )
         with self.active(adapter) as model:
-            out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
-        new = out.sequences[:, ids.shape[1]:]  # (B, L)
-        lengths = self._lengths(new)
-        if greedy:
-            token_logps = [torch.empty(0) for _ in prompts]
-        else:
-            logits = torch.stack(out.logits, dim=1).float() / sampling.temperature  # (B, L, V)
-            logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, L)
-            token_logps = [logp[i, :n].clone() for i, n in enumerate(lengths)]
-        responses = [new[i, :n].tolist() for i, n in enumerate(lengths)]
+            responses, token_logps = lm.generate(
+                model, prompts, temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens,
+                pad_token_id=self.pad_token_id, eos_token_id=self.eos_token_id)
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
         return Generation(responses=responses, token_logps=token_logps, texts=texts)
 
-    def _lengths(self, new: torch.Tensor) -> list[int]:
-        # Masks come from lengths: up to and including the first end-of-turn token, else all tokens.
-        is_eos = new == self.eos_token_id  # (B, L)
-        first = torch.where(is_eos.any(1), is_eos.float().argmax(1) + 1, torch.full((new.shape[0],), new.shape[1]))
-        return first.tolist()
-
     # -- scoring -------------------------------------------------------------------------------
-
-    def _score_layout(self, prompts, responses) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``[shared prefix | left-padded rest of prompt | right-padded response]``.
-
-        Returns the prefix length ``P`` and ``ids``/``attn`` of shape ``(B, L + R)`` for what follows the
-        prefix (``L`` the longest rest of a prompt, ``R`` the longest response), and the response mask
-        ``(B, R)``. Every response starts at column ``L``, so the output layer runs on ``R`` columns only.
-        """
-        limit = min(len(p) for p in prompts) - 1  # keep >= 1 token of every prompt after the prefix
-        P = 0
-        while P < limit and all(p[P] == prompts[0][P] for p in prompts):
-            P += 1
-        if P < _MIN_SHARED_PREFIX:
-            P = 0
-        rests = [p[P:] for p in prompts]
-        L, R = max(len(r) for r in rests), max(len(r) for r in responses)
-        ids = torch.full((len(prompts), L + R), self.pad_token_id, dtype=torch.long)
-        attn = torch.zeros((len(prompts), L + R), dtype=torch.long)
-        mask = torch.zeros((len(prompts), R), dtype=torch.bool)
-        for i, (rest, resp) in enumerate(zip(rests, responses)):
-            ids[i, L - len(rest): L + len(resp)] = torch.tensor(rest + resp, dtype=torch.long)
-            attn[i, L - len(rest): L + len(resp)] = 1
-            mask[i, : len(resp)] = True
-        return P, ids, attn, mask
 
     def score(
         self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float
@@ -276,11 +218,11 @@ class LaMASPolicy:
         broadcast over the batch (gradients flow back through the broadcast), and the output layer and
         softmax run on response positions only.
         """
-        P, ids, attn, mask = self._score_layout(prompts, responses)
+        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
         S, R = ids.shape[1], mask.shape[1]
         ctx = self.reference() if adapter is None else self.active(adapter)
         with ctx as model:
-            logits = _forward_after_prefix(model, prompts[0][:P], ids, attn, logits_to_keep=R + 1).logits  # (B, R + 1, V)
+            logits = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, logits_to_keep=R + 1).logits  # (B, R + 1, V)
         # column S - R - 1 + k predicts response token k
         logits = logits[:, :R].float() / temperature  # (B, R, V)
         logp_all = torch.log_softmax(logits, dim=-1)
@@ -291,10 +233,10 @@ class LaMASPolicy:
     @torch.no_grad()
     def features(self, prompts: list[list[int]]) -> torch.Tensor:
         """Frozen base features for the critic: the last prompt token's final hidden state, ``(B, d)``."""
-        P, ids, attn, _ = self._score_layout(prompts, [[] for _ in prompts])  # every prompt ends in the last column
+        P, ids, attn, _ = lm.score_layout(prompts, [[] for _ in prompts], self.pad_token_id)  # prompts end in the last column
         with self.reference() as model:
-            out = _forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True,
-                                        logits_to_keep=1)  # only hidden states are needed; skip the full logits
+            # only hidden states are needed: logits_to_keep=1 skips the full logits
+            out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)
         return out.hidden_states[-1][:, -1, :].float()
 
     @torch.no_grad()
@@ -305,36 +247,12 @@ class LaMASPolicy:
         (the last prompt token for ``k = 0``), the same columns :meth:`score` reads its logits from;
         padded columns (``k >= len(response)``) hold whatever the padding produced: mask them.
         """
-        P, ids, attn, mask = self._score_layout(prompts, responses)
+        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
         S, R = ids.shape[1], mask.shape[1]
         with self.reference() as model:
-            out = _forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)
+            out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)
         return out.hidden_states[-1][:, S - R - 1: S - 1, :].float()  # (B, R, d)
 
     @property
     def hidden_size(self) -> int:
         return self.base.config.hidden_size
-
-
-def _forward_after_prefix(model, prefix: list[int], ids: torch.Tensor, attn: torch.Tensor, **kwargs):
-    """``model`` on ``prefix + ids[b]`` for every row ``b``, running the shared ``prefix`` only once.
-
-    ``ids``/``attn`` ``(B, S)`` may hold padding anywhere; positions count real tokens only. The prefix's
-    keys and values are broadcast over the batch, and gradients flow back through the broadcast.
-    """
-    B, P = ids.shape[0], len(prefix)
-    position_ids = P + (attn.cumsum(-1) - 1).clamp(min=0)  # (B, S)
-    cache = None
-    if P:
-        out = model(input_ids=torch.tensor([prefix], dtype=torch.long), use_cache=True)  # (1, P), once
-        cache = _broadcast_cache(out[_CACHE_ARG] if _CACHE_ARG in out else out["past_key_values"], B)
-        attn = torch.cat([torch.ones(B, P, dtype=attn.dtype), attn], dim=1)  # (B, P + S)
-    return model(input_ids=ids, attention_mask=attn, position_ids=position_ids, use_cache=cache is not None,
-                 **{_CACHE_ARG: cache}, **kwargs)
-
-
-def _broadcast_cache(cache, batch: int) -> DynamicCache:
-    """A one-sequence KV cache expanded (a view, no copy) to ``batch`` sequences."""
-    pairs = ([(layer.keys, layer.values) for layer in cache.layers] if hasattr(cache, "layers")
-             else list(zip(cache.key_cache, cache.value_cache)))
-    return DynamicCache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in pairs])

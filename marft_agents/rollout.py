@@ -47,11 +47,6 @@ class AgentStep:
     state: str | None = None
     """The env's global state (``state_text()``) when the agent acted; recorded only on request."""
 
-    @property
-    def logp(self) -> float:
-        """The action's log-prob: the sum over its tokens."""
-        return float(self.token_logps.sum())
-
 
 @dataclass
 class Episode:

@@ -8,7 +8,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from marft_agents.chat import messages, prompt_ids
-from marft_agents.models.pretrain import PretrainConfig, SFTData, last_value, pretrain, role_examples, unfinished
+from marft_agents.models.pretrain import PretrainConfig, SFTData, last_value, main, pretrain, role_examples, unfinished
+from marft_agents.models.sft import sft_loss
+from marft_agents.models.sft_data import collate
+from marft_agents.models.sft_eval import evaluate_chain, evaluate_solo
 from marft_envs.tasks.math import MathChain, MathSolo
 from marft_envs.tasks.math.problems import Problem
 
@@ -195,3 +198,61 @@ def test_pretrain_refuses_shape_settings_with_init(tmp_path):
 def test_pretrain_rejects_an_unfinished_rate_outside_0_1(tmp_path, rate):
     with pytest.raises(ValueError, match="unfinished_rate must be between 0 and 1"):
         pretrain(tmp_path, unfinished_rate=rate, progress_bar=False)
+
+
+def test_held_out_evaluation_of_the_shipped_model(shipped):
+    # Pinned from the evaluator pre-training had before it played the envs through the RolloutEngine
+    # (then named team_accuracy, team_accuracy_by_level): the same episodes, the same numbers.
+    model, tok = shipped
+    greedy = evaluate_chain(model, tok, n=24, seed=0)
+    assert (greedy["n"], greedy["episodes"], greedy["temperature"]) == (24, 24, 0.0)
+    assert round(greedy["accuracy"], 4) == 0.3333
+    assert greedy["accuracy_by_level"] == {"1": 0.7143, "2": 0.0, "3": 0.2857, "4": 0.3333}
+    assert (greedy["reasoner_finished"], greedy["accuracy_when_finished"]) == (0.5417, 0.6154)
+    assert greedy["examples"][0] == {"gold": "35", "reasoner_0": "94-59=35", "actor_0": "\\boxed{35}", "solved": True}
+    # the metric names of marft eval (evaluation.summarize)
+    assert {"accuracy", "accuracy_stderr", "mean_return", "roles"} <= set(greedy)
+    assert {"own_accuracy", "answer_accuracy_when_right", "mean_response_tokens"} <= set(greedy["roles"]["reasoner_0"])
+    assert "team_accuracy" not in greedy
+
+    sampled = evaluate_chain(model, tok, n=12, seed=0, temperature=1.0, samples=3)
+    assert (sampled["episodes"], sampled["samples"], sampled["pass@1"], sampled["pass@3"]) == (36, 3, 0.1944, 0.5)
+    assert sampled["accuracy_by_level"] == {"1": 0.4444, "2": 0.0, "3": 0.1333, "4": 0.3333}
+    assert (sampled["reasoner_finished"], sampled["accuracy_when_finished"]) == (0.4722, 0.4118)
+
+    solo = evaluate_solo(model, tok, n=24, seed=0)
+    assert solo["n"] == 24 and round(solo["accuracy"], 4) == 0.375
+    assert solo["accuracy_by_level"] == {"1": 0.4286, "2": 0.1429, "3": 0.4286, "4": 0.6667}
+
+
+def test_sft_loss_equals_the_plain_loss_on_full_sequences(tiny_model_dir):
+    # sft_loss runs the shared prefix once and the output layer on response positions only; loss and
+    # gradients must be those of the plain causal-LM loss over each whole sequence.
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    prefix = list(range(30, 42))
+    examples = [(prefix + [50, 51], [60, 61, 62]), (prefix + [52], [63]), (prefix + [53, 54, 55], [64, 65])]
+    batch = collate(examples, pad_id=0)
+    assert len(batch.prefix) == 12 and batch.input_ids.shape == (3, 5)  # the longest rest: 3 + 2 tokens
+    loss = sft_loss(model, batch)
+    loss.backward()
+    fast = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    logps = []
+    for prompt, response in examples:
+        logits = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1:-1]  # (R, V)
+        logps.append(torch.log_softmax(logits, -1).gather(-1, torch.tensor(response)[:, None])[:, 0])
+    plain = -torch.cat(logps).mean()  # mean over the 6 response tokens
+    plain.backward()
+    torch.testing.assert_close(loss, plain, atol=1e-6, rtol=1e-6)
+    for a, p in zip(fast, model.parameters()):
+        torch.testing.assert_close(a, p.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_pretrain_json_records_the_command(tmp_path):
+    out = tmp_path / "m"
+    main(["--init", "embedded", "--out", str(out), "--max-steps", "1", "--batch-size", "8", "--eval-n", "0",
+          "--no-progress"])
+    saved = json.loads((out / "pretrain.json").read_text())
+    assert saved["command"] == f"marft pretrain --init embedded --out {out} --max-steps 1 --batch-size 8 --eval-n 0 --no-progress"
+    assert saved["versions"]["torch"] == torch.__version__
+    assert saved["training"]["steps"] == 1
