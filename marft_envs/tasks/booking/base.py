@@ -166,14 +166,15 @@ class BookingTask(FlexEnv):
             lines.append("You are not scheduled this round: your action will be ignored.")
         return "\n".join(lines)
 
+    def on_action(self, agent: str, action: str) -> None:
+        # A call runs as soon as its agent acts, so the agents that depend on it this round see its
+        # result (and a coordinator's plan sets the rest of the round's graph).
+        self.current[agent] = self._execute(agent, action)
+
     def round_graph(self) -> DependencyGraph:
-        # The base class asks for the graph after every step: the hook where new actions run, so that
-        # agents which depend on them this round see their results (and a coordinator's plan takes effect).
-        self._catch_up()
         return self.team_graph()
 
     def end_round(self, actions: dict[str, str]) -> RoundResult:
-        self._catch_up()
         entries = [self.current[a] for a in self.possible_agents if a in actions]
         self.board += entries
         self.current = {}
@@ -243,11 +244,6 @@ class BookingTask(FlexEnv):
                      agents=self.possible_agents)
 
     # -- running actions -----------------------------------------------------------------------------
-
-    def _catch_up(self) -> None:
-        for agent in self.possible_agents:
-            if agent in self.round_actions and agent not in self.current:
-                self.current[agent] = self._execute(agent, self.round_actions[agent])
 
     def _execute(self, agent: str, text: str) -> Entry:
         if not self.is_scheduled(agent):
