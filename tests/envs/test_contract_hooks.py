@@ -213,3 +213,26 @@ def test_observations_and_state_a_task_builds_from_bad_text_are_made_valid():
     aec = AECView(Leaky())
     aec.reset(seed=0)
     assert aec.state() == "state \ufffd" and aec.observe("worker_0")["text"] == "decoded: \ufffd"
+
+
+# -- check_env: queries are pure ---------------------------------------------------------------------
+
+def test_check_env_catches_a_graph_query_with_a_side_effect():
+    from marft_envs.testing import check_env, check_pure_queries
+    from marft_envs.testing.checks import random_policy
+
+    class Impure(Recorder):
+        def reset_task(self, options):
+            super().reset_task(options)
+            self.asked = 0
+
+        def round_graph(self):
+            self.asked += 1  # a side effect in a query: what booking's graph did before on_action existed
+            return super().round_graph()
+
+        def observe_text(self, agent):
+            return f"asked {self.asked}"
+
+    with pytest.raises(AssertionError, match="queries must not change the state"):
+        check_pure_queries(Impure, range(2), random_policy)
+    assert "marft.pure_queries" in check_env(Recorder, seeds=range(3)).passed
