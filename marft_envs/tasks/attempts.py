@@ -47,10 +47,7 @@ class AttemptsTask(FlexEnv):
             raise ValueError(f"rounds must be at least 1, got {rounds}")
         if credit not in CREDIT_MODES:
             raise ValueError(f"unknown credit mode {credit!r}: use one of {list(CREDIT_MODES)}")
-        self.profile = profiles.load_profile(profile, self.profile_package)
-        missing = sorted({role_of(a) for a in possible_agents} - set(self.profile["roles"]))
-        if missing:
-            raise ValueError(f"the profile has no prompt for roles {missing}; add them under 'roles'")
+        self.profile = profiles.load_profile(profile, self.profile_package, agents=possible_agents)
         self.max_rounds = rounds
         self.feedback = feedback
         self.credit = credit

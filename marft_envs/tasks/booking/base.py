@@ -12,8 +12,8 @@ The episode ends when ``booking_0`` calls ``respond`` (terminated) or after ``ma
 (truncated). Then the episode is graded (:mod:`marft_envs.rewards.booking`): the final database
 against a replay of the gold actions on a fresh copy of the initial one, the final message against
 the required outputs, the task's assertions; the reward goes to the agents by the ``credit`` mode
-("team", "last", "per_agent"). Every round's ``infos[agent]`` has ``tool`` and ``error``; the last round's also
-``reward_components``, ``assertions`` and ``solved``.
+("team", "last", "per_agent"). Every round's ``infos[agent]`` has ``tool`` and ``error``; the last
+round's also ``reward_components``, ``assertions`` and ``solved``.
 
 Options: ``max_rounds`` (default 6), ``credit`` (default "team"), ``kinds`` (task-kind weights, e.g.
 ``{"book": 1, "infeasible": 1}``), ``world`` (a :class:`~.world.WorldConfig` or a dict of its fields),
@@ -95,10 +95,7 @@ class BookingTask(FlexEnv):
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {list(STORAGES)}, got {storage!r}")
         kind_weights(kinds)  # fail now, not at the first reset, on unknown kinds or bad weights
-        self.profile = load_profile(profile, "marft_envs.tasks.booking")
-        missing = sorted({role_of(a) for a in possible_agents} - set(self.profile["roles"]))
-        if missing:
-            raise ValueError(f"the profile has no prompt for roles {missing}; add them under 'roles'")
+        self.profile = load_profile(profile, "marft_envs.tasks.booking", agents=possible_agents)
         self.kinds = kinds
         self.world_config = self._world_config(world)
         self.max_rounds = max_rounds
