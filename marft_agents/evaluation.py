@@ -5,15 +5,25 @@ The headline number is the team's single-pass accuracy with greedy decoding on h
 "solved within K attempts with right/wrong feedback" — which :func:`evaluate` reports separately,
 under that name, when ``rounds > 1``.
 
+How the env is built is declared in its registry entry (:class:`marft_envs.registration.EnvEntry`),
+never guessed: ``eval_kwargs`` (a held-out split, e.g. ``{"split": "test"}``; the episodes' reset
+options come from ``env.heldout_options(n, seed)``) and ``attempts_option`` (the constructor option
+that sets the attempts with feedback). An env that declares no held-out split is evaluated as
+configured, and one without an attempts option in its own episode protocol; the result says which
+(``heldout``, ``protocol``, ``attempts``).
+
 Per-role diagnostics show whether the system still uses its messages: each agent's own accuracy
 (``info["reward_components"]["own_correct"]``), and the answering agent's accuracy when each other
-agent was right vs wrong (see ``EXPERIMENTS.md``: a downstream agent can learn to route around its
-parent). Each agent's mean response length shows how much it writes (RL often changes that first).
+agent was right vs wrong (a downstream agent can learn to answer well without reading its parent,
+which shows as the same accuracy whether the parent was right or wrong). Each agent's mean response
+length shows how much it writes (RL often changes that first).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +32,38 @@ from marft_agents.policy import LaMASPolicy, Sampling
 from marft_agents.rollout import Episode, RolloutEngine
 
 HELDOUT_SEED = 20_251_130  # fixed: every run evaluates on the same held-out problems
+PROTOCOLS = ("single_pass", "attempts_with_feedback", "as_configured")
+"""``single_pass``: the attempts option set to 1; ``attempts_with_feedback``: set to ``rounds > 1``;
+``as_configured``: the env has no attempts option and runs its episodes as ``env_kwargs`` say."""
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    """How one evaluation builds its envs, read from the env's registry entry."""
+
+    env_kwargs: dict[str, Any]
+    """The constructor options of the evaluation envs."""
+    heldout: bool
+    """True when the env declares a held-out split (its episodes come from ``heldout_options``)."""
+    protocol: str
+    """One of :data:`PROTOCOLS`."""
+    attempts: int | None
+    """Attempts per episode, or None when the protocol is ``as_configured``."""
+
+
+def eval_plan(env_id: str, env_kwargs: dict, rounds: int = 1) -> EvalPlan:
+    """The evaluation envs' options and protocol for ``env_id``; ``rounds > 1`` needs an attempts option."""
+    entry = marft_envs.spec(env_id)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"rounds must be an integer of at least 1, got {rounds!r}")
+    kwargs = {**env_kwargs, **(entry.eval_kwargs or {})}
+    if entry.attempts_option is None:
+        if rounds > 1:
+            raise ValueError(f"{env_id} has no attempts-with-feedback option: evaluate it with rounds=1")
+        return EvalPlan(kwargs, entry.eval_kwargs is not None, "as_configured", None)
+    kwargs[entry.attempts_option] = rounds
+    protocol = "single_pass" if rounds == 1 else "attempts_with_feedback"
+    return EvalPlan(kwargs, entry.eval_kwargs is not None, protocol, rounds)
 
 
 def evaluate(
@@ -34,24 +76,21 @@ def evaluate(
     max_new_tokens: int = 48,
     n_envs: int = 128,
 ) -> dict:
-    """Greedy evaluation on ``n`` held-out problems; ``rounds > 1`` uses the feedback protocol."""
-    envs = [_heldout_env(env_id, env_kwargs, rounds) for _ in range(min(n, n_envs))]
+    """Greedy evaluation on ``n`` held-out problems; ``rounds > 1`` uses the feedback protocol.
+
+    Returns :func:`summarize`'s keys plus ``heldout`` (bool), ``protocol`` (one of :data:`PROTOCOLS`)
+    and ``attempts`` (int, or None for ``as_configured``).
+    """
+    plan = eval_plan(env_id, env_kwargs, rounds)
+    envs = [marft_envs.make(env_id, **plan.env_kwargs) for _ in range(min(n, n_envs))]
     options_of = lambda i: None  # noqa: E731
-    if hasattr(envs[0], "problems"):
-        problems = envs[0].problems.heldout(n, seed=HELDOUT_SEED)
-        n = len(problems)
-        options_of = lambda i: {"problem": problems[i]}  # noqa: E731
+    if plan.heldout:
+        options = envs[0].heldout_options(n, HELDOUT_SEED)
+        n = len(options)
+        options_of = lambda i: options[i]  # noqa: E731
     engine = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens))
     episodes = engine.collect(envs, range(n), seed_of=lambda i: HELDOUT_SEED + i, options_of=options_of)
-    return summarize(episodes)
-
-
-def _heldout_env(env_id: str, env_kwargs: dict, rounds: int):
-    # MATH-style envs take a test split and a number of attempts; other envs are used as they are.
-    try:
-        return marft_envs.make(env_id, **{**env_kwargs, "split": "test", "rounds": rounds})
-    except TypeError:
-        return marft_envs.make(env_id, **env_kwargs)
+    return {**summarize(episodes), "heldout": plan.heldout, "protocol": plan.protocol, "attempts": plan.attempts}
 
 
 def summarize(episodes: list[Episode]) -> dict:

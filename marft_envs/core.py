@@ -28,7 +28,15 @@ PettingZoo's ``AECEnv`` and ``ParallelEnv`` and Gymnasium's ``Env``::
 A round: the active agents act in a topological order of the round's graph; an agent is *ready*
 when every parent has acted. The graph may depend on the state and on the actions already taken this
 round (a coordinator acting first can decide who depends on whom), but an agent that has acted must
-never gain a parent. When every active agent has acted, ``end_round`` applies the joint action.
+never gain a parent. A task that must act on each action as it comes in (run a tool call, so that the
+agents depending on it see the result) does it in ``on_action``, which the base class calls once per
+action in acting order; ``round_graph`` and ``observe_text`` are then pure queries. When every active
+agent has acted, ``end_round`` applies the joint action.
+
+Every action a task receives and every observation it emits are valid Unicode text
+(:func:`marft_envs.text.valid_text`). An exception raised by a task method while the base class
+steps the env abandons the episode: it is re-raised as a :class:`TaskError` naming the method, the
+env has no active agents, and ``reset()`` starts a fresh episode.
 """
 
 from __future__ import annotations
@@ -43,10 +51,15 @@ from gymnasium.utils import seeding
 
 from marft_envs import spaces
 from marft_envs.graph import DependencyGraph
+from marft_envs.text import valid_text
 
 
 class FlexEnvError(RuntimeError):
     """The env was used out of order (stepped before reset, after the end, or by a waiting agent)."""
+
+
+class TaskError(RuntimeError):
+    """A task method raised while the base class stepped the env; the episode is abandoned, ``reset()`` starts anew."""
 
 
 @dataclass
@@ -89,6 +102,7 @@ class FlexEnv:
         self._acted_parents: dict[str, tuple[str, ...]] = {}
         self._graph: DependencyGraph | None = None
         self._started = False
+        self._abandoned: str | None = None  # why the episode was abandoned (a step raised), until reset
 
     # -- what a task author writes ------------------------------------------------------------
 
@@ -109,8 +123,29 @@ class FlexEnv:
         return ""
 
     def round_graph(self) -> DependencyGraph:
-        """This round's dependency graph over ``possible_agents``; no edges by default (a Dec-POMDP)."""
+        """This round's dependency graph over ``possible_agents``; no edges by default (a Dec-POMDP).
+
+        A pure query: it may read the state and ``self.round_actions`` but must not change anything
+        (the base class calls it after every step, and callers may call it any number of times).
+        """
         return DependencyGraph.empty(self.possible_agents)
+
+    def on_action(self, agent: str, action: str) -> None:
+        """React to one action as it comes in; nothing by default.
+
+        Called once per action, in acting order (the agents of one ``step`` call in
+        ``possible_agents`` order), right after ``self.round_actions[agent] = action`` and before
+        the graph is refreshed or the round ends. Side effects that agents acting later this round
+        must see (running a tool call, a coordinator's plan) belong here.
+        """
+
+    def heldout_options(self, n: int, seed: int) -> list[dict[str, Any]]:
+        """Reset options of (up to) ``n`` fixed held-out episodes; evaluation resets episode ``i`` with seed ``seed + i``.
+
+        Read only for envs registered with ``eval_kwargs`` (a held-out split). By default the seeds
+        alone pick the episodes: ``n`` empty option dicts.
+        """
+        return [{} for _ in range(n)]
 
     def end_round(self, actions: dict[str, str]) -> RoundResult:
         """Apply the joint action of a finished round: rewards, terminations, next state."""
@@ -138,6 +173,8 @@ class FlexEnv:
         """Start an episode; returns ``infos`` for every agent."""
         if seed is not None or self.np_random is None:
             self.np_random, self.np_random_seed = seeding.np_random(seed)
+        self._started = False  # until the task is set up: a reset that raises leaves nothing usable
+        self._abandoned = None
         self.agents = list(self.possible_agents)
         self.round = 0
         self.round_actions = {}
@@ -146,9 +183,9 @@ class FlexEnv:
         self.truncations = dict.fromkeys(self.agents, False)
         self._last_infos = {a: {} for a in self.agents}
         self._acted_parents = {}
-        self._started = True
         self.reset_task(dict(options or {}))
         self._refresh_graph()
+        self._started = True
         return self.infos
 
     @property
@@ -169,11 +206,15 @@ class FlexEnv:
         ]
 
     def observe(self, agent: str) -> dict[str, str]:
-        """``agent``'s observation: ``{"instructions": role prompt, "text": what it sees now}``."""
+        """``agent``'s observation: ``{"instructions": role prompt, "text": what it sees now}``, as valid text."""
         self._require_started()
         if agent not in self.possible_agents:
             raise FlexEnvError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
-        return {"instructions": self.instructions(agent), "text": self.observe_text(agent)}
+        return {"instructions": valid_text(self.instructions(agent)), "text": valid_text(self.observe_text(agent))}
+
+    def state(self) -> str:
+        """The global state (the task's ``state_text()``) as valid text, for centralised critics."""
+        return valid_text(self.state_text())
 
     def info(self, agent: str) -> dict[str, Any]:
         """A fresh info dict: ``round``, ``parents`` this round (none once finished), and last round's info."""
@@ -190,10 +231,12 @@ class FlexEnv:
     def step(self, actions: Mapping[str, str | None]) -> RoundResult | None:
         """Act for some ready agents; returns the round's result when it completes, else ``None``.
 
-        ``actions`` maps ready agents to strings (any string is valid; the task grades it). Finished
-        agents may be passed with ``None`` and are ignored.
+        ``actions`` maps ready agents to strings (any string is valid; the task grades it, with any
+        lone surrogate replaced by U+FFFD). Finished agents may be passed with ``None`` and are ignored.
         """
         self._require_started()
+        if self._abandoned is not None:
+            raise FlexEnvError(f"{self.name}: the episode was abandoned ({self._abandoned}); call reset()")
         if not self.agents:
             raise FlexEnvError(f"{self.name}: the episode is over; call reset() to start a new one")
         ready = set(self.ready_agents())
@@ -212,17 +255,16 @@ class FlexEnv:
                 )
             if agent not in ready:
                 raise FlexEnvError(self._why_not_ready(agent))
-            acting[agent] = action
+            acting[agent] = valid_text(action)
         if not acting:
             raise FlexEnvError(f"{self.name}.step() got no action for a ready agent; ready: {sorted(ready)}")
-
-        parents = {a: self._graph.parents(a) for a in acting}
-        self.round_actions.update(acting)
-        self._acted_parents.update(parents)
-        if len(self.round_actions) < len(self.agents):
-            self._refresh_graph()
-            return None
-        return self._finish_round()
+        try:
+            return self._apply(acting)
+        except BaseException as err:
+            # The task's state may be half-updated: end the episode rather than let a retry run on it.
+            self._abandoned = str(err) if isinstance(err, TaskError) else f"{type(err).__name__}: {err}"
+            self.agents = []
+            raise
 
     def render(self) -> str | None:
         """A transcript of the episode so far (``render_mode="ansi"``)."""
@@ -238,9 +280,27 @@ class FlexEnv:
 
     # -- internals ----------------------------------------------------------------------------
 
+    def _apply(self, acting: dict[str, str]) -> RoundResult | None:
+        for agent in self.possible_agents:  # acting order: within one step, possible_agents order
+            if agent in acting:
+                self._acted_parents[agent] = self._graph.parents(agent)
+                self.round_actions[agent] = acting[agent]
+                self._task("on_action", agent, acting[agent])
+        if len(self.round_actions) < len(self.agents):
+            self._refresh_graph()
+            return None
+        return self._finish_round()
+
+    def _task(self, method: str, *args: Any) -> Any:
+        """Call a task method; an exception comes back as a TaskError naming it (chained to the original)."""
+        try:
+            return getattr(self, method)(*args)
+        except Exception as err:
+            raise TaskError(f"{type(self).__name__}.{method} raised {type(err).__name__}: {err}") from err
+
     def _finish_round(self) -> RoundResult:
         actions = dict(self.round_actions)
-        raw = self.end_round(actions)
+        raw = self._task("end_round", actions)
         if not isinstance(raw, RoundResult):
             raise TypeError(f"{type(self).__name__}.end_round must return a RoundResult, got {type(raw).__name__}")
         acted = list(actions)
@@ -263,7 +323,7 @@ class FlexEnv:
         return result
 
     def _refresh_graph(self) -> None:
-        full = self.round_graph()
+        full = self._task("round_graph")
         if not isinstance(full, DependencyGraph):
             raise TypeError(f"{type(self).__name__}.round_graph must return a DependencyGraph, got {type(full).__name__}")
         missing = [a for a in self.agents if a not in full.agents]

@@ -42,6 +42,12 @@ class EnvEntry:
     """True when the graph is always empty, so the Parallel view exists."""
     gym: bool
     """True when there is exactly one agent, so the Gymnasium view exists."""
+    eval_kwargs: dict[str, Any] | None = None
+    """Constructor options that make the env draw held-out episodes (e.g. ``{"split": "test"}``), whose
+    reset options come from ``env.heldout_options(n, seed)``; None: no held-out split, evaluated as configured."""
+    attempts_option: str | None = None
+    """The constructor option that sets the number of attempts with feedback (``"rounds"`` in the MATH
+    and code-repair families); None: the env has no such option."""
 
 
 _registry: dict[str, EnvEntry] = {}
@@ -54,14 +60,21 @@ def register(
     parallel: bool | None = None,
     gym: bool = False,
     kwargs: dict[str, Any] | None = None,
+    eval_kwargs: dict[str, Any] | None = None,
+    attempts_option: str | None = None,
 ) -> None:
     """Register a FlexEnv factory under ``id`` in our registry, PettingZoo's and (if ``gym``) Gymnasium's.
 
     ``parallel`` defaults to the factory's ``metadata["is_parallelizable"]`` when it is a FlexEnv class.
+    ``eval_kwargs`` and ``attempts_option`` declare how held-out evaluation builds the env (see
+    :class:`EnvEntry`); leave them out and the env is evaluated as configured, in a single protocol.
     """
     if parallel is None:
         parallel = bool(getattr(factory, "metadata", {}).get("is_parallelizable", False))
-    entry = EnvEntry(id=id, factory=factory, kwargs=dict(kwargs or {}), parallel=parallel, gym=gym)
+    if attempts_option is not None and not (isinstance(attempts_option, str) and attempts_option.isidentifier()):
+        raise ValueError(f"attempts_option must be the name of a constructor option, got {attempts_option!r}")
+    entry = EnvEntry(id=id, factory=factory, kwargs=dict(kwargs or {}), parallel=parallel, gym=gym,
+                     eval_kwargs=None if eval_kwargs is None else dict(eval_kwargs), attempts_option=attempts_option)
     _registry[id] = entry
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # re-registering on module reload is expected

@@ -39,7 +39,7 @@ class _Delegating:
         return self.env.render()
 
     def state(self) -> str:
-        return self.env.state_text()
+        return self.env.state()
 
     def close(self) -> None:
         self.env.close()

@@ -1,19 +1,23 @@
 """Role profiles shared by the task families: which prompt each agent's role gets.
 
 A profile is ``{"roles": {role: prompt}}``; an agent ``"<role>_<k>"`` plays ``role``. Each family
-ships a ``profiles/default.json`` in its own package.
+(MATH, code repair, booking) ships a ``profiles/default.json`` in its own package.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 
-def load_profile(profile: str | Path | dict, package: str) -> dict[str, Any]:
-    """Role prompts: ``"default"`` (``package``'s shipped one), a path to a JSON file, or a dict ``{"roles": {...}}``."""
+def load_profile(profile: str | Path | dict, package: str, agents: Iterable[str] = ()) -> dict[str, Any]:
+    """Role prompts: ``"default"`` (``package``'s shipped one), a path to a JSON file, or a dict ``{"roles": {...}}``.
+
+    Every role of ``agents`` must have a prompt.
+    """
     if isinstance(profile, dict):
         data = profile
     elif str(profile) == "default":
@@ -25,6 +29,9 @@ def load_profile(profile: str | Path | dict, package: str) -> dict[str, Any]:
         data = json.loads(path.read_text())
     if not isinstance(data.get("roles"), dict):
         raise ValueError("a profile needs a 'roles' mapping from role name to role prompt")
+    missing = sorted({role_of(a) for a in agents} - set(data["roles"]))
+    if missing:
+        raise ValueError(f"the profile has no prompt for roles {missing}; add them under 'roles'")
     return data
 
 

@@ -1,13 +1,15 @@
 """The reward- and env-testing kit.
 
-- :func:`check_env`: PettingZoo's and Gymnasium's checkers plus whole-episode determinism and
-  Dec-POMDP equivalence, on every view of an env.
+- :func:`check_env`: PettingZoo's and Gymnasium's checkers plus whole-episode determinism, pure
+  queries and Dec-POMDP equivalence, on every view of an env.
 - :class:`Case`, :func:`check_table`, :func:`cases`: table-driven reward-function tests.
 - :mod:`marft_envs.testing.strategies`: hypothesis strategies for equivalent forms and near misses
   (imported on use; needs ``hypothesis``).
 """
 
-from marft_envs.testing.checks import CheckReport, check_dec_pomdp_equivalence, check_determinism, check_env, random_policy
+from marft_envs.testing.checks import (
+    CheckReport, check_dec_pomdp_equivalence, check_determinism, check_env, check_pure_queries, random_policy,
+)
 from marft_envs.testing.tables import Case, cases, check_table, matches
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "check_dec_pomdp_equivalence",
     "check_determinism",
     "check_env",
+    "check_pure_queries",
     "check_table",
     "matches",
     "random_policy",

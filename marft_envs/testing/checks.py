@@ -7,7 +7,9 @@ It runs, as applicable:
 3. Gymnasium's ``check_env`` on the Gymnasium view (one-agent envs);
 4. whole-episode determinism on the layered interface, over several seeds (PettingZoo's seed tests
    stop after a step or two);
-5. Dec-POMDP equivalence: for an always-empty graph, the AEC and Parallel views give identical
+5. pure queries: asking for the graph, every observation, the infos and the state between steps,
+   any number of times, changes nothing (side effects belong in ``on_action``);
+6. Dec-POMDP equivalence: for an always-empty graph, the AEC and Parallel views give identical
    observations, rewards, terminations, truncations and infos for the same seed and actions, over
    whole episodes and several seeds.
 
@@ -87,6 +89,8 @@ def check_env(
 
     check_determinism(make, seeds, policy, max_rounds)
     report.passed.append("marft.determinism")
+    check_pure_queries(make, seeds, policy, max_rounds)
+    report.passed.append("marft.pure_queries")
     if probe.metadata.get("is_parallelizable", False):
         check_dec_pomdp_equivalence(make, seeds, policy, max_rounds)
         report.passed.append("marft.dec_pomdp_equivalence")
@@ -94,14 +98,23 @@ def check_env(
 
 
 def rollout_layered(
-    env: FlexEnv, seed: int, policy: Policy, max_rounds: int = 1000
+    env: FlexEnv, seed: int, policy: Policy, max_rounds: int = 1000, *, query: bool = False
 ) -> list[tuple[str, Any]]:
-    """Play one episode through the layered interface; returns the trace of everything observed."""
+    """Play one episode through the layered interface; returns the trace of everything observed.
+
+    ``query=True`` also asks for the graph, every observation, the infos and the state three times
+    before each step, and raises if the answers differ (the trace is the same as without).
+    """
     rng = np.random.default_rng(seed)
     trace: list[tuple[str, Any]] = [("reset", env.reset(seed=seed))]
     for _ in range(max_rounds * len(env.possible_agents)):
         if not env.agents:
             return trace
+        if query:
+            answers = [_queries(env) for _ in range(3)]
+            if not all(data_equivalence(answers[0], a) for a in answers[1:]):
+                raise AssertionError(f"{env.name}: asking the same queries twice between steps gave different answers "
+                                     f"(round {env.round}); queries must not change the state (do side effects in on_action)")
         ready = env.ready_agents()
         observations = {a: env.observe(a) for a in ready}
         trace.append(("observe", observations))
@@ -122,6 +135,31 @@ def check_determinism(make: Callable[[], FlexEnv], seeds: Iterable[int], policy:
                 raise AssertionError(f"{env1.name}: seed {seed} diverges at step {k}: {a!r} != {b!r}")
         if len(t1) != len(t2):
             raise AssertionError(f"{env1.name}: seed {seed} gives episodes of different lengths")
+
+
+def check_pure_queries(make: Callable[[], FlexEnv], seeds: Iterable[int], policy: Policy, max_rounds: int = 1000) -> None:
+    """Queries between steps (graph, observations, infos, state) change nothing, then or later in the episode."""
+    for seed in seeds:
+        plain = rollout_layered(make(), seed, policy, max_rounds)
+        queried = rollout_layered(make(), seed, policy, max_rounds, query=True)
+        for k, (a, b) in enumerate(zip(plain, queried)):
+            if not data_equivalence(a, b):
+                raise AssertionError(f"{a[0] if a else '?'} at step {k} of seed {seed} changed when the env was queried "
+                                     f"between steps: {a!r} != {b!r}; queries must not change the state "
+                                     "(do side effects in on_action)")
+        if len(plain) != len(queried):
+            raise AssertionError(f"seed {seed}: querying the env between steps changed the episode's length")
+
+
+def _queries(env: FlexEnv) -> tuple:
+    """Everything a caller may ask between steps."""
+    try:
+        state = env.state()
+    except NotImplementedError:
+        state = None
+    graph = env.round_graph()
+    return (graph.agents, graph.edges(), {a: env.observe(a) for a in env.possible_agents}, env.infos,
+            env.ready_agents(), state)
 
 
 def check_dec_pomdp_equivalence(

@@ -1,11 +1,14 @@
-"""Held-out evaluation's summaries: per-role diagnostics and the before/after table, on hand-made episodes."""
+"""Held-out evaluation: per-role diagnostics and the before/after table on hand-made episodes, and the
+evaluation contract (what an env's registry entry declares, and what evaluation builds from it)."""
 
 import pytest
 import torch
 
-from marft_agents.evaluation import role_diagnostics, summarize
+import marft_envs
+from marft_agents.evaluation import HELDOUT_SEED, PROTOCOLS, eval_plan, evaluate, role_diagnostics, summarize
 from marft_agents.rollout import AgentStep, Episode
 from marft_agents.trainer import summary_table
+from marft_envs import FlexEnv, RoundResult
 
 
 def _step(agent: str, n_tokens: int, own: bool | None, *, done: bool = False) -> AgentStep:
@@ -55,3 +58,142 @@ def test_summary_table_shows_percentages_and_lengths():
     length_row = next(line for line in lines if line.startswith("reasoner_0 response length"))
     assert length_row.split()[-2:] == ["5.0", "12.0"]
     assert lines[-1].endswith("3 updates in 1.5 min")
+
+
+# -- the evaluation contract: what the registry declares, evaluation reads --------------------------
+
+# The first held-out problems of the MATH and code envs, recorded before the contract was declared:
+# evaluation must keep drawing exactly these (and seeding episode i with HELDOUT_SEED + i).
+FIRST_HELDOUT = {
+    "marft/MathChain-v0": ["l1_compare:6,5", "l1_harvest:11,42", "l4_uneven:18,8"],
+    "marft/CodeRepair-v0": ["corpus/clamp/2", "corpus/majority_element/1", "corpus/insertion_sort/1"],
+}
+
+
+@pytest.mark.parametrize("env_id, rounds, protocol", [
+    ("marft/MathChain-v0", 1, "single_pass"),
+    ("marft/MathChain-v0", 3, "attempts_with_feedback"),
+    ("marft/MathSolo-v0", 2, "attempts_with_feedback"),
+    ("marft/MathCORY-v0", 1, "single_pass"),
+    ("marft/CodeRepair-v0", 3, "attempts_with_feedback"),
+    ("marft/CodeRepairVote-v0", 1, "single_pass"),
+])
+def test_attempts_envs_are_evaluated_on_the_test_split_with_rounds_as_attempts(env_id, rounds, protocol):
+    plan = eval_plan(env_id, {"split": "train", "rounds": 5, "credit": "last"}, rounds)
+    assert plan.env_kwargs == {"split": "test", "rounds": rounds, "credit": "last"}
+    assert (plan.heldout, plan.protocol, plan.attempts) == (True, protocol, rounds)
+    assert marft_envs.make(env_id, **plan.env_kwargs).max_rounds == rounds
+
+
+def test_the_debate_is_held_out_but_its_rounds_are_not_attempts():
+    plan = eval_plan("marft/MathDebate-v0", {"n_agents": 2, "rounds": 3})
+    assert plan.env_kwargs == {"n_agents": 2, "rounds": 3, "split": "test"}  # its own debate rounds, untouched
+    assert (plan.heldout, plan.protocol, plan.attempts) == (True, "as_configured", None)
+    with pytest.raises(ValueError, match=r"^marft/MathDebate-v0 has no attempts-with-feedback option: evaluate "
+                                         r"it with rounds=1$"):
+        eval_plan("marft/MathDebate-v0", {}, 3)
+
+
+@pytest.mark.parametrize("env_id", ["marft/Booking-v0", "marft/BookingFixed-v0", "marft/BookingDecPOMDP-v0"])
+def test_booking_has_no_heldout_split_and_no_attempts(env_id):
+    plan = eval_plan(env_id, {"max_rounds": 4})
+    assert plan == type(plan)({"max_rounds": 4}, False, "as_configured", None)
+    with pytest.raises(ValueError, match="has no attempts-with-feedback option"):
+        eval_plan(env_id, {}, 2)
+
+
+class Counting(FlexEnv):
+    """One agent; its limit is called ``tries``, not ``rounds``."""
+
+    metadata = {"name": "test/Counting-v0", "is_parallelizable": True, "render_modes": ["ansi"]}
+
+    def __init__(self, tries: int = 1, split: str = "train"):
+        super().__init__(["counter_0"])
+        self.tries, self.split = tries, split
+
+    def reset_task(self, options):
+        self.target = options.get("target", int(self.np_random.integers(10)))
+
+    def observe_text(self, agent):
+        return f"Count to {self.target}."
+
+    def heldout_options(self, n, seed):
+        return [{"target": 100 + k} for k in range(min(n, 2))]
+
+    def end_round(self, actions):
+        return RoundResult(terminations={"counter_0": self.round + 1 >= self.tries})
+
+
+@pytest.fixture
+def scratch_registry(monkeypatch):
+    """Registrations made by a test leave the registry as it was (other tests list every env)."""
+    from marft_envs import registration
+
+    monkeypatch.setattr(registration, "_registry", dict(registration._registry))
+
+
+@pytest.mark.usefixtures("scratch_registry")
+def test_an_undeclared_env_is_evaluated_as_configured_and_never_on_a_guessed_split():
+    marft_envs.register("test/Counting-v0", Counting)
+    plan = eval_plan("test/Counting-v0", {"tries": 2})
+    assert plan == type(plan)({"tries": 2}, False, "as_configured", None)  # no split=test, no rounds=
+    with pytest.raises(ValueError, match="test/Counting-v0 has no attempts-with-feedback option"):
+        eval_plan("test/Counting-v0", {}, rounds=3)
+
+
+@pytest.mark.usefixtures("scratch_registry")
+def test_an_env_declares_its_own_attempts_option_and_heldout_episodes():
+    marft_envs.register("test/CountingHeldout-v0", Counting, eval_kwargs={"split": "test"}, attempts_option="tries")
+    entry = marft_envs.spec("test/CountingHeldout-v0")
+    assert (entry.eval_kwargs, entry.attempts_option) == ({"split": "test"}, "tries")
+    plan = eval_plan("test/CountingHeldout-v0", {}, rounds=3)
+    assert plan == type(plan)({"split": "test", "tries": 3}, True, "attempts_with_feedback", 3)
+    env = marft_envs.make("test/CountingHeldout-v0", **plan.env_kwargs)
+    assert (env.split, env.tries) == ("test", 3)
+    assert env.heldout_options(5, HELDOUT_SEED) == [{"target": 100}, {"target": 101}]
+
+
+@pytest.mark.usefixtures("scratch_registry")
+def test_register_refuses_an_attempts_option_that_is_not_a_name():
+    with pytest.raises(ValueError, match="attempts_option must be the name of a constructor option"):
+        marft_envs.register("test/Bad-v0", Counting, attempts_option="two words")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_rounds_must_be_a_positive_integer(bad):
+    with pytest.raises(ValueError, match="rounds must be an integer of at least 1"):
+        eval_plan("marft/MathChain-v0", {}, bad)
+
+
+@pytest.mark.parametrize("env_id", sorted(FIRST_HELDOUT))
+def test_the_heldout_problems_are_the_ones_evaluation_always_used(env_id):
+    plan = eval_plan(env_id, {})
+    env = marft_envs.make(env_id, **plan.env_kwargs)
+    options = env.heldout_options(20, HELDOUT_SEED)
+    ids = [getattr(o["problem"], "uid", None) or o["problem"].task_id for o in options]
+    assert ids[:3] == FIRST_HELDOUT[env_id] and len(set(ids)) == len(ids) == 20
+    assert [o["problem"] for o in options] == env.problems.heldout(20, seed=HELDOUT_SEED)
+
+
+def test_the_default_heldout_options_let_the_seeds_pick_the_episodes():
+    class Plain(FlexEnv):
+        def __init__(self):
+            super().__init__(["a_0"])
+
+    assert Plain().heldout_options(3, 0) == [{}, {}, {}]
+
+
+@pytest.mark.parametrize("env_id, env_kwargs, rounds, expected", [
+    ("marft/MathChain-v0", {}, 2, (True, "attempts_with_feedback", 2)),
+    ("marft/MathDebate-v0", {"n_agents": 2, "rounds": 1}, 1, (True, "as_configured", None)),
+])
+def test_evaluate_says_which_protocol_it_used(env_id, env_kwargs, rounds, expected, tiny_model_dir):
+    from marft_agents.policy import LaMASPolicy, load_base
+
+    model, tokenizer = load_base(str(tiny_model_dir))
+    policy = LaMASPolicy(model, tokenizer, marft_envs.make(env_id, **env_kwargs).possible_agents)
+    result = evaluate(policy, env_id, env_kwargs, 2, rounds=rounds, max_new_tokens=3)
+    assert (result["heldout"], result["protocol"], result["attempts"]) == expected
+    assert result["protocol"] in PROTOCOLS
+    assert {"episodes", "accuracy", "accuracy_stderr", "mean_return", "mean_rounds", "roles"} <= set(result)
+    assert result["episodes"] == 2

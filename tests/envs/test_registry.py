@@ -103,3 +103,42 @@ def test_import_stays_torch_free():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, f"marft_envs imported {out.stdout.strip()} {out.stderr[-500:]}"
+
+
+# What each shipped env declares for held-out evaluation: (eval_kwargs, attempts_option).
+EVAL_DECLARATIONS = {
+    "marft/MathChain-v0": ({"split": "test"}, "rounds"),
+    "marft/MathSolo-v0": ({"split": "test"}, "rounds"),
+    "marft/MathCORY-v0": ({"split": "test"}, "rounds"),
+    "marft/MathDebate-v0": ({"split": "test"}, None),  # its rounds are debate rounds, not attempts
+    "marft/CodeRepair-v0": ({"split": "test"}, "rounds"),
+    "marft/CodeRepairVote-v0": ({"split": "test"}, "rounds"),
+    "marft/CodeRepairSolo-v0": ({"split": "test"}, "rounds"),
+    "marft/Booking-v0": (None, None),
+    "marft/BookingFixed-v0": (None, None),
+    "marft/BookingDecPOMDP-v0": (None, None),
+}
+
+
+def test_every_shipped_env_declares_how_it_is_evaluated():
+    assert sorted(EVAL_DECLARATIONS) == AEC_IDS
+    for env_id, declared in EVAL_DECLARATIONS.items():
+        entry = marft_envs.spec(env_id)
+        assert (entry.eval_kwargs, entry.attempts_option) == declared, env_id
+
+
+@pytest.mark.parametrize("env_id", AEC_IDS)
+def test_the_declared_evaluation_options_are_the_envs_own(env_id):
+    entry = marft_envs.spec(env_id)
+    kwargs = dict(entry.eval_kwargs or {})
+    if entry.attempts_option is not None:
+        kwargs[entry.attempts_option] = 2
+    env = marft_envs.make(env_id, **kwargs)  # a misspelt option would raise TypeError here
+    if entry.attempts_option is not None:
+        assert env.max_rounds == 2 and env.feedback
+    if entry.eval_kwargs is not None:
+        options = env.heldout_options(3, seed=0)
+        assert len(options) == 3
+        for k, opts in enumerate(options):
+            env.reset(seed=k, options=opts)
+            assert env.problem is opts["problem"]

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from marft_envs.tasks.booking.generator import Output, Task
-from marft_envs.tasks.booking.reward import (
+from marft_envs.rewards.booking import (
     calendar_credit, check_assertions, coordinator_credit, db_diff, db_match, grade, location_credit, outputs_stated,
     stated,
 )

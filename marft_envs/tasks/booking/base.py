@@ -9,15 +9,17 @@ agents see from the next round on. A malformed action, an unknown tool, bad argu
 gets an error result: never an exception, never a change to the database.
 
 The episode ends when ``booking_0`` calls ``respond`` (terminated) or after ``max_rounds`` rounds
-(truncated). Then the episode is graded (:mod:`.reward`): the final database against a replay of the
-gold actions on a fresh copy of the initial one, the final message against the required outputs,
-the task's assertions; the reward goes to the agents by the ``credit`` mode ("team", "last",
-"per_agent"). Every round's ``infos[agent]`` has ``tool`` and ``error``; the last round's also
-``reward_components``, ``assertions`` and ``solved``.
+(truncated). Then the episode is graded (:mod:`marft_envs.rewards.booking`): the final database
+against a replay of the gold actions on a fresh copy of the initial one, the final message against
+the required outputs, the task's assertions; the reward goes to the agents by the ``credit`` mode
+("team", "last", "per_agent"). Every round's ``infos[agent]`` has ``tool`` and ``error``; the last
+round's also ``reward_components``, ``assertions`` and ``solved``.
 
 Options: ``max_rounds`` (default 6), ``credit`` (default "team"), ``kinds`` (task-kind weights, e.g.
 ``{"book": 1, "infeasible": 1}``), ``world`` (a :class:`~.world.WorldConfig` or a dict of its fields),
-``storage`` ("memory" or "file"). ``reset(options={"kind": "clarify"})`` draws a task of that kind.
+``storage`` ("memory" or "file"), ``profile`` (the role prompts: ``"default"``, this package's
+``profiles/default.json``, a JSON file, or a dict ``{"roles": {...}}``).
+``reset(options={"kind": "clarify"})`` draws a task of that kind.
 """
 
 from __future__ import annotations
@@ -25,32 +27,22 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from marft_envs.core import FlexEnv, RoundResult
 from marft_envs.graph import DependencyGraph
+from marft_envs.rewards.booking import Grade, grade
 from marft_envs.rewards.credit import CREDIT_MODES, assign_credit
 from marft_envs.tasks.booking.actions import MAX_SHOWN_CHARS, ActionError, ToolCall, parse_action
 from marft_envs.tasks.booking.db import STORAGES, BookingDB
 from marft_envs.tasks.booking.generator import KINDS, Task, generate_task, kind_weights
-from marft_envs.tasks.booking.reward import Grade, grade
 from marft_envs.tasks.booking.rules import RULES
 from marft_envs.tasks.booking.tools import TOOLS, WRITES, ToolError, check_call, role_of, run_tool, tools_of
 from marft_envs.tasks.booking.user import ScriptedUser
 from marft_envs.tasks.booking.world import World, WorldConfig, generate_world
+from marft_envs.tasks.profiles import load_profile
 
-ROLE_PROMPTS = {
-    "coordinator": "You are coordinator_0, who coordinates a booking team: calendar_0 (calendars), location_0 "
-                   "(venues) and booking_0 (bookings; the only one who talks to the user). Each round you act "
-                   "first: call plan to choose which workers act this round and whose results each one sees "
-                   "before it acts (depends_on). Workers you leave out do nothing this round.",
-    "calendar": "You are calendar_0, the calendar agent of a booking team: find when the attendees are free. "
-                "Your results go to the team.",
-    "location": "You are location_0, the location agent of a booking team: find venues that fit the request "
-                "(distance from the landmark, capacity, price) and when they are booked. Your results go to the team.",
-    "booking": "You are booking_0, the booking agent of a booking team: you alone talk to the user and change "
-               "bookings. Act on what the calendar and location agents found.",
-}
 ACTION_FORMAT = 'Answer with exactly one JSON tool call: {"name": "<tool>", "arguments": {...}}.'
 
 
@@ -92,6 +84,7 @@ class BookingTask(FlexEnv):
         kinds: dict[str, float] | None = None,
         world: WorldConfig | dict[str, Any] | None = None,
         storage: str = "memory",
+        profile: str | Path | dict = "default",
         render_mode: str | None = None,
     ):
         super().__init__(possible_agents, render_mode=render_mode)
@@ -102,6 +95,7 @@ class BookingTask(FlexEnv):
         if storage not in STORAGES:
             raise ValueError(f"storage must be one of {list(STORAGES)}, got {storage!r}")
         kind_weights(kinds)  # fail now, not at the first reset, on unknown kinds or bad weights
+        self.profile = load_profile(profile, "marft_envs.tasks.booking", agents=possible_agents)
         self.kinds = kinds
         self.world_config = self._world_config(world)
         self.max_rounds = max_rounds
@@ -151,7 +145,7 @@ class BookingTask(FlexEnv):
         role = role_of(agent)
         specs = json.dumps([TOOLS[name].spec() for name in tools_of(agent)], separators=(",", ":"))
         rules = f"\n{RULES}" if role in ("booking", "coordinator") else ""
-        return f"{ROLE_PROMPTS[role]}{rules}\nTools: {specs}\n{ACTION_FORMAT}"
+        return f"{self.profile['roles'][role]}{rules}\nTools: {specs}\n{ACTION_FORMAT}"
 
     def observe_text(self, agent: str) -> str:
         lines = [f"Request: {self.task.request}", f"Round {self.round + 1} of {self.max_rounds}."]
@@ -166,14 +160,15 @@ class BookingTask(FlexEnv):
             lines.append("You are not scheduled this round: your action will be ignored.")
         return "\n".join(lines)
 
+    def on_action(self, agent: str, action: str) -> None:
+        # A call runs as soon as its agent acts, so the agents that depend on it this round see its
+        # result (and a coordinator's plan sets the rest of the round's graph).
+        self.current[agent] = self._execute(agent, action)
+
     def round_graph(self) -> DependencyGraph:
-        # The base class asks for the graph after every step: the hook where new actions run, so that
-        # agents which depend on them this round see their results (and a coordinator's plan takes effect).
-        self._catch_up()
         return self.team_graph()
 
     def end_round(self, actions: dict[str, str]) -> RoundResult:
-        self._catch_up()
         entries = [self.current[a] for a in self.possible_agents if a in actions]
         self.board += entries
         self.current = {}
@@ -243,11 +238,6 @@ class BookingTask(FlexEnv):
                      agents=self.possible_agents)
 
     # -- running actions -----------------------------------------------------------------------------
-
-    def _catch_up(self) -> None:
-        for agent in self.possible_agents:
-            if agent in self.round_actions and agent not in self.current:
-                self.current[agent] = self._execute(agent, self.round_actions[agent])
 
     def _execute(self, agent: str, text: str) -> Entry:
         if not self.is_scheduled(agent):

@@ -15,7 +15,7 @@ The coordinator's own credit is the share of its plans that were valid and sched
 
 Everything else — the world, the tools, the scripted user, the reward — is the booking base's
 (:mod:`marft_envs.tasks.booking.base`). Options: ``max_rounds``, ``credit``, ``kinds``, ``world``,
-``storage``.
+``storage``, ``profile``.
 
 Version history:
     v0: first release.

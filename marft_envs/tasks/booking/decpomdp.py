@@ -8,7 +8,7 @@ and Parallel views agree on whole episodes.
 
 Everything else — the world, the tools, the scripted user, the reward — is the booking base's
 (:mod:`marft_envs.tasks.booking.base`). Options: ``max_rounds``, ``credit``, ``kinds``, ``world``,
-``storage``.
+``storage``, ``profile``.
 
 Version history:
     v0: first release.

@@ -7,7 +7,7 @@ the whole board of earlier rounds, before it books, asks the user or responds.
 
 Everything else — the world, the tools, the scripted user, the reward — is the booking base's
 (:mod:`marft_envs.tasks.booking.base`). Options: ``max_rounds``, ``credit``, ``kinds``, ``world``,
-``storage``.
+``storage``, ``profile``.
 
 Version history:
     v0: first release.

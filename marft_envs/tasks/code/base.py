@@ -1,9 +1,9 @@
-"""What the code-repair envs share: tasks, role prompts, attempts with feedback, sandboxed grading, credit.
+"""What the code-repair envs share: tasks, sandboxed grading of patches, and the attempts they feed back.
 
-An episode is one task (a buggy program and its tests). Each round is one attempt by the team: the
-team's patch is applied to the buggy program and the tests run in the sandbox
-(:mod:`marft_envs.sandbox`, through a process-wide cached :class:`~marft_envs.tasks.code.harness.TestRunner`).
-With ``rounds=1`` the episode ends after the first attempt; with ``rounds>1`` and ``feedback=True``
+An episode is one task (a buggy program and its tests). Each round is one attempt by the team (the
+attempts-with-feedback protocol of :mod:`marft_envs.tasks.attempts`): the team's patch is applied to
+the buggy program and the tests run in the sandbox (:mod:`marft_envs.sandbox`, through a process-wide
+cached :class:`~marft_envs.tasks.code.harness.TestRunner`). With ``rounds>1`` and ``feedback=True``
 the agents see how the attempt did (tests passed, the first shown test that failed, the patch) and
 try again until the bug is fixed or the attempts run out.
 
@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marft_envs.core import FlexEnv, RoundResult
-from marft_envs.tasks import profiles
-from marft_envs.tasks.profiles import role_of
+from marft_envs.core import RoundResult
 from marft_envs.rewards.code import (
     REWARD_MODES, extra_tests_score, locate_scores, parse_lines, parse_verdict, repair_reward, review_score,
 )
-from marft_envs.rewards.credit import CREDIT_MODES, assign_credit
 from marft_envs.sandbox import Limits
+from marft_envs.tasks import profiles
+from marft_envs.tasks.attempts import AttemptsTask
+from marft_envs.tasks.profiles import role_of
 from marft_envs.tasks.code.harness import TestReport, TestRunner, runner_for
 from marft_envs.tasks.code.patches import PatchError, apply_patch, extract_patch
 from marft_envs.tasks.code.tasks import CodeTask, load_tasks
@@ -68,8 +68,11 @@ class Graded:
         return self.components.get("resolved", 0.0) == 1.0
 
 
-class CodeRepairTask(FlexEnv):
+class CodeRepairTask(AttemptsTask):
     """Base of the code-repair envs: one task per episode, sandboxed grading, attempts with feedback."""
+
+    profile_package = "marft_envs.tasks.code"
+    problem_type = CodeTask
 
     def __init__(
         self,
@@ -87,11 +90,6 @@ class CodeRepairTask(FlexEnv):
         memory_mb: int = 512,
         render_mode: str | None = None,
     ):
-        super().__init__(possible_agents, render_mode=render_mode)
-        if rounds < 1:
-            raise ValueError(f"rounds must be at least 1, got {rounds}")
-        if credit not in CREDIT_MODES:
-            raise ValueError(f"unknown credit mode {credit!r}: use one of {list(CREDIT_MODES)}")
         if reward not in REWARD_MODES:
             raise ValueError(f"unknown reward mode {reward!r}: use one of {list(REWARD_MODES)}")
         if visible_tests < 0:
@@ -99,36 +97,22 @@ class CodeRepairTask(FlexEnv):
         unknown = sorted({role_of(a) for a in possible_agents} - set(ROLES))
         if unknown:
             raise ValueError(f"unknown roles {unknown}: use {list(ROLES)}")
+        super().__init__(possible_agents, profile=profile, rounds=rounds, feedback=feedback, credit=credit,
+                         render_mode=render_mode)
         self.limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
         self.problems = load_tasks(tasks, split=split)
-        self.profile = load_profile(profile)
-        missing = sorted({role_of(a) for a in possible_agents} - set(self.profile["roles"]))
-        if missing:
-            raise ValueError(f"the profile has no prompt for roles {missing}; add them under 'roles'")
-        self.max_rounds = rounds
-        self.feedback = feedback
-        self.credit = credit
         self.reward_mode = reward
         self.visible_tests = visible_tests
         self.problem: CodeTask | None = None
-        self.attempts: list[dict[str, Any]] = []
 
     @property
     def runner(self) -> TestRunner:
         """The process-wide runner for this env's limits (not stored: copies of the env share it)."""
         return runner_for(self.limits)
 
-    # -- FlexEnv hooks shared by the family -------------------------------------------------------
-
-    def reset_task(self, options: dict[str, Any]) -> None:
-        task = options.get("problem", options.get("task"))
-        if task is not None and not isinstance(task, CodeTask):
-            raise TypeError(f"options['problem'] must be a CodeTask, got {type(task).__name__}")
-        self.problem = task or self.problems.sample(self.np_random)
-        self.attempts = []
-
-    def instructions(self, agent: str) -> str:
-        return self.profile["roles"][role_of(agent)]
+    def problem_option(self, options: dict[str, Any]) -> CodeTask | None:
+        """``options["problem"]``, or its other name here, ``options["task"]``."""
+        return options.get("problem", options.get("task"))
 
     def state_text(self) -> str:
         return "\n".join([self.task_text(), *self.feedback_lines()])
@@ -239,12 +223,9 @@ class CodeRepairTask(FlexEnv):
         patch, team, graded = self.team_patch(actions)
         own = self.own_scores(actions, team, graded)
         self.attempts.append({"actions": dict(actions), "patch": patch, "graded": team})
-        done = team.resolved or len(self.attempts) >= self.max_rounds or not self.feedback
-        order = list(self.graph.order())
         team_reward = team.components["reward"]
-        rewards = assign_credit(self.credit, order, team_reward, {a: own[a]["own"] for a in order})
         infos = {}
-        for a in order:
+        for a in actions:
             infos[a] = {
                 "reward_components": {"team": team_reward, **{k: v for k, v in team.components.items() if k != "reward"},
                                       **own[a]},
@@ -252,7 +233,7 @@ class CodeRepairTask(FlexEnv):
                 "reason": team.reason,
                 "solved": team.resolved,
             }
-        return RoundResult(rewards=rewards, terminations=dict.fromkeys(order, done), infos=infos)
+        return self.attempt_result(team.resolved, team_reward, {a: own[a]["own"] for a in actions}, infos)
 
 
 def assert_lines(text: str) -> list[str]:

@@ -24,8 +24,10 @@ from marft_envs.sandbox import Limits
 from marft_envs.tasks.code.corpus import Program, load_corpus
 from marft_envs.tasks.code.harness import TestRunner
 from marft_envs.tasks.code.mutations import seeded_mutants
-from marft_envs.tasks.code.tasks import CORPUS_FILE, CodeTask
+from marft_envs.tasks.code.task import CodeTask
 
+CORPUS_FILE = "data/corpus_tasks.jsonl"
+"""The shipped corpus tasks, relative to the ``marft_envs.tasks.code`` package."""
 MAX_TRIES = 16
 """Mutants tried per program before giving up on finding ``per_program`` that the tests catch."""
 GENERATION_LIMITS = Limits(timeout_s=30.0, memory_mb=512)

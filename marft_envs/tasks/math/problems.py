@@ -25,6 +25,7 @@ Formats:
 
 Rows with an empty problem or no gold answer are skipped, with a warning that counts them. ``datasets``
 is imported only when a file or Hub dataset is loaded: importing this module stays light.
+(``Problem`` and ``ProblemSource`` are defined in :mod:`marft_envs.tasks.math.problem`.)
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from __future__ import annotations
 import os
 import re
 import warnings
-from abc import ABC, abstractmethod
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+from marft_envs.tasks.math.problem import Problem, ProblemSource
+from marft_envs.tasks.math.synthetic import LEVELS, SyntheticMath
 
 __all__ = ["Problem", "ProblemSource", "SyntheticMath", "FileProblems", "ProblemSpecError", "load_problems"]
 
@@ -46,43 +48,8 @@ _SPEC_HELP = "pass a .json/.jsonl/.parquet file, 'synthetic', or 'hub:<name>'"
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One problem: the question shown to the agents and its gold final answer."""
-
-    question: str
-    answer: str  # gold final answer, LaTeX-style ("38", "-5", "\\frac{7}{3}")
-    solution: str = ""  # worked solution; for synthetic ones, one "expression=value" step per line
-    level: int | None = None
-    source: str = ""  # "synthetic", "math", "gsm8k", or a file/dataset name
-    uid: str = ""  # stable id
-
-
-class ProblemSource(ABC):
-    """Where MATH-family envs get their problems."""
-
-    name: str = ""
-
-    @abstractmethod
-    def sample(self, rng: np.random.Generator) -> Problem:
-        """One problem; all randomness from ``rng`` (the env's ``self.np_random``)."""
-
-    @abstractmethod
-    def heldout(self, n: int, seed: int = 0) -> list[Problem]:
-        """A deterministic evaluation set of (up to) ``n`` distinct problems."""
-
-
 class ProblemSpecError(ValueError):
     """A problem spec, file or dataset that cannot be used; the message says what to fix."""
-
-
-def __getattr__(name: str):
-    # SyntheticMath lives in synthetic.py, which imports this module: re-export it lazily.
-    if name == "SyntheticMath":
-        from marft_envs.tasks.math.synthetic import SyntheticMath
-
-        return SyntheticMath
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class FileProblems(ProblemSource):
@@ -244,8 +211,6 @@ def load_problems(spec: str | os.PathLike | ProblemSource, *, split: str = "trai
     text = spec.strip()
     kind, _, rest = text.partition(":")
     if kind == "synthetic":
-        from marft_envs.tasks.math.synthetic import LEVELS, SyntheticMath
-
         try:
             levels = tuple(int(x) for x in rest.split(",")) if rest else LEVELS
             return SyntheticMath(levels, split=split)

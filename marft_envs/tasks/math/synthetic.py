@@ -28,7 +28,7 @@ from typing import Callable
 
 import numpy as np
 
-from marft_envs.tasks.math.problems import Problem, ProblemSource
+from marft_envs.tasks.math.problem import Problem, ProblemSource
 
 LEVELS = (1, 2, 3, 4)
 TEST_BUCKETS = 10  # one uid bucket in TEST_BUCKETS is the test split

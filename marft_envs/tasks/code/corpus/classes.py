@@ -1,6 +1,6 @@
 """Corpus: small classes (the entry point is the class)."""
 
-from marft_envs.tasks.code.corpus import program
+from marft_envs.tasks.code.corpus.program import program
 
 PROGRAMS = [
     program("Stack", '''

@@ -1,6 +1,6 @@
 """Corpus: dictionary functions."""
 
-from marft_envs.tasks.code.corpus import program
+from marft_envs.tasks.code.corpus.program import program
 
 PROGRAMS = [
     program("word_frequencies", '''

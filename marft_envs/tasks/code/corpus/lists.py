@@ -1,6 +1,6 @@
 """Corpus: list functions."""
 
-from marft_envs.tasks.code.corpus import program
+from marft_envs.tasks.code.corpus.program import program
 
 PROGRAMS = [
     program("running_max", '''

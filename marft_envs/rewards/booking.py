@@ -21,7 +21,8 @@ Per-agent credit, for credit assignment (``credit="per_agent"``), each in [0, 1]
 - ``booking_0``: the team reward (it makes the writes and the final message);
 - ``coordinator_0``: the share of its plans that were valid and scheduled someone.
 
-Every function here is pure: the env gathers the inputs and composes them.
+Every function here is pure: the env (:mod:`marft_envs.tasks.booking.base`) gathers the inputs
+and composes them.
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from marft_envs.tasks.booking.db import CanonicalBooking
-from marft_envs.tasks.booking.generator import Output, Task
-from marft_envs.tasks.booking.world import DAY_NAMES, WORK_END, WORK_START, World, distance_km
+from marft_envs.tasks.booking.world import DAY_NAMES, WORK_END, WORK_START, distance_km
+
+if TYPE_CHECKING:  # the booking family's records, for annotations only
+    from marft_envs.tasks.booking.db import CanonicalBooking
+    from marft_envs.tasks.booking.generator import Output, Task
+    from marft_envs.tasks.booking.world import World
 
 ToolResult = tuple[str, str, Mapping[str, Any]]
 """``(agent, tool, result)`` of one successful call."""

@@ -1,0 +1,124 @@
+"""The import graph of ``marft_envs`` and ``marft_agents`` has no cycle.
+
+Every module of both packages is parsed with :mod:`ast` (nothing is imported) and every import
+statement, at the top of a module or inside a function, becomes an edge to the module it names.
+Imports under ``if TYPE_CHECKING:`` do not run and are not edges. Importing ``a.b.c`` also runs the
+package ``a.b``'s ``__init__``, but those implicit edges are left out: every submodule would
+otherwise "import" the top-level package, whose ``__init__`` registers the envs.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("marft_envs", "marft_agents")
+
+
+def module_files() -> dict[str, Path]:
+    """Dotted module name -> file, for every ``.py`` file of the two packages."""
+    out = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    found = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules of the two packages it imports (resolved to modules, not names in them)."""
+    files = module_files()
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        is_package = path.name == "__init__.py"
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                base = node.module or ""
+                if node.level:
+                    parent = name.split(".")[: len(name.split(".")) - node.level + (1 if is_package else 0)]
+                    base = ".".join(parent + ([base] if base else []))
+                # "from pkg import sub" names the submodule when there is one, else a name in pkg
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            graph[name] |= {t for t in targets if t in files and t != name}
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as ``[a, b, ..., a]``, or None; depth-first search with three colours."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def test_the_graph_covers_both_packages_and_sees_lazy_imports():
+    graph = import_graph()
+    assert {"marft_envs.core", "marft_agents.trainer"} <= set(graph)
+    assert "marft_envs.core" in graph["marft_envs.registration"]
+    assert "marft_envs" in graph["marft_agents.trainer"]
+    # imports inside a function count: marft_envs/__init__ registers the task families lazily
+    assert "marft_envs.tasks.math" in graph["marft_envs"]
+
+
+def test_find_cycle_on_a_hand_made_graph():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycle_in_either_package():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+@pytest.mark.parametrize("name", sorted(module_files()))
+def test_every_module_imports(name):
+    if name.endswith("__main__"):
+        pytest.skip("runs the CLI")
+    importlib.import_module(name)
