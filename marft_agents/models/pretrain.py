@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import sys
 import time
@@ -53,6 +54,14 @@ def pretrain(out_dir: str | Path, *, seconds: float = 330.0, seed: int = 0, prog
     config = PretrainConfig(seconds=seconds, seed=seed, **overrides)
     if not 0.0 <= config.unfinished_rate <= 1.0:
         raise ValueError(f"unfinished_rate must be between 0 and 1, got {config.unfinished_rate}")
+    at_least = {"max_steps": 0, "batch_size": 1, "warmup_steps": 0, "eval_n": 0, "hidden_size": 1, "num_layers": 1,
+                "num_heads": 1, "intermediate_size": 1, "vocab_size": 1}
+    for name, low in at_least.items():
+        value = getattr(config, name)
+        if value is not None and value < low:
+            raise ValueError(f"{name} must be at least {low}, got {value}")
+    if not (config.lr > 0 and math.isfinite(config.lr)) or not config.seconds > 0:
+        raise ValueError(f"lr and seconds must be positive, got lr={config.lr}, seconds={config.seconds}")
     if config.init is not None:
         fixed = [k for k in BUILD_FIELDS if getattr(config, k) != getattr(PretrainConfig, k)]
         if fixed:
