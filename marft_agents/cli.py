@@ -5,6 +5,7 @@
     marft train [--preset demo] [--config F] [--algo NAME] [key=value ...] [--resume]
     marft eval (--run DIR | --model M) [--env ID] [--episodes N]
     marft plot RUN_DIR                           write RUN_DIR/curves.png
+    marft show RUN_DIR [--which eval_before]     print the evaluation transcripts
 
 Errors a user can fix (a missing model, an unknown env id, a misspelt config key) print one line
 and exit with status 2.
@@ -55,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("plot", help="plot a run's curves to curves.png")
     p.add_argument("run_dir")
+
+    p = sub.add_parser("show", help="print a run's evaluation transcripts (every agent's observation and action)")
+    p.add_argument("run_dir")
+    p.add_argument("--which", default="eval_after", choices=("eval_before", "eval_after"),
+                   help="the evaluation before or after training (default: after)")
+    p.add_argument("-n", type=int, default=None, help="at most this many episodes")
 
     args, rest = parser.parse_known_args(argv)
     if args.command == "pretrain":
@@ -152,8 +159,15 @@ def cmd_eval(args) -> int:
     with torch.no_grad():
         result = evaluate(policy, config.env, config.env_kwargs, args.episodes, rounds=args.rounds,
                           max_new_tokens=config.max_new_tokens)
-    name = "accuracy (greedy, single pass)" if args.rounds == 1 else f"solved within {args.rounds} attempts with feedback"
-    print(f"{config.env}: {name} = {result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%} on {result['episodes']} problems")
+    from marft_agents.report import headline
+
+    key, label = headline(result)
+    if key == "accuracy":
+        value = f"{result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%}"
+    else:
+        value = f"{result['mean_return']:.2f} ± {result['mean_return_stderr']:.2f}"
+    print(f"{config.env}: {label} = {value} on {result['episodes']} episodes; "
+          f"mean return {result['mean_return']:.2f} ± {result['mean_return_stderr']:.2f}")
     for agent, r in result["roles"].items():
         print(f"  {agent}: " + ", ".join(_shown(k, v) for k, v in r.items()))
     return 0
@@ -187,6 +201,13 @@ def policy_from_run(run_dir: str, env: str | None = None):
     return policy, config
 
 
+def cmd_show(args) -> int:
+    from marft_agents.report import show
+
+    print(show(args.run_dir, args.which, args.n))
+    return 0
+
+
 def cmd_plot(args) -> int:
     from marft_agents.plotting import plot_run
 
@@ -208,7 +229,8 @@ def _check_env(env_id: str) -> None:
     marft_envs.spec(resolve(env_id))  # raises KeyError naming the closest id
 
 
-COMMANDS = {"envs": cmd_envs, "pretrain": cmd_pretrain, "train": cmd_train, "eval": cmd_eval, "plot": cmd_plot}
+COMMANDS = {"envs": cmd_envs, "pretrain": cmd_pretrain, "train": cmd_train, "eval": cmd_eval, "plot": cmd_plot,
+            "show": cmd_show}
 
 if __name__ == "__main__":
     sys.exit(main())
