@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from marft_envs.sandbox import (
     Limits, RunResult, SandboxError, SandboxPool, SandboxUnavailable, detect_isolation, run_python, shared_pool,
 )
-from marft_envs.sandbox.isolation import UID_BASE, Isolation, filesystem_view, probe
+from marft_envs.sandbox.isolation import UID_BASE, Isolation, probe, visible_paths
 
 from sandbox_checks import sandbox_processes
 
@@ -163,14 +164,21 @@ def test_uid_tier_sweeps_leftovers(monkeypatch):
     assert result.duration_s < 5
 
 
-def test_filesystem_view_keeps_the_interpreter_importable(isolation):
-    hide, expose = filesystem_view("root")
-    assert "/root" in hide and "/home" in hide
-    assert os.path.realpath(sys.base_prefix) in expose or any(
-        os.path.realpath(sys.base_prefix).startswith(e + "/") for e in expose)
+def test_filesystem_view_is_the_standard_library_and_keeps_it_importable(isolation):
+    # A contained run sees the interpreter's standard library and nothing else of the host: no
+    # site-packages (not even the base interpreter's own), no project checkout, no home directory.
+    view = visible_paths()
+    assert view and all(os.path.isfile(os.path.join(p, "os.py")) or os.path.isdir(p) for p in view)
+    assert not any(p.endswith(("site-packages", "dist-packages")) for p in view)
     if isolation.contained:
-        result = run_python("import json, sqlite3, decimal, xml.dom; print('imported')", timeout_s=10)
-        assert result.stdout == "imported\n", result.stderr
+        source = ("import json, os, sys, sqlite3, decimal, xml.dom, ssl, zlib, lzma, uuid\n"
+                  "print(json.dumps([sys.path, os.listdir('/'), [p for p in sys.path if os.path.isdir(p)]]))")
+        result = run_python(source, timeout_s=10)
+        assert result.ok, result.stderr
+        path, root, present = json.loads(result.stdout)
+        assert set(root) <= {"dev", "proc", "tmp", *(p.strip("/").split("/")[0] for p in path if p.startswith("/"))}
+        assert not any("site-packages" in p or "dist-packages" in p for p in path)
+        assert os.path.realpath(sysconfig.get_paths()["purelib"]) not in present
 
 
 UNPRIVILEGED_HOST = """
