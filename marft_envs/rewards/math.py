@@ -230,6 +230,10 @@ class _Answer(NamedTuple):
 
 _AMBIGUOUS_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|\s]*\})?(.*)\\end\{\1\}", re.S)
+# sympy's printer writes a bmatrix as `\left[\begin{matrix}...\end{matrix}\right]` (a pmatrix with parentheses);
+# `\left`/`\right` are gone by now, and the brackets are the matrix's own
+_ONE_MATRIX = r"(\\begin\{matrix\}(?:(?!\\(?:begin|end)\{matrix\}).)*\\end\{matrix\})"
+_BRACKETED_MATRIX = re.compile(rf"\[\s*{_ONE_MATRIX}\s*\]|\(\s*{_ONE_MATRIX}\s*\)", re.S)
 # (written, canonical, swap sides): `a > b` is read as `b < a`
 _RELATIONS = (("\\le", "\\le", False), ("\\ge", "\\le", True), ("<", "<", False),
               (">", "<", True), ("\\ne", "\\ne", False))
@@ -282,6 +286,8 @@ def _structure_of(s: str) -> _Answer:
     key = s.replace(" ", "")
     if not key:
         return _text(s)
+    if m := _BRACKETED_MATRIX.fullmatch(s):
+        s = m.group(1) or m.group(2)
     if m := _MATRIX.fullmatch(s):
         rows = [r for r in _latex.split_top(m.group(2), "\\\\") if r]
         cells = tuple(tuple(_structure(c) for c in _latex.split_top(r, "&")) for r in rows)
