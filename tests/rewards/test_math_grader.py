@@ -250,6 +250,44 @@ def test_answer_phrase_ends_where_it_did(tail):
     assert math_grader._until_sentence_end(tail) == _reference_until_sentence_end(tail)
 
 
+class _CountingPattern:
+    """A compiled pattern that counts its `match` calls (a structural measure of the work done)."""
+
+    def __init__(self, pattern):
+        self.pattern, self.calls = pattern, 0
+
+    def match(self, *args):
+        self.calls += 1
+        return self.pattern.match(*args)
+
+
+def test_a_long_run_of_digit_groups_is_tried_once(monkeypatch):
+    # The single alternation retried the grouped form at each of the 1,000 groups (quadratic work).
+    counting = _CountingPattern(math_grader._GROUPED_NUMBER)
+    monkeypatch.setattr(math_grader, "_GROUPED_NUMBER", counting)
+    assert math_grader._last_number("1,234" + ",567" * 1000 + ",12") == "12"
+    assert counting.calls <= 2  # the run, and the `12` after it: not once per group
+    assert math_grader._last_number("x 1,234" + ",567" * 1000 + " y") == "1,234" + ",567" * 1000
+
+
+class _CountingStr(str):
+    """A string that adds up how many characters its `count` calls scan."""
+
+    scanned = 0
+
+    def count(self, sub, start=0, end=None):
+        end = len(self) if end is None else end
+        _CountingStr.scanned += max(0, end - start)
+        return str.count(self, sub, start, end)
+
+
+def test_brace_depth_is_counted_in_one_pass():
+    tail = _CountingStr("{" + ". a" * 2000)
+    _CountingStr.scanned = 0
+    assert math_grader._until_sentence_end(tail) == tail
+    assert _CountingStr.scanned <= 2 * len(tail)  # `{` and `}` once each over the text, not once per stop
+
+
 def test_power_towers_compare_as_text():
     assert answers_match("9^9^9^9", "9^9^9^9")
     assert not answers_match("9^9^9^9", "9^9^9^8")

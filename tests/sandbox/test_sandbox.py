@@ -244,3 +244,28 @@ def test_a_worker_that_stops_answering_is_killed_with_everything_it_ran(containe
             time.sleep(0.05)
         assert sandbox_processes(UID_BASE) == []
         assert pool.run("print('replaced')").stdout == "replaced\n"
+
+
+def test_without_libseccomp_the_tier_says_what_it_lacks(monkeypatch):
+    from marft_envs.sandbox import seccomp
+
+    monkeypatch.setattr(seccomp, "available", lambda: "no syscall filter: libseccomp.so.2: cannot open shared object")
+    try:
+        isolation = detect_isolation(refresh=True)
+        assert not isolation.syscall_filter
+        assert "no syscall filter" in isolation.describe() and "keyrings are shared" in isolation.describe()
+        result = run_python("import ctypes; print(ctypes.CDLL(None).unshare(0))", timeout_s=5, allow_weak_isolation=True)
+        assert result.ok, result.stderr
+    finally:
+        monkeypatch.undo()
+        assert detect_isolation(refresh=True).syscall_filter == (seccomp.available() is None)
+
+
+def test_the_syscall_filter_is_installed_where_libseccomp_is(isolation):
+    from marft_envs.sandbox import seccomp
+
+    if seccomp.available() is not None:
+        pytest.skip(seccomp.available())
+    assert isolation.syscall_filter
+    status = run_python("print(open('/proc/self/status').read())", timeout_s=5, allow_weak_isolation=True).stdout
+    assert "Seccomp:\t2" in status
