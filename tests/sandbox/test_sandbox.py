@@ -190,7 +190,7 @@ from marft_envs.sandbox import detect_isolation, run_python
 iso = detect_isolation()
 out = {"tier": iso.tier, "notes": iso.notes}
 if iso.contained:
-    r = run_python("import os, json; print(json.dumps([os.getpid(), sorted(os.listdir('/tmp')), os.path.exists('/root')]))",
+    r = run_python("import os, json; print(json.dumps([os.getpid(), sorted(os.listdir('/tmp')), sorted(os.listdir('/'))]))",
                    timeout_s=10, memory_mb=256)
     out["facts"], out["stderr"] = r.stdout, r.stderr
     r = run_python("while True: pass", timeout_s=1)
@@ -212,8 +212,9 @@ def test_an_unprivileged_user_gets_user_namespaces_or_a_clear_refusal(tmp_path):
     out = json.loads(proc.stdout)
     assert out["tier"] in ("userns", "none"), out
     if out["tier"] == "userns":
-        pid, tmp, root_visible = json.loads(out["facts"])
+        pid, tmp, root = json.loads(out["facts"])
         assert pid == 2 and tmp == ["work"] and out["loop"] == [True, "timeout"], out
+        assert root == ["dev", "proc", "tmp", "usr"], out  # /usr for the standard library, nothing else
     else:
         assert any("userns tier unavailable" in n for n in out["notes"]), out
 
