@@ -91,6 +91,7 @@ NAMESPACE_FLAGS = {"mount": CLONE_NEWNS, "uts": CLONE_NEWUTS, "ipc": CLONE_NEWIP
 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
 READ_CHUNK = 1 << 16
+SWEEP_S = 2.0  # without a PID namespace, how long to keep killing a run's leftovers (a loaded machine is slow to let them die)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.unshare.argtypes = [ctypes.c_int]
@@ -504,8 +505,9 @@ def _end_run(cpid: int, init_pid: int | None, plan: dict, swept: bool) -> None:
 
 def _sweep(plan: dict, cpid: int, remove_files: bool = True) -> None:
     """Without a PID namespace: kill every process of the run's uid, else the adopted orphans."""
+    give_up = time.monotonic() + SWEEP_S
     if plan.get("uid") is not None:
-        for _ in range(100):
+        while time.monotonic() < give_up:
             pid = os.fork()
             if pid == 0:  # kill(-1) as the run's uid reaches exactly that uid's processes
                 try:
@@ -521,7 +523,7 @@ def _sweep(plan: dict, cpid: int, remove_files: bool = True) -> None:
         if remove_files:
             _remove_planted_files(plan["uid"])
     else:
-        for _ in range(100):  # orphans re-parent to us (a subreaper); kill them until none are left
+        while time.monotonic() < give_up:  # orphans re-parent to us (a subreaper); kill them until none are left
             children = [p for p in _children() if p != cpid]
             if not children:
                 break
