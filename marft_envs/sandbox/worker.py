@@ -2,7 +2,8 @@
 
 This file runs as its own Python process (``python -s -S -B worker.py``), started and spoken to by
 :mod:`marft_envs.sandbox.process`. It imports only the standard library, never ``marft_envs``: it
-must start fast and its memory is what every sandboxed program inherits (nothing secret is in it).
+must start fast and its memory is what every sandboxed program inherits (nothing secret is in it:
+see ``read_payload``).
 
 Protocol: length-prefixed messages (4-byte big-endian length) on stdin and stdout. A request is two
 messages: the run's plan and limits (JSON), then its payload (JSON of the program, its files and
@@ -13,11 +14,11 @@ One run, for the strongest tier (``"root"``: namespaces plus an unprivileged uid
 
     worker (W, a child subreaper)          polls the output pipes against the deadline
       └─ C   unshare(pid, mount, net, ipc, uts [, user]); fork I; report I's pid; exit
-           I   PID 1 of the new PID namespace, reparented to W: private mounts (read-only root,
-               fresh tmpfs /tmp and /dev/shm, hidden home dirs, new /proc); fork U; reap; exit
+           I   PID 1 of the new PID namespace, reparented to W: a root of its own (``rootfs``:
+               the standard library, fresh tmpfs /tmp and /dev/shm, new /proc); fork U; reap; exit
                with U — the kernel then kills everything left in the namespace
              └─ U  new session, rlimits, unprivileged uid, no new privileges, scrubbed environment,
-                   stdin at EOF: runs the program as ``__main__``
+                   stdin at EOF, the syscall filter (``seccomp``): runs the program as ``__main__``
 
 At the deadline W sends SIGKILL to I: the kernel kills the whole PID namespace (double-forked
 daemons and processes in new sessions included), and once W has reaped I nothing of the run is
