@@ -5,6 +5,7 @@
     marft train [--preset demo] [--config F] [--algo NAME] [key=value ...] [--resume]
     marft eval (--run DIR | --model M) [--env ID] [--episodes N]
     marft plot RUN_DIR                           write RUN_DIR/curves.png
+    marft models list | fetch NAME               named real models (marft_agents.models.named)
 
 Errors a user can fix (a missing model, an unknown env id, a misspelt config key) print one line
 and exit with status 2.
@@ -45,11 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=300)
     p.add_argument("--rounds", type=int, default=1, help=">1: the multi-round feedback protocol")
 
+    sub.add_parser("models", add_help=False, help="named real models: list, or fetch NAME; see --help")
+
     p = sub.add_parser("plot", help="plot a run's curves to curves.png")
     p.add_argument("run_dir")
 
     args, rest = parser.parse_known_args(argv)
-    if args.command == "pretrain":
+    if args.command in ("pretrain", "models"):
         args.args = rest
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -142,6 +145,12 @@ def policy_from_run(run_dir: str, env: str | None = None):
     return policy, config
 
 
+def cmd_models(args) -> int:
+    from marft_agents.models.named import main as models_main
+
+    return models_main(args.args)
+
+
 def cmd_plot(args) -> int:
     from marft_agents.plotting import plot_run
 
@@ -172,7 +181,7 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
-COMMANDS = {"envs": cmd_envs, "pretrain": cmd_pretrain, "train": cmd_train, "eval": cmd_eval, "plot": cmd_plot}
+COMMANDS = {"envs": cmd_envs, "pretrain": cmd_pretrain, "train": cmd_train, "eval": cmd_eval, "plot": cmd_plot, "models": cmd_models}
 
 if __name__ == "__main__":
     sys.exit(main())
