@@ -165,6 +165,7 @@ def test_grpo_updates_change_every_trainable_parameter_and_no_frozen_one(real_ca
     assert_trained_exactly_the_trainable(before, snapshot(policy))
 
 
+@pytest.mark.timeout(900)  # three short runs: ~90 s on busy shared cores, more on a busier machine
 def test_marft_train_by_name_offline_and_resume_bit_identical(tmp_path, monkeypatch):
     def no_download(*args):
         raise AssertionError("the cached model must be used: no download")
