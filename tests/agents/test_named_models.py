@@ -198,6 +198,7 @@ def test_a_corrupted_cached_file_is_reported_with_how_to_refetch(fake):
     (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json is missing"),
     (lambda d: (d / named.MANIFEST).unlink(), "not a complete conversion"),
     (lambda d: (d / named.MANIFEST).write_text("{"), "unreadable"),
+    (lambda d: (d / named.MANIFEST).write_text('{"files": {"config.json": 7}, "source": []}'), "unreadable"),
 ])
 def test_damaged_folders_are_refused(fake, damage, why):
     named.fetch(FAKE)
