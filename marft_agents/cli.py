@@ -6,6 +6,7 @@
     marft eval (--run DIR | --model M) [--env ID] [--episodes N]
     marft plot RUN_DIR                           write RUN_DIR/curves.png
     marft show RUN_DIR [--which eval_before]     print the evaluation transcripts
+    marft models list | fetch NAME               named real models (marft_agents.models.named)
 
 Errors a user can fix (a missing model, an unknown env id, a misspelt config key) print one line
 and exit with status 2.
@@ -54,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE before the env id is resolved (it registers envs); repeatable")
 
+    sub.add_parser("models", add_help=False, help="named real models: list, or fetch NAME; see --help")
+
     p = sub.add_parser("plot", help="plot a run's curves to curves.png")
     p.add_argument("run_dir")
 
@@ -64,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", type=int, default=None, help="at most this many episodes")
 
     args, rest = parser.parse_known_args(argv)
-    if args.command == "pretrain":
+    if args.command in ("pretrain", "models"):
         args.args = rest
     elif args.command == "train" and rest and all("=" in r and not r.startswith("-") for r in rest):
         args.overrides += rest  # key=value overrides may come after options too
@@ -208,6 +211,12 @@ def cmd_show(args) -> int:
     return 0
 
 
+def cmd_models(args) -> int:
+    from marft_agents.models.named import main as models_main
+
+    return models_main(args.args)
+
+
 def cmd_plot(args) -> int:
     from marft_agents.plotting import plot_run
 
@@ -230,7 +239,7 @@ def _check_env(env_id: str) -> None:
 
 
 COMMANDS = {"envs": cmd_envs, "pretrain": cmd_pretrain, "train": cmd_train, "eval": cmd_eval, "plot": cmd_plot,
-            "show": cmd_show}
+            "show": cmd_show, "models": cmd_models}
 
 if __name__ == "__main__":
     sys.exit(main())
