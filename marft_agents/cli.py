@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("eval", help="greedy held-out evaluation")
     p.add_argument("--run", help="a run folder: evaluates its latest checkpoint with its config")
-    p.add_argument("--model", help="a base model (embedded, a directory, or a Hub id), untuned")
+    p.add_argument("--model", help="a base model (embedded, a named model such as smollm2-135m-instruct, a folder, or a Hub id), untuned")
     p.add_argument("--env", default=None, help="env id (default: the run's, or marft/MathChain-v0)")
     p.add_argument("--episodes", type=int, default=300)
     p.add_argument("--rounds", type=int, default=1, help=">1: the multi-round feedback protocol")
