@@ -42,6 +42,7 @@ env has no active agents, and ``reset()`` starts a fresh episode.
 from __future__ import annotations
 
 import copy
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,8 @@ class FlexEnv:
     """A Flex-POMDP text task: agents act in rounds, ordered by each round's dependency graph."""
 
     metadata: dict[str, Any] = {"name": "FlexEnv", "is_parallelizable": False, "render_modes": ["ansi"]}
+    reset_options: tuple[str, ...] | None = None
+    """The ``reset(options=...)`` keys the task reads; any other key is refused. None: not declared."""
 
     def __init__(self, possible_agents: list[str], render_mode: str | None = None):
         if not possible_agents:
@@ -171,6 +174,12 @@ class FlexEnv:
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, dict]:
         """Start an episode; returns ``infos`` for every agent."""
+        unknown = sorted(set(options or {}) - set(self.reset_options)) if self.reset_options is not None else []
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], self.reset_options, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"{type(self).__name__}.reset: unknown option {unknown[0]!r}; {hint}"
+                             f"its options are {list(self.reset_options)}")
         if seed is not None or self.np_random is None:
             self.np_random, self.np_random_seed = seeding.np_random(seed)
         self._started = False  # until the task is set up: a reset that raises leaves nothing usable

@@ -28,6 +28,8 @@ from marft_envs.sandbox.isolation import UID_BASE
 from sandbox_checks import descendants, sandbox_processes
 
 TIMEOUT_S = 1.5
+HOST_DISK_NOISE_MB = 512
+"""How much the host's free space may drop during the suite through other processes' writes."""
 LIMITS = Limits(timeout_s=TIMEOUT_S, memory_mb=256, max_processes=32, tmpfs_mb=32, max_file_mb=8,
                 max_output_bytes=256 << 10)
 SLACK_S = 2.0  # every run ends within its timeout + 2 s
@@ -459,7 +461,9 @@ def test_disk_fill_is_bounded_and_stays_inside(outcomes, bait):
     assert out["one_big_file"] == "EFBIG"  # RLIMIT_FSIZE
     assert out["many_files"] == "ENOSPC"  # the private tmpfs is full
     assert "WROTE" not in out.values(), out
-    assert outcomes["disk_freed_mb"] > -LIMITS.tmpfs_mb, "the host disk lost space"
+    # An escaped writer fills the host disk until ENOSPC (gigabytes within the timeout); other processes
+    # on a shared machine move its free space by tens of MB, so the bound is generous, not the tmpfs size.
+    assert outcomes["disk_freed_mb"] > -HOST_DISK_NOISE_MB, "the host disk lost space"
     assert sorted(os.listdir(bait["victim_dir"])) == ["root_only.txt", "victim.txt"]
 
 
