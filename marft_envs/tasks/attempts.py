@@ -6,9 +6,10 @@ An episode is one problem (a math question, a buggy program) drawn from a source
 ``feedback=True`` the team is told how its attempt did and tries again until it succeeds or runs out
 of attempts (the MARFT paper's protocol). ``max_cycles=N``, PettingZoo's name for a round limit, is
 ``rounds=N`` (when given, it replaces ``rounds``): at most N rounds, fewer when an attempt succeeds
-(or, without feedback, after the first, except in a debate, which runs all its rounds). ``rounds`` is these families' attempts option: they are
-registered with ``attempts_option="rounds"`` and ``eval_kwargs={"split": "test"}``, so held-out
-evaluation sets it (:mod:`marft_agents.evaluation`).
+(or, without feedback, after the first, except in a debate, which runs all its rounds).
+
+``rounds`` is these families' attempts option: they are registered with ``attempts_option="rounds"``
+and ``eval_kwargs={"split": "test"}``, so held-out evaluation sets it (:mod:`marft_agents.evaluation`).
 
 Role prompts come from a profile (:mod:`marft_envs.tasks.profiles`); rewards are split between the
 agents by a credit mode (:mod:`marft_envs.rewards.credit`). A family says which package ships its

@@ -9,12 +9,12 @@ agents see from the next round on. A malformed action, an unknown tool, bad argu
 gets an error result: never an exception, never a change to the database.
 
 The episode ends when ``booking_0`` calls ``respond`` (terminated) or after ``max_rounds`` rounds
-(truncated); ``max_cycles=N``, PettingZoo's name for that limit, is ``max_rounds=N`` (when given, it
-replaces ``max_rounds``). Then the episode is graded (:mod:`marft_envs.rewards.booking`): the final database
-against a replay of the gold actions on a fresh copy of the initial one, the final message against
-the required outputs, the task's assertions; the reward goes to the agents by the ``credit`` mode
-("team", "last", "per_agent"). Every round's ``infos[agent]`` has ``tool`` and ``error``; the last
-round's also ``reward_components``, ``assertions`` and ``solved``.
+(truncated); ``max_cycles=N``, PettingZoo's name for that limit, is ``max_rounds=N`` (when given,
+it replaces ``max_rounds``). Then the episode is graded (:mod:`marft_envs.rewards.booking`): the
+final database against a replay of the gold actions on a fresh copy of the initial one, the final
+message against the required outputs, the task's assertions; the reward goes to the agents by the
+``credit`` mode ("team", "last", "per_agent"). Every round's ``infos[agent]`` has ``tool`` and
+``error``; the last round's also ``reward_components``, ``assertions`` and ``solved``.
 
 Options: ``max_rounds`` (default 6), ``credit`` (default "team"), ``kinds`` (task-kind weights, e.g.
 ``{"book": 1, "infeasible": 1}``), ``world`` (a :class:`~.world.WorldConfig` or a dict of its fields),
@@ -92,7 +92,8 @@ class BookingTask(FlexEnv):
         super().__init__(possible_agents, render_mode=render_mode)
         if max_cycles is not None:  # PettingZoo's name for the same limit (pettingzoo.make(..., max_cycles=N))
             if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or not 1 <= max_cycles <= 100:
-                raise ValueError(f"max_cycles (the number of rounds) must be an integer from 1 to 100, got {max_cycles!r}")
+                raise ValueError(
+                    f"max_cycles (the number of rounds) must be an integer from 1 to 100, got {max_cycles!r}")
             max_rounds = max_cycles
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or not 1 <= max_rounds <= 100:
             raise ValueError(f"max_rounds must be an integer from 1 to 100, got {max_rounds!r}")
