@@ -5,6 +5,8 @@
     marft train [--preset demo] [--config F] [--algo NAME] [key=value ...] [--resume]
     marft eval (--run DIR | --model M) [--env ID] [--episodes N]
     marft plot RUN_DIR                           write RUN_DIR/curves.png
+    marft show RUN_DIR [--which eval_before]     print the evaluation transcripts
+    marft models list | fetch NAME               named real models (marft_agents.models.named)
 
 Errors a user can fix (a missing model, an unknown env id, a misspelt config key) print one line
 and exit with status 2.
@@ -46,18 +48,26 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("eval", help="greedy held-out evaluation")
     p.add_argument("--run", help="a run folder: evaluates its latest checkpoint with its config")
-    p.add_argument("--model", help="a base model (embedded, a directory, or a Hub id), untuned")
+    p.add_argument("--model", help="a base model (embedded, a named model such as smollm2-135m-instruct, a folder, or a Hub id), untuned")
     p.add_argument("--env", default=None, help="env id (default: the run's, or marft/MathChain-v0)")
     p.add_argument("--episodes", type=int, default=300)
     p.add_argument("--rounds", type=int, default=1, help=">1: the multi-round feedback protocol")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE before the env id is resolved (it registers envs); repeatable")
 
+    sub.add_parser("models", add_help=False, help="named real models: list, or fetch NAME; see --help")
+
     p = sub.add_parser("plot", help="plot a run's curves to curves.png")
     p.add_argument("run_dir")
 
+    p = sub.add_parser("show", help="print a run's evaluation transcripts (every agent's observation and action)")
+    p.add_argument("run_dir")
+    p.add_argument("--which", default="eval_after", choices=("eval_before", "eval_after"),
+                   help="the evaluation before or after training (default: after)")
+    p.add_argument("-n", type=int, default=None, help="at most this many episodes")
+
     args, rest = parser.parse_known_args(argv)
-    if args.command == "pretrain":
+    if args.command in ("pretrain", "models"):
         args.args = rest
     elif args.command == "train" and rest and all("=" in r and not r.startswith("-") for r in rest):
         args.overrides += rest  # key=value overrides may come after options too
@@ -152,8 +162,15 @@ def cmd_eval(args) -> int:
     with torch.no_grad():
         result = evaluate(policy, config.env, config.env_kwargs, args.episodes, rounds=args.rounds,
                           max_new_tokens=config.max_new_tokens)
-    name = "accuracy (greedy, single pass)" if args.rounds == 1 else f"solved within {args.rounds} attempts with feedback"
-    print(f"{config.env}: {name} = {result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%} on {result['episodes']} problems")
+    from marft_agents.report import headline
+
+    key, label = headline(result)
+    if key == "accuracy":
+        value = f"{result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%}"
+    else:
+        value = f"{result['mean_return']:.2f} ± {result['mean_return_stderr']:.2f}"
+    print(f"{config.env}: {label} = {value} on {result['episodes']} episodes; "
+          f"mean return {result['mean_return']:.2f} ± {result['mean_return_stderr']:.2f}")
     for agent, r in result["roles"].items():
         print(f"  {agent}: " + ", ".join(_shown(k, v) for k, v in r.items()))
     return 0
@@ -187,6 +204,19 @@ def policy_from_run(run_dir: str, env: str | None = None):
     return policy, config
 
 
+def cmd_show(args) -> int:
+    from marft_agents.report import show
+
+    print(show(args.run_dir, args.which, args.n))
+    return 0
+
+
+def cmd_models(args) -> int:
+    from marft_agents.models.named import main as models_main
+
+    return models_main(args.args)
+
+
 def cmd_plot(args) -> int:
     from marft_agents.plotting import plot_run
 
@@ -208,7 +238,8 @@ def _check_env(env_id: str) -> None:
     marft_envs.spec(resolve(env_id))  # raises KeyError naming the closest id
 
 
-COMMANDS = {"envs": cmd_envs, "pretrain": cmd_pretrain, "train": cmd_train, "eval": cmd_eval, "plot": cmd_plot}
+COMMANDS = {"envs": cmd_envs, "pretrain": cmd_pretrain, "train": cmd_train, "eval": cmd_eval, "plot": cmd_plot,
+            "show": cmd_show, "models": cmd_models}
 
 if __name__ == "__main__":
     sys.exit(main())

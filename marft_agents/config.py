@@ -42,7 +42,7 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for the env (e.g. ``{"rounds": 3}``)."""
     model: str = "embedded"
-    """Base model: "embedded" (the shipped tiny model), a local directory, or a Hub id."""
+    """Base model: "embedded" (the shipped tiny model), a named model (``marft models list``), a local folder, or a Hub id."""
     adapter_mode: str = "lora"
     """"lora" (one adapter per agent), "shared" (one adapter for all), or "copies" (full copies)."""
     lora_r: int = 8

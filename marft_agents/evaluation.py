@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 import marft_envs
+from marft_envs.outcomes import OWN_CORRECT, REWARD_COMPONENTS
 from marft_agents.policy import LaMASPolicy, Sampling
 from marft_agents.rollout import Episode, RolloutEngine
 
@@ -75,11 +76,13 @@ def evaluate(
     rounds: int = 1,
     max_new_tokens: int = 48,
     n_envs: int = 128,
+    samples: int = 0,
 ) -> dict:
     """Greedy evaluation on ``n`` held-out problems; ``rounds > 1`` uses the feedback protocol.
 
     Returns :func:`summarize`'s keys plus ``heldout`` (bool), ``protocol`` (one of :data:`PROTOCOLS`)
-    and ``attempts`` (int, or None for ``as_configured``).
+    and ``attempts`` (int, or None for ``as_configured``); with ``samples > 0`` also ``samples``, the
+    transcripts of that many episodes.
     """
     plan = eval_plan(env_id, env_kwargs, rounds)
     envs = [marft_envs.make(env_id, **plan.env_kwargs) for _ in range(min(n, n_envs))]
@@ -90,22 +93,37 @@ def evaluate(
         options_of = lambda i: options[i]  # noqa: E731
     engine = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens))
     episodes = engine.collect(envs, range(n), seed_of=lambda i: HELDOUT_SEED + i, options_of=options_of)
-    return {**summarize(episodes), "heldout": plan.heldout, "protocol": plan.protocol, "attempts": plan.attempts}
+    out = {**summarize(episodes), "heldout": plan.heldout, "protocol": plan.protocol, "attempts": plan.attempts}
+    if samples:  # whole transcripts of the first episodes (report.transcript), for the run folder
+        from marft_agents.report import transcript
+
+        out["samples"] = [transcript(e) for e in episodes[:samples]]
+    return out
 
 
 def summarize(episodes: list[Episode]) -> dict:
-    """Accuracy, its standard error, mean return and per-role diagnostics of finished episodes."""
-    solved = np.array([e.solved for e in episodes], dtype=float)
-    returns = [sum(s.reward for s in e.steps) for e in episodes]
+    """Accuracy, mean return (each with its standard error) and per-role diagnostics of finished episodes.
+
+    ``success_reported`` says whether the env reported success at all (``marft_envs.outcomes.SOLVED``);
+    when it did not, ``accuracy`` is 0 by definition and mean return is the number to read.
+    """
+    solved = np.array([bool(e.solved) for e in episodes], dtype=float)
+    returns = np.array([sum(s.reward for s in e.steps) for e in episodes], dtype=float)
     out = {
         "episodes": len(episodes),
+        "success_reported": any(e.solved is not None for e in episodes),
         "accuracy": float(solved.mean()) if len(solved) else 0.0,
-        "accuracy_stderr": float(solved.std(ddof=1) / np.sqrt(len(solved))) if len(solved) > 1 else 0.0,
-        "mean_return": float(np.mean(returns)) if returns else 0.0,
+        "accuracy_stderr": _stderr(solved),
+        "mean_return": float(returns.mean()) if len(returns) else 0.0,
+        "mean_return_stderr": _stderr(returns),
         "mean_rounds": float(np.mean([1 + e.steps[-1].round for e in episodes])) if episodes else 0.0,
     }
     out["roles"] = role_diagnostics(episodes)
     return out
+
+
+def _stderr(x: np.ndarray) -> float:
+    return float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else 0.0
 
 
 def role_diagnostics(episodes: list[Episode]) -> dict:
@@ -121,7 +139,7 @@ def role_diagnostics(episodes: list[Episode]) -> dict:
         first = [s for s in e.steps if s.round == 0]
         if not first:
             continue
-        correct = {s.agent: s.info.get("reward_components", {}).get("own_correct") for s in first}
+        correct = {s.agent: s.info.get(REWARD_COMPONENTS, {}).get(OWN_CORRECT) for s in first}
         for agent, c in correct.items():
             if c is not None:
                 own[agent].append(float(c))

@@ -52,12 +52,18 @@ def plot_run(run_dir: str | Path) -> Path:
             label = k.split("/")[-2] if key.startswith("/") else "training"
             line, = ax.plot(xs, ys, lw=0.8, alpha=0.35)
             ax.plot(xs, trailing_mean(ys, SMOOTH), lw=1.6, c=line.get_color(), label=f"{label} ({SMOOTH}-update mean)")
-        if key == "train/solved" and summary:
+        reported = not summary or summary["eval_before"].get("success_reported", True)
+        if key == "train/solved" and summary and reported:
             # held-out greedy accuracy: before (update 0), every eval_every updates, after (the last update)
             points = [(0, summary["eval_before"]["accuracy"])]
             points += [(r["update"] + 1, r["eval/accuracy"]) for r in rows if "eval/accuracy" in r]
             points.append((summary["updates"], summary["eval_after"]["accuracy"]))
             ax.plot(*zip(*points), "k.--", lw=1, ms=7, label="held-out (greedy)")
+        if key == "train/return" and summary and not reported:  # mean return is the headline then
+            points = [(0, summary["eval_before"]["mean_return"]), (summary["updates"], summary["eval_after"]["mean_return"])]
+            ax.plot(*zip(*points), "k.--", lw=1, ms=7, label="evaluation (greedy)")
+        if key == "train/solved" and not reported:
+            title = "episodes solved: the env reports no success (see mean return)"
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("update")
         if ax.get_legend_handles_labels()[0]:

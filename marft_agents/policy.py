@@ -31,6 +31,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from marft_agents import lm
 from marft_agents.chat import prompt_ids
+from marft_agents.models.named import resolve as resolve_named
 
 ADAPTER_MODES = ("lora", "shared", "copies")
 EMBEDDED = "embedded"
@@ -46,7 +47,8 @@ def embedded_model_path() -> Path:
 
 
 def load_base(model: str, dtype: torch.dtype = torch.float32):
-    """Load ``(model, tokenizer)`` from ``"embedded"``, a local directory, or a Hub id."""
+    """Load ``(model, tokenizer)`` from ``"embedded"``, a named model, a local directory, or a Hub id."""
+    model = resolve_named(model)  # a named model becomes its verified cached folder (fetched on first use)
     path = embedded_model_path() if model == EMBEDDED else model
     local = Path(path)
     looks_local = model == EMBEDDED or str(model).startswith((".", "/", "~")) or local.exists()

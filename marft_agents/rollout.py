@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from marft_envs.outcomes import SOLVED
 from marft_agents.policy import LaMASPolicy, Sampling
 
 
@@ -46,6 +47,8 @@ class AgentStep:
     info: dict[str, Any] = field(default_factory=dict)
     state: str | None = None
     """The env's global state (``state_text()``) when the agent acted; recorded only on request."""
+    observation: dict[str, str] | None = None
+    """What the env showed the agent (its text fields), for transcripts; the prompt holds it tokenised."""
 
 
 @dataclass
@@ -54,8 +57,8 @@ class Episode:
 
     index: int
     steps: list[AgentStep]
-    solved: bool
-    """Whether the env reported the team's final answer right (``info["solved"]``) — False if it does not say."""
+    solved: bool | None
+    """Whether the env reported success (``info[marft_envs.outcomes.SOLVED]``); None when it does not say."""
 
 
 class AECAsLayered:
@@ -144,29 +147,30 @@ class RolloutEngine:
             start(slot)
         while live:
             # One layer: every ready agent of every live env, grouped by adapter.
-            requests: dict[str, list[tuple[int, str, list[int]]]] = defaultdict(list)
+            requests: dict[str, list[tuple[int, str, list[int], Any]]] = defaultdict(list)
             states: dict[int, str] = {}
             t0 = time.perf_counter()
             for slot in live:
                 env = envs[slot]
                 if self.record_state:
-                    states[slot] = env.state_text()
+                    states[slot] = env.state()  # valid text, whatever the task's state_text() holds
                 for agent in env.ready_agents():
-                    prompt = self.policy.prompt(env.observe(agent))
-                    requests[self.policy.adapter_of[agent]].append((slot, agent, prompt))
+                    observation = env.observe(agent)
+                    prompt = self.policy.prompt(observation)
+                    requests[self.policy.adapter_of[agent]].append((slot, agent, prompt, observation))
             self.timings["prompts"] += time.perf_counter() - t0
             layer: dict[int, list[AgentStep]] = defaultdict(list)
             for adapter, batch in requests.items():
-                prompts = [p for _, _, p in batch]
+                prompts = [p for _, _, p, _ in batch]
                 t0 = time.perf_counter()
                 gen = self.policy.generate(prompts, adapter, self.sampling)
                 self.generate_calls += 1
                 self.timings["generate"] += time.perf_counter() - t0
-                for k, (slot, agent, prompt) in enumerate(batch):
+                for k, (slot, agent, prompt, observation) in enumerate(batch):
                     layer[slot].append(AgentStep(
                         episode=live[slot][0], round=envs[slot].round, agent=agent, prompt=prompt,
                         response=gen.responses[k], token_logps=gen.token_logps[k], text=gen.texts[k],
-                        state=states.get(slot),
+                        state=states.get(slot), observation=_text_fields(observation),
                     ))
             t0 = time.perf_counter()
             for slot, new_steps in layer.items():
@@ -186,8 +190,8 @@ class RolloutEngine:
                 round_steps.clear()
                 if not env.agents:
                     steps[-1].done = True
-                    solved = bool(steps[-1].info.get("solved", False))
-                    finished.append(Episode(index=index, steps=steps, solved=solved))
+                    solved = steps[-1].info.get(SOLVED)
+                    finished.append(Episode(index=index, steps=steps, solved=None if solved is None else bool(solved)))
                     del live[slot]
                     if progress:
                         progress(1)
@@ -195,3 +199,10 @@ class RolloutEngine:
             self.timings["env"] += time.perf_counter() - t0
         finished.sort(key=lambda e: e.index)
         return finished
+
+
+def _text_fields(observation: Any) -> dict[str, str] | None:
+    """The text fields of an observation (a dict of strings, or one string)."""
+    if isinstance(observation, dict):
+        return {k: v for k, v in observation.items() if isinstance(v, str)}
+    return {"text": observation} if isinstance(observation, str) else None

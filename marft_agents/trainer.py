@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,7 @@ import torch
 
 import marft_envs
 from marft_agents import checkpoint as ckpt
-from marft_agents import run_folder
+from marft_agents import report, run_folder
 from marft_agents.algorithms import build_learner
 from marft_agents.config import (
     ConfigError,
@@ -34,6 +35,12 @@ from marft_agents.evaluation import evaluate, summarize
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
 from marft_envs.plugins import resolve as resolve_env
+
+
+SAMPLE_EPISODES = 3
+"""Evaluation episodes whose whole transcripts each evaluation writes to ``samples/``."""
+ZERO_REWARD_UPDATES = 10
+"""Warn when every reward of this many first updates (or of a shorter run) was exactly 0."""
 
 
 @dataclass
@@ -167,11 +174,13 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
         eval_before = json.loads((run_dir / "eval_before.json").read_text())
     else:
-        eval_before = _evaluate_all(policy, config, eval_args)
+        eval_before = _evaluate_all(policy, config, eval_args, run_dir, "eval_before")
         (run_dir / "eval_before.json").write_text(json.dumps(eval_before, indent=2))
     log = MetricsLog(run_dir, resume_from=start if latest is not None else None)
 
     bar = _progress(range(start, config.updates), progress, f"{config.algo} updates")
+    warnings: list[str] = []
+    rewarded = start > 0  # on resume, the earlier updates were checked when they ran
     for update in bar:
         timings = Timings()
         t0 = time.perf_counter()
@@ -205,6 +214,10 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         if config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates:
             metrics["eval/accuracy"] = evaluate(policy, **eval_args)["accuracy"]
         log.write(update, metrics)
+        rewarded = rewarded or any(s.reward != 0 for e in episodes for s in e.steps)
+        if not rewarded and update + 1 == min(ZERO_REWARD_UPDATES, config.updates):
+            warnings.append(report.zero_reward_warning(update + 1))
+            _say(warnings[-1], bar)
         if hasattr(bar, "set_postfix"):
             bar.set_postfix(solved=f"{metrics['train/solved']:.2f}", refresh=False)
         if (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates:
@@ -212,7 +225,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
                                  {"algo": algo.state_dict(), "rng": ckpt.rng_state(rng), "config": to_dict(config)})
     log.close()
 
-    eval_after = _evaluate_all(policy, config, eval_args)
+    eval_after = _evaluate_all(policy, config, eval_args, run_dir, "eval_after")
     summary = {
         "env": config.env,
         "algo": config.algo,
@@ -221,7 +234,10 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         "episodes_per_update": config.episodes_per_update,
         "eval_before": eval_before,
         "eval_after": eval_after,
+        "headline": dict(zip(("metric", "label"), report.headline(eval_before))),
         "improvement": eval_after["accuracy"] - eval_before["accuracy"],
+        "improvement_mean_return": eval_after["mean_return"] - eval_before["mean_return"],
+        "warnings": warnings,
         "wall_time_s": time.perf_counter() - started,
         "resumed_from_update": start if latest is not None else None,
     }
@@ -233,7 +249,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     except ImportError:  # matplotlib is optional
         pass
     if not quiet:
-        print(summary_table(summary))
+        print(report.summary_table(summary))
     return summary
 
 
@@ -249,39 +265,19 @@ def _check_resumable(run_dir: Path, config: TrainConfig) -> None:
                           f"only {', '.join(run_folder.SAFE_ON_RESUME)} may change on resume")
 
 
-def _evaluate_all(policy: LaMASPolicy, config: TrainConfig, eval_args: dict) -> dict:
-    result = evaluate(policy, **eval_args)
-    if config.eval_rounds > 1:
+def _evaluate_all(policy: LaMASPolicy, config: TrainConfig, eval_args: dict, run_dir: Path, name: str) -> dict:
+    """The single-pass evaluation, the attempts protocol where the env declares one, and transcripts."""
+    result = evaluate(policy, **eval_args, samples=SAMPLE_EPISODES)
+    report.write_samples(run_dir, name, result.pop("samples"))
+    if config.eval_rounds > 1 and marft_envs.spec(config.env).attempts_option is not None:
         multi = evaluate(policy, **eval_args, rounds=config.eval_rounds)
         result[f"solved_within_{config.eval_rounds}_attempts_with_feedback"] = multi["accuracy"]
     return result
 
 
-def summary_table(summary: dict) -> str:
-    """A small before/after table for the terminal."""
-    before, after = summary["eval_before"], summary["eval_after"]
-    pct, num = "{:6.1%}", "{:6.1f}"
-    rows = [("held-out accuracy (greedy, single pass)", before["accuracy"], after["accuracy"], pct)]
-    for key in before:
-        if key.startswith("solved_within"):
-            rows.append((key.replace("_", " "), before[key], after.get(key, float("nan")), pct))
-    for agent, r in before["roles"].items():
-        later = after["roles"].get(agent, {})
-        if "own_accuracy" in r:
-            rows.append((f"{agent} own accuracy", r["own_accuracy"], later.get("own_accuracy", float("nan")), pct))
-        for k in ("answer_accuracy_when_right", "answer_accuracy_when_wrong"):
-            if r.get(k) is not None:
-                label = f"answer accuracy when {agent} is {k.rsplit('_', 1)[1]}"
-                rows.append((label, r[k], float("nan") if later.get(k) is None else later[k], pct))
-        if "mean_response_tokens" in r:  # absent from evaluations written before it was added
-            rows.append((f"{agent} response length (tokens)", r["mean_response_tokens"],
-                         later.get("mean_response_tokens", float("nan")), num))
-    width = max(len(r[0]) for r in rows)
-    lines = [f"{'':{width}}   before    after",
-             *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows)]
-    lines.append(f"±{before['accuracy_stderr']:.1%} standard error per accuracy on {before['episodes']} problems; "
-                 f"{summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
-    return "\n".join(lines)
+def _say(message: str, bar) -> None:
+    """Print to stderr without breaking the progress bar."""
+    (bar.write if hasattr(bar, "write") else print)(message, file=sys.stderr)
 
 
 def _progress(iterable, enabled: bool, desc: str):

@@ -42,6 +42,8 @@ env has no active agents, and ``reset()`` starts a fresh episode.
 from __future__ import annotations
 
 import copy
+import difflib
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +62,10 @@ RENDER_MODES = ("human", "ansi")
 
 class FlexEnvError(RuntimeError):
     """The env was used out of order (stepped before reset, after the end, or by a waiting agent)."""
+
+
+class UnknownOptionWarning(UserWarning):
+    """A ``reset(options=...)`` key the task does not read (often a misspelling): it is ignored."""
 
 
 class TaskError(RuntimeError):
@@ -84,6 +90,8 @@ class FlexEnv:
     """A Flex-POMDP text task: agents act in rounds, ordered by each round's dependency graph."""
 
     metadata: dict[str, Any] = {"name": "FlexEnv", "is_parallelizable": False, "render_modes": list(RENDER_MODES)}
+    reset_options: tuple[str, ...] | None = None
+    """The ``reset(options=...)`` keys the task reads; any other key warns (UnknownOptionWarning). None: not declared."""
 
     def __init__(self, possible_agents: list[str], render_mode: str | None = None):
         if not possible_agents:
@@ -185,6 +193,13 @@ class FlexEnv:
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, dict]:
         """Start an episode; returns ``infos`` for every agent."""
+        # PettingZoo's api_test passes options no task knows, so an unknown key is a loud warning, not an error.
+        unknown = sorted(set(options or {}) - set(self.reset_options)) if self.reset_options is not None else []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), self.reset_options, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            warnings.warn(f"{type(self).__name__}.reset: unknown option {key!r} is ignored; {hint}"
+                          f"its options are {list(self.reset_options)}", UnknownOptionWarning, stacklevel=2)
         if seed is not None or self.np_random is None:
             self.np_random, self.np_random_seed = seeding.np_random(seed)
         self._started = False  # until the task is set up: a reset that raises leaves nothing usable

@@ -137,11 +137,16 @@ _BRACE = re.compile(r"[{}]")
 _HASHES = re.compile(r"####[ \t]*([^\n]*)")
 _ANSWER_IS = re.compile(r"answer(?:\s+is|\s*:)[\s:]*([^\n]*)", re.I)
 _MATH_SPAN = re.compile(r"\$+([^$]+)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
-_SENTENCE_END = re.compile(r"\.(?:\s|$)|\s+(?=[A-Za-z]{2,})")  # a full stop, or the next word
+# A full stop, or the next word. A run of spaces is tried only from its first space (the lookbehind),
+# so the search stays linear: `\s+` retried from every space of a long run is quadratic.
+_SENTENCE_END = re.compile(r"\.(?:\s|$)|(?<!\s)\s+(?=[A-Za-z]{2})")
 _COMMAND = re.compile(r"\\[A-Za-z]+")
-_NUMBER = re.compile(
-    r"\\[dt]?frac\{-?\d+\}\{-?\d+\}|-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])|-?\d+(?:\.\d+)?(?:/\d+)?|-?\.\d+"
-)
+# A number is the first of these that matches, scanning left to right (as one alternation would):
+_NUMBER_START = re.compile(r"\\[dt]?frac\{|-?\.?\d")  # where any of them can begin
+_FRAC_NUMBER = re.compile(r"\\[dt]?frac\{-?\d+\}\{-?\d+\}")
+_GROUPED_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])")  # 1,234.5
+_DIGIT_GROUPS = re.compile(r"-?\d{1,3}(?:,\d{3})+")
+_PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 
 
 def _last_boxed(text: str) -> str | None:
@@ -194,8 +199,10 @@ def _answer_phrase(text: str) -> str | None:
 def _until_sentence_end(tail: str) -> str:
     # Cut at the first full stop or following word that lies outside every brace group, so that
     # `5\text{ units}` stays whole while `5 apples.` gives `5`.
+    depth, counted = 0, 0
     for m in _SENTENCE_END.finditer(tail):
-        depth = tail.count("{", 0, m.start()) - tail.count("}", 0, m.start())
+        depth += tail.count("{", counted, m.start()) - tail.count("}", counted, m.start())  # one pass in all
+        counted = m.start()
         if depth <= 0:
             return tail[: m.start()]
     return tail
@@ -209,9 +216,22 @@ def _bare_answer(text: str) -> str | None:
 
 
 def _last_number(text: str) -> str | None:
-    last = None
-    for last in _NUMBER.finditer(text):
-        pass
+    # One alternation regex retried the grouped form at every group of `1,234,567,...,12` (which
+    # fails only at its end): quadratic. When the grouped form fails, it fails from every later group
+    # of the same run too (same end, same next character), so it is not tried again inside the run.
+    last, pos, dead_until = None, 0, -1
+    while start := _NUMBER_START.search(text, pos):
+        p = start.start()
+        found = _FRAC_NUMBER.match(text, p)
+        if found is None and p >= dead_until:
+            found = _GROUPED_NUMBER.match(text, p)
+            if found is None and (groups := _DIGIT_GROUPS.match(text, p)):
+                dead_until = groups.end()
+        found = found or _PLAIN_NUMBER.match(text, p)
+        if found is None:
+            pos = p + 1
+            continue
+        last, pos = found, found.end()
     return last.group() if last else None
 
 
@@ -230,6 +250,10 @@ class _Answer(NamedTuple):
 
 _AMBIGUOUS_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|\s]*\})?(.*)\\end\{\1\}", re.S)
+# sympy's printer writes a bmatrix as `\left[\begin{matrix}...\end{matrix}\right]` (a pmatrix with parentheses);
+# `\left`/`\right` are gone by now, and the brackets are the matrix's own
+_ONE_MATRIX = r"(\\begin\{matrix\}(?:(?!\\(?:begin|end)\{matrix\}).)*\\end\{matrix\})"
+_BRACKETED_MATRIX = re.compile(rf"\[\s*{_ONE_MATRIX}\s*\]|\(\s*{_ONE_MATRIX}\s*\)", re.S)
 # (written, canonical, swap sides): `a > b` is read as `b < a`
 _RELATIONS = (("\\le", "\\le", False), ("\\ge", "\\le", True), ("<", "<", False),
               (">", "<", True), ("\\ne", "\\ne", False))
@@ -282,6 +306,8 @@ def _structure_of(s: str) -> _Answer:
     key = s.replace(" ", "")
     if not key:
         return _text(s)
+    if m := _BRACKETED_MATRIX.fullmatch(s):
+        s = m.group(1) or m.group(2)
     if m := _MATRIX.fullmatch(s):
         rows = [r for r in _latex.split_top(m.group(2), "\\\\") if r]
         cells = tuple(tuple(_structure(c) for c in _latex.split_top(r, "&")) for r in rows)

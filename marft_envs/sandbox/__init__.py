@@ -6,10 +6,11 @@
     result.stdout, result.returncode, result.timed_out, result.killed_by   # '45\\n', 0, False, None
 
 Each run is a fresh process with resource limits (CPU time, address space, file size, open files,
-processes), a private working directory in a private tmpfs ``/tmp``, a private ``/dev/shm``, a
-read-only view of everything else, a scrubbed environment, an unprivileged uid, no network, stdin at
-EOF; at its deadline its whole process tree is killed and reaped (a PID namespace), double-forked
-daemons included. What this machine allows is detected at run time (:func:`detect_isolation`);
+processes), a root of its own that holds the standard library (read-only), a private working
+directory in a private tmpfs ``/tmp`` and a private ``/dev/shm`` and nothing else of the host's files,
+a scrubbed environment, an unprivileged uid, no network, its own IPC objects, a syscall filter (no new
+namespaces, keyrings or mounts), stdin at EOF; at its deadline its whole process tree is killed and
+reaped (a PID namespace), double-forked daemons included. What this machine allows is detected at run time (:func:`detect_isolation`);
 without contained isolation the sandbox refuses untrusted code unless the caller opts in.
 :class:`SandboxPool` keeps warm workers for throughput. Standard library only, torch-free.
 See ``docs/envs/code.md`` for the guarantees and what it does not protect against.

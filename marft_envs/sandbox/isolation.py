@@ -6,55 +6,61 @@ Tiers, strongest first (the sandbox uses the strongest one that works here):
 tier     what a run gets
 ======== ========================================================================================
 root     (started as root) PID, mount, network, IPC and UTS namespaces; an unprivileged uid of its
-         own, so ``RLIMIT_NPROC`` holds; everything read-only except a private tmpfs ``/tmp`` (the
-         working directory) and ``/dev/shm``; ``/root``, ``/home``, ``/run``, ``/var/tmp`` hidden
-userns   (unprivileged, user namespaces allowed) the same namespaces inside a user namespace; the
-         program keeps the user's uid outside, with every capability dropped
+         own, so ``RLIMIT_NPROC`` holds; a root of its own (:mod:`~marft_envs.sandbox.rootfs`): the
+         standard library read-only, a private tmpfs ``/tmp`` (the working directory) and
+         ``/dev/shm``, and nothing else of the host's files
+userns   (unprivileged, user namespaces allowed) the same namespaces and root inside a user
+         namespace; the program keeps the user's uid outside, with every capability dropped
 uid      (root without namespaces, e.g. a default Docker container) an unprivileged uid and rlimits;
          leftovers killed by uid, files it leaves in the shared temp dirs deleted; **network open**,
-         host files readable
+         host files readable (task data and installed packages included)
 none     rlimits and the run's process group only
 ======== ========================================================================================
 
-``root`` and ``userns`` are *contained*; the sandbox refuses untrusted code on the weaker tiers
-unless the user opts in (``allow_weak_isolation=True`` or ``MARFT_SANDBOX_ALLOW_WEAK=1``).
-``MARFT_SANDBOX_TIER=<tier>`` forces a tier (it is still probed).
+On every tier where libseccomp is found, a syscall filter (:mod:`~marft_envs.sandbox.seccomp`)
+blocks new namespaces, kernel keyrings and mounts inside the run. ``root`` and ``userns`` are
+*contained*; the sandbox refuses untrusted code on the weaker tiers unless the user opts in
+(``allow_weak_isolation=True`` or ``MARFT_SANDBOX_ALLOW_WEAK=1``). ``MARFT_SANDBOX_TIER=<tier>``
+forces a tier (it is still probed).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 import sysconfig
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from marft_envs.sandbox import seccomp
 from marft_envs.sandbox.limits import Limits
 
 TIERS = ("root", "userns", "uid", "none")
 CONTAINED_TIERS = ("root", "userns")
 NAMESPACES = ("pid", "mount", "net", "ipc", "uts")
-HIDDEN_PATHS = ("/root", "/home", "/run", "/var/tmp")
-"""Covered by an empty read-only tmpfs in the mount namespace: homes, runtime sockets, host temp files."""
+ROOT_ENTRIES = ("dev", "proc", "tmp")
+"""What a contained run's ``/`` holds besides the first component of the standard library's path."""
 UID_BASE = 1_900_000_000
 """Runs use uids from here on (no user account has them): ``UID_BASE + 64 * (pid % 16384) + slot``."""
 INNER_UID = 1000
 """The program's uid inside a user namespace (``userns`` tier)."""
 
+_VIEW = ("a root of its own: the standard library (read-only), a private /tmp (the working directory) and "
+         "/dev/shm, /dev/null and the like, its own /proc; no site-packages, project checkout, task data, "
+         "home directory, /etc or other programs of the host")
 _FEATURES = {
     "root": ("PID namespace: the whole process tree is killed at the deadline",
              "network namespace: no network",
-             "mount namespace: read-only filesystem, private /tmp and /dev/shm, hidden " + ", ".join(HIDDEN_PATHS),
-             "IPC and UTS namespaces",
+             "mount namespace: " + _VIEW,
+             "IPC and UTS namespaces: SysV IPC and POSIX message queues die with the run",
              "an unprivileged uid of its own per worker (RLIMIT_NPROC enforced)",
              "rlimits: CPU time, address space, file size, open files, processes"),
     "userns": ("user namespace: every capability dropped, the user's own uid outside",
                "PID namespace: the whole process tree is killed at the deadline",
                "network namespace: no network",
-               "mount namespace: read-only filesystem, private /tmp and /dev/shm, hidden " + ", ".join(HIDDEN_PATHS),
-               "IPC and UTS namespaces",
+               "mount namespace: " + _VIEW,
+               "IPC and UTS namespaces: SysV IPC and POSIX message queues die with the run",
                "rlimits: CPU time, address space, file size, open files, processes"),
     "uid": ("an unprivileged uid of its own per worker (RLIMIT_NPROC enforced)",
             "leftover processes killed by uid; files it leaves in /tmp, /var/tmp, /dev/shm deleted",
@@ -64,12 +70,17 @@ _FEATURES = {
 }
 _MISSING = {
     "root": (),
-    "userns": ("the program keeps the user's uid outside the namespace: files readable by the user's groups stay readable",),
+    "userns": (),
     "uid": ("no network isolation", "no private /tmp: world-writable directories are writable during the run",
-            "host files readable by any user are readable"),
+            "SysV IPC and POSIX message queues outlive the run",
+            "host files readable by any user are readable: installed packages, project checkouts and task "
+            "data (a shipped solution) included"),
     "none": ("no network isolation", "runs as the calling user: it can read and change that user's files",
              "no process limit", "double-forked daemons that keep forking may escape the sweep"),
 }
+_FILTER = "syscall filter (libseccomp): no new namespaces, kernel keyrings, mounts, bpf, io_uring, userfaultfd"
+_NO_FILTER = ("no syscall filter: kernel keyrings are shared by every run of a worker (one uid) and a run may "
+              "create new namespaces")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -83,11 +94,9 @@ class Isolation:
     tier: str
     """One of ``TIERS``."""
     notes: tuple[str, ...] = ()
-    """Why each stronger tier was not used (the probe's error)."""
-    hide: tuple[str, ...] = field(default=(), repr=False)
-    """Paths covered by an empty tmpfs inside the mount namespace."""
-    expose: tuple[str, ...] = field(default=(), repr=False)
-    """Interpreter directories bound read-only into hidden paths, so the program can import."""
+    """Why each stronger tier (or the syscall filter) was not used (the probe's error)."""
+    syscall_filter: bool = False
+    """Whether runs get the seccomp filter of :mod:`~marft_envs.sandbox.seccomp`."""
 
     @property
     def contained(self) -> bool:
@@ -104,11 +113,11 @@ class Isolation:
 
     @property
     def features(self) -> tuple[str, ...]:
-        return _FEATURES[self.tier]
+        return _FEATURES[self.tier] + ((_FILTER,) if self.syscall_filter else ())
 
     @property
     def missing(self) -> tuple[str, ...]:
-        return _MISSING[self.tier]
+        return _MISSING[self.tier] + (() if self.syscall_filter else (_NO_FILTER,))
 
     def describe(self) -> str:
         """A few lines: the tier, what it enforces, what it does not, and why stronger tiers failed."""
@@ -133,9 +142,7 @@ class Isolation:
             "gid": uid,
             "inner_uid": INNER_UID,
             "nproc": nproc,
-            "hide": list(self.hide),
-            "expose": list(self.expose),
-            "sys_path": site_dirs(),
+            "syscall_filter": self.syscall_filter,
         }
 
 
@@ -144,54 +151,12 @@ def run_uid(slot: int) -> int:
     return UID_BASE + 64 * (os.getpid() % 16384) + slot
 
 
-def site_dirs() -> list[str]:
-    """The host interpreter's site-packages, so sandboxed programs can import what is installed."""
-    paths = sysconfig.get_paths()
-    out = []
-    for key in ("purelib", "platlib"):
-        p = paths.get(key)
-        if p and os.path.isdir(p) and p not in out:
-            out.append(p)
-    return out
-
-
-def filesystem_view(tier: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``(hide, expose)``: what to cover with an empty tmpfs, and the interpreter's directories to keep.
-
-    The interpreter may live under a hidden path (a venv in a home directory) or under a directory
-    the run's uid cannot enter (``/root/.pyenv``): those directories are hidden too and the
-    interpreter's own directories are bound back in, read-only, at the same paths.
-    """
-    candidates = [sys.base_prefix, sys.prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                  *site_dirs()]
-    expose: list[str] = []
-    for p in sorted({os.path.realpath(c) for c in candidates if os.path.isdir(c)}):
-        if not any(p == e or p.startswith(e + "/") for e in expose):
-            expose.append(p)
-    hide = []
-    for h in HIDDEN_PATHS:  # a symlinked home (/home -> /var/home) is hidden where it really is
-        real = os.path.realpath(h)
-        if os.path.isdir(real) and real != "/" and real not in hide:
-            hide.append(real)
-    if tier == "root":  # the run's uid is not the owner: directories others cannot enter must be hidden
-        for p in expose:
-            blocked = _first_closed_ancestor(p)
-            if blocked and not any(blocked == h or blocked.startswith(h + "/") for h in hide):
-                hide.append(blocked)
-    return tuple(hide), tuple(expose)
-
-
-def _first_closed_ancestor(path: str) -> str | None:
-    parts = path.strip("/").split("/")
-    for k in range(1, len(parts) + 1):
-        prefix = "/" + "/".join(parts[:k])
-        try:
-            mode = os.stat(prefix).st_mode
-        except OSError:
-            return None
-        if not mode & stat.S_IXOTH:
-            return prefix
-    return None
+def visible_paths() -> tuple[str, ...]:
+    """The host directories a contained run sees (read-only): the interpreter's standard library."""
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix, "installed_base": sys.base_prefix,
+            "installed_platbase": sys.base_exec_prefix}
+    paths = sysconfig.get_paths(vars=base)
+    return tuple(dict.fromkeys(os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib") if k in paths))
 
 
 # -- detection ------------------------------------------------------------------------------------
@@ -208,6 +173,10 @@ except ImportError:
 except OSError as e:
     facts["net"] = errno.errorcode.get(e.errno, str(e))
 facts["nproc"] = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+import sys
+facts["root"], facts["sys_path"] = sorted(os.listdir("/")), sys.path
+with open("/proc/self/status") as f:
+    facts["seccomp"] = next((int(line.split()[1]) for line in f if line.startswith("Seccomp:")), 0)
 print(json.dumps(facts))
 '''
 """The harmless program every candidate tier must run correctly before it is used."""
@@ -236,13 +205,16 @@ def detect_isolation(refresh: bool = False) -> Isolation:
 
 def _detect(forced: str | None) -> Isolation:
     notes = []
+    no_filter = seccomp.available()
+    if no_filter:
+        notes.append(no_filter)
     for tier in (forced,) if forced else candidate_tiers():
-        hide, expose = filesystem_view(tier)
-        isolation = Isolation(tier=tier, notes=tuple(notes), hide=hide, expose=expose)
-        problem = probe(isolation)
-        if problem is None:
-            return isolation
-        notes.append(f"{tier} tier unavailable: {problem}")
+        for syscall_filter in (True, False) if no_filter is None else (False,):
+            isolation = Isolation(tier=tier, notes=tuple(notes), syscall_filter=syscall_filter)
+            problem = probe(isolation)
+            if problem is None:
+                return isolation
+            notes.append(f"{tier} tier {'with the syscall filter ' if syscall_filter else ''}unavailable: {problem}")
     if forced:
         raise SandboxUnavailable(f"MARFT_SANDBOX_TIER={forced} does not work here: {notes[-1]}")
     return Isolation(tier="none", notes=tuple(notes))  # unreachable in practice: 'none' needs nothing
@@ -291,6 +263,13 @@ def _check_facts(isolation: Isolation, facts: dict, limits: Limits) -> str | Non
             return "the program reached the host's loopback network"
         if facts["tmp"] != ["work"]:
             return f"/tmp is not private (it holds {facts['tmp'][:5]})"
+        allowed = set(ROOT_ENTRIES) | {p.strip("/").split("/")[0] for p in facts["sys_path"] if p.startswith("/")}
+        if not set(facts["root"]) <= allowed:
+            return f"the program sees the host's files (/ holds {sorted(set(facts['root']) - allowed)[:5]})"
+    if any(p.rstrip("/").endswith(("site-packages", "dist-packages")) for p in facts["sys_path"]):
+        return "site-packages is on the program's sys.path"
+    if isolation.syscall_filter and facts["seccomp"] != 2:
+        return f"the syscall filter is not installed (Seccomp: {facts['seccomp']})"
     if tier == "root" and facts["nproc"] != limits.max_processes:
         return f"RLIMIT_NPROC is {facts['nproc']}, expected {limits.max_processes}"
     leaked = sorted(set(facts["env"]) - set(PROBE_ENV) - {"HOME", "TMPDIR"})

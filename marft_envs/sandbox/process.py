@@ -36,6 +36,10 @@ WORKER_ENV = {
 }
 
 
+PAYLOAD_KEYS = ("source", "files", "env")
+"""The parts of a run request only the run's own processes decode (the worker passes them on as bytes)."""
+
+
 class SandboxError(RuntimeError):
     """The sandbox itself failed (a layer could not be set up, or a worker died); not the program's fault."""
 
@@ -92,9 +96,10 @@ class WorkerProcess:
         """Send one run request and wait for its answer (at most ``timeout_s + GRACE_S``)."""
         if not self.alive:
             raise SandboxError("the sandbox worker has exited")
-        body = json.dumps(request).encode()
+        header = json.dumps({k: v for k, v in request.items() if k not in PAYLOAD_KEYS}).encode()
+        payload = json.dumps({k: request[k] for k in PAYLOAD_KEYS}).encode()
         try:
-            _write_all(self._in, struct.pack(">I", len(body)) + body)
+            _write_all(self._in, struct.pack(">I", len(header)) + header + struct.pack(">I", len(payload)) + payload)
         except (BrokenPipeError, OSError) as err:
             self.kill()
             raise SandboxError(f"the sandbox worker is gone ({err})") from None

@@ -2,20 +2,23 @@
 
 This file runs as its own Python process (``python -s -S -B worker.py``), started and spoken to by
 :mod:`marft_envs.sandbox.process`. It imports only the standard library, never ``marft_envs``: it
-must start fast and its memory is what every sandboxed program inherits (nothing secret is in it).
+must start fast and its memory is what every sandboxed program inherits (nothing secret is in it:
+see ``read_payload``).
 
-Protocol: length-prefixed JSON messages (4-byte big-endian length) on stdin (requests) and stdout
-(responses); one response per request; EOF on stdin ends the worker.
+Protocol: length-prefixed messages (4-byte big-endian length) on stdin and stdout. A request is two
+messages: the run's plan and limits (JSON), then its payload (JSON of the program, its files and
+environment), which the worker never decodes (see ``read_payload``); one JSON response per request;
+EOF on stdin ends the worker.
 
 One run, for the strongest tier (``"root"``: namespaces plus an unprivileged uid)::
 
     worker (W, a child subreaper)          polls the output pipes against the deadline
       └─ C   unshare(pid, mount, net, ipc, uts [, user]); fork I; report I's pid; exit
-           I   PID 1 of the new PID namespace, reparented to W: private mounts (read-only root,
-               fresh tmpfs /tmp and /dev/shm, hidden home dirs, new /proc); fork U; reap; exit
+           I   PID 1 of the new PID namespace, reparented to W: a root of its own (``rootfs``:
+               the standard library, fresh tmpfs /tmp and /dev/shm, new /proc); fork U; reap; exit
                with U — the kernel then kills everything left in the namespace
              └─ U  new session, rlimits, unprivileged uid, no new privileges, scrubbed environment,
-                   stdin at EOF: runs the program as ``__main__``
+                   stdin at EOF, the syscall filter (``seccomp``): runs the program as ``__main__``
 
 At the deadline W sends SIGKILL to I: the kernel kills the whole PID namespace (double-forked
 daemons and processes in new sessions included), and once W has reaped I nothing of the run is
@@ -29,6 +32,7 @@ import base64
 import builtins
 import ctypes
 import errno
+import importlib.util
 import json
 import os
 import resource
@@ -42,9 +46,23 @@ import time
 import traceback
 import types
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 # Only the interpreter's own library directories: never the script's directory or the user site.
-sys.path = [p for p in sys.path if p and os.path.isabs(p) and os.path.dirname(os.path.abspath(__file__)) != p]
+sys.path = [os.path.abspath(p) for p in sys.path if p and os.path.isabs(p) and HERE != p]
 BASE_SYS_PATH = list(sys.path)
+"""The standard library: the only directories of the host a contained run sees, and its ``sys.path``."""
+
+
+def _sibling(name: str):
+    # The sandbox's other standard-library-only modules, loaded by path (the package is not importable).
+    spec = importlib.util.spec_from_file_location(f"marft_sandbox_{name}", os.path.join(HERE, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+rootfs = _sibling("rootfs")
+seccomp = _sibling("seccomp")
 
 # Modules test programs commonly import, loaded once here so that every run gets them for free (and
 # so that on the weak tiers, where the run's uid may not be able to read the interpreter's files,
@@ -53,6 +71,15 @@ PRELOADED = ("math", "re", "collections", "itertools", "functools", "heapq", "bi
              "random", "hashlib", "fractions", "operator", "copy", "ast")
 for _name in PRELOADED:
     __import__(_name)
+# Extension modules that may link shared libraries outside the standard library's directories
+# (OpenSSL, SQLite, zlib, ...), which a contained run cannot see: loaded here so that they import.
+LINKED = ("_ssl", "_hashlib", "_sqlite3", "_bz2", "_lzma", "zlib", "binascii", "_uuid", "_ctypes", "_decimal",
+          "pyexpat", "_elementtree", "_dbm", "_gdbm", "_curses", "_curses_panel", "_multiprocessing", "_posixshmem")
+for _name in LINKED:
+    try:
+        __import__(_name)
+    except ImportError:
+        pass
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -63,23 +90,11 @@ CLONE_NEWNET = 0x40000000
 NAMESPACE_FLAGS = {"mount": CLONE_NEWNS, "uts": CLONE_NEWUTS, "ipc": CLONE_NEWIPC, "pid": CLONE_NEWPID,
                    "net": CLONE_NEWNET, "user": CLONE_NEWUSER}
 
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 32, 1024, 2048, 4096, 16384
-MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1 << 18, 1 << 21, 1 << 24
-# Per-mount flags a read-only remount must keep (inside a user namespace the kernel refuses to drop them).
-KEPT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-              "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER, PR_SET_NO_NEW_PRIVS = 1, 36, 38
-O_PATH = getattr(os, "O_PATH", 0o10000000)
-
-# Filesystems that stay as they are: the kernel's own views and device nodes, not storage.
-SPECIAL_FS = {"proc", "sysfs", "cgroup", "cgroup2", "devpts", "mqueue", "securityfs", "debugfs", "tracefs",
-              "pstore", "bpf", "configfs", "fusectl", "binfmt_misc", "hugetlbfs", "autofs", "efivarfs"}
-WORKDIR_IN_NAMESPACE = "/tmp/work"
 READ_CHUNK = 1 << 16
+SWEEP_S = 2.0  # without a PID namespace, how long to keep killing a run's leftovers (a loaded machine is slow to let them die)
 
 _libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.unshare.argtypes = [ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
@@ -96,11 +111,6 @@ def _check(ret: int, what: str) -> None:
 
 def unshare(flags: int) -> None:
     _check(_libc.unshare(flags), "unshare")
-
-
-def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = lambda s: None if s is None else s.encode()  # noqa: E731
-    _check(_libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
 def prctl(option: int, value: int) -> None:
@@ -125,6 +135,31 @@ def read_message(fd: int) -> dict | None:
     return None if body is None else json.loads(body)
 
 
+def read_payload(fd: int) -> bytearray | None:
+    """A run's payload (its program, files and environment) as raw bytes, in a buffer that ``wipe`` clears.
+
+    The worker never decodes a payload: only the run's own processes do, in their copy of this
+    memory. Programs and tests sent for earlier runs (a task's solution among them, when a tester's
+    asserts are checked against it) are thus never in the memory a later run inherits.
+    """
+    head = _read_exactly(fd, 4)
+    if head is None:
+        return None
+    buf = bytearray(struct.unpack(">I", head)[0])
+    with memoryview(buf) as view:
+        got = 0
+        while got < len(buf):
+            n = os.readv(fd, [view[got:]])
+            if n == 0:
+                return None
+            got += n
+    return buf
+
+
+def wipe(buf: bytearray) -> None:
+    buf[:] = bytes(len(buf))  # in place: the same memory, now zeros
+
+
 def write_message(fd: int, message: dict) -> None:
     body = json.dumps(message).encode()
     view = memoryview(struct.pack(">I", len(body)) + body)
@@ -146,57 +181,6 @@ def _read_exactly(fd: int, n: int) -> bytes | None:
 def _status(fd: int, **message) -> None:
     # Setup stages report to the worker on a pipe the program never sees (closed before it starts).
     os.write(fd, (json.dumps(message) + "\n").encode())
-
-
-# -- the filesystem view (process I, root in its own mount namespace) -------------------------------
-
-
-def build_filesystem(plan: dict, limits: dict) -> str:
-    """Private mounts: everything read-only, homes hidden, fresh tmpfs /tmp and /dev/shm; returns the workdir."""
-    mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing below propagates back to the host
-    # Open the interpreter's directories now: hiding a home directory may cover them.
-    keep = [(path, os.open(path, O_PATH | os.O_DIRECTORY)) for path in plan["expose"] if os.path.isdir(path)]
-    for target, opts in _storage_mounts():
-        flags = MS_BIND | MS_REMOUNT | MS_RDONLY
-        for name, bit in KEPT_FLAGS.items():
-            flags |= bit if name in opts else 0
-        # Fail closed: a mount left writable could take a run's files past its end (or the user's).
-        mount(None, target, None, flags, None)
-    for hidden in plan["hide"]:
-        if os.path.isdir(hidden) and not os.path.islink(hidden):
-            mount("tmpfs", hidden, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    for path, fd in keep:
-        under = [h for h in plan["hide"] if path == h or path.startswith(h.rstrip("/") + "/")]
-        if under:  # re-create the path inside the hiding tmpfs and bind the real directory there
-            os.makedirs(path, mode=0o755, exist_ok=True)
-            mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC, None)
-            mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
-        os.close(fd)
-    for hidden in plan["hide"]:
-        if os.path.isdir(hidden) and not os.path.islink(hidden):
-            mount(None, hidden, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, "size=1m,mode=755")
-    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_mb']}m,mode=1777")
-    if os.path.isdir("/dev/shm"):
-        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['shm_mb']}m,mode=1777")
-    if "pid" in plan["namespaces"]:
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-    os.mkdir(WORKDIR_IN_NAMESPACE, 0o700)
-    if plan.get("uid") is not None:
-        os.chown(WORKDIR_IN_NAMESPACE, plan["uid"], plan["gid"])
-    return WORKDIR_IN_NAMESPACE
-
-
-def _storage_mounts() -> list[tuple[str, set[str]]]:
-    mounts = []
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            fields = line.split()
-            target, opts = fields[4].replace("\\040", " "), set(fields[5].split(","))
-            fstype = fields[fields.index("-") + 1]
-            if fstype in SPECIAL_FS or target.startswith(("/proc/", "/sys/")) or target in ("/proc", "/sys"):
-                continue
-            mounts.append((target, opts))
-    return mounts
 
 
 # -- the program's own process (U) -------------------------------------------------------------------
@@ -235,10 +219,10 @@ def write_files(workdir: str, files: dict) -> None:
             f.write(data)
 
 
-def run_program(source: str, workdir: str, sys_path: list[str]) -> int:
+def run_program(source: str, workdir: str) -> int:
     """Run ``source`` as ``__main__`` the way ``python main.py`` would; returns the exit code."""
     sys.argv = ["main.py"]
-    sys.path = [workdir, *BASE_SYS_PATH, *sys_path]
+    sys.path = [workdir, *BASE_SYS_PATH]  # never site-packages: a run gets the standard library only
     module = types.ModuleType("__main__")
     module.__file__ = os.path.join(workdir, "main.py")
     module.__builtins__ = builtins
@@ -296,6 +280,8 @@ def user_main(req: dict, workdir: str, out_w: int, err_w: int, status_w: int) ->
         os.environ.update(req["env"])
         os.environ.setdefault("HOME", workdir)
         os.environ.setdefault("TMPDIR", "/tmp" if "mount" in plan["namespaces"] else workdir)
+        if plan.get("syscall_filter"):
+            seccomp.install(_filter())  # last: from here on no namespaces, keyrings or mounts
     except BaseException as err:
         _status(status_w, setup_error=f"preparing the program's process: {type(err).__name__}: {err}")
         os._exit(71)
@@ -303,11 +289,22 @@ def user_main(req: dict, workdir: str, out_w: int, err_w: int, status_w: int) ->
     code = 1
     try:  # nothing may return from here into the worker's code: this process is the program's
         sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)
-        code = run_program(req["source"], workdir, plan["sys_path"])
+        code = run_program(req["source"], workdir)
     except BaseException:
         os.write(2, traceback.format_exc().encode(errors="replace"))
     finally:
         os._exit(code)
+
+
+_compiled_filter = None
+
+
+def _filter() -> int:
+    # Compiled once per worker, before a run's filesystem hides libseccomp from its processes.
+    global _compiled_filter
+    if _compiled_filter is None:
+        _compiled_filter = seccomp.build()
+    return _compiled_filter
 
 
 # -- the run's init (I) and the namespace creator (C) ------------------------------------------------
@@ -317,7 +314,10 @@ def init_main(req: dict, out_w: int, err_w: int, status_w: int) -> None:
     """Process I: PID 1 of the run (in the strong tiers). Never returns."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # dies with C, which dies with the worker
     plan = req["plan"]
-    workdir = build_filesystem(plan, req["limits"]) if "mount" in plan["namespaces"] else plan["host_workdir"]
+    if "mount" in plan["namespaces"]:
+        workdir = rootfs.build_root(BASE_SYS_PATH, plan.get("uid"), req["limits"])
+    else:
+        workdir = plan["host_workdir"]
     upid = os.fork()
     if upid == 0:
         try:
@@ -383,8 +383,10 @@ def creator_main(req: dict, worker_pid: int, out_w: int, err_w: int, status_w: i
 # -- the worker (W): start a run, watch it, end it ------------------------------------------------
 
 
-def serve_run(req: dict) -> dict:
+def serve_run(req: dict, payload: bytearray) -> dict:
     plan, limits = req["plan"], req["limits"]
+    if plan.get("syscall_filter"):
+        _filter()
     started = time.monotonic()
     deadline = started + limits["timeout_s"]
     if "mount" not in plan["namespaces"]:
@@ -401,9 +403,10 @@ def serve_run(req: dict) -> dict:
         for fd in (out_r, err_r, status_r, devnull):
             os.close(fd)
         try:
-            creator_main(req, worker_pid, out_w, err_w, status_w)
+            creator_main({**req, **json.loads(bytes(payload))}, worker_pid, out_w, err_w, status_w)
         finally:
             os._exit(70)
+    wipe(payload)  # the run has its own copy
     for fd in (out_w, err_w, status_w):
         os.close(fd)
 
@@ -503,8 +506,9 @@ def _end_run(cpid: int, init_pid: int | None, plan: dict, swept: bool) -> None:
 
 def _sweep(plan: dict, cpid: int, remove_files: bool = True) -> None:
     """Without a PID namespace: kill every process of the run's uid, else the adopted orphans."""
+    give_up = time.monotonic() + SWEEP_S
     if plan.get("uid") is not None:
-        for _ in range(100):
+        while time.monotonic() < give_up:
             pid = os.fork()
             if pid == 0:  # kill(-1) as the run's uid reaches exactly that uid's processes
                 try:
@@ -520,7 +524,7 @@ def _sweep(plan: dict, cpid: int, remove_files: bool = True) -> None:
         if remove_files:
             _remove_planted_files(plan["uid"])
     else:
-        for _ in range(100):  # orphans re-parent to us (a subreaper); kill them until none are left
+        while time.monotonic() < give_up:  # orphans re-parent to us (a subreaper); kill them until none are left
             children = [p for p in _children() if p != cpid]
             if not children:
                 break
@@ -650,12 +654,15 @@ def main() -> None:
     write_message(1, {"ready": True, "pid": os.getpid()})
     while True:
         req = read_message(0)
-        if req is None:
+        payload = read_payload(0) if req is not None else None
+        if payload is None:
             return
         try:
-            response = serve_run(req)
+            response = serve_run(req, payload)
         except BaseException as err:  # a bug here must answer, not leave the caller waiting
             response = {"setup_error": f"worker: {type(err).__name__}: {err}", "trace": traceback.format_exc()}
+        finally:
+            wipe(payload)
         write_message(1, response)
 
 

@@ -34,6 +34,7 @@ class AttemptsTask(FlexEnv):
     """The package whose ``profiles/default.json`` is the family's default profile."""
     problem_type: type = object
     """What ``reset(options={"problem": ...})`` accepts."""
+    reset_options = ("problem",)
 
     def __init__(
         self,

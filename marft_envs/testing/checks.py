@@ -69,9 +69,13 @@ def check_env(
 
     from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 
+    from marft_envs.core import UnknownOptionWarning
+
     with warnings.catch_warnings():
         # PettingZoo warns that text observations are not NumPy arrays; that is by design here.
         warnings.filterwarnings("ignore", message=r".*(NumPy|numpy|Observation|Action space for each agent).*")
+        # api_test resets with options={"options": 1} to see that reset takes options; no task reads that key.
+        warnings.filterwarnings("ignore", category=UnknownOptionWarning)
         api_test(AECView(make()), num_cycles=num_cycles)
         report.passed.append("pettingzoo.api_test")
         seed_test(lambda: AECView(make()), num_cycles=num_cycles)

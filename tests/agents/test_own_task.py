@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -45,9 +46,25 @@ def test_import_flag_trains_the_task(outside, tmp_path, tiny_model_dir):
     out = marft(["train", "--import", "hiddensum", "env=newcomer/HiddenSum-v0", *short_run(tiny_model_dir, run)],
                 outside, tmp_path)
     assert out.returncode == 0, out.stderr
-    assert (run / "summary.json").is_file()
+    # the newcomer's env reports no success: mean return is the headline, in the summary and the table
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["headline"]["metric"] == "mean_return" and not summary["eval_before"]["success_reported"]
+    table = out.stdout.splitlines()
+    assert table[1].startswith("mean return (greedy; 4 episodes of the env as configured")
+    assert "held-out" not in out.stdout and "attempts" not in out.stdout
+    assert "standard error of the mean return on 4 episodes" in table[-1]
+    # transcripts of both evaluations, printed by marft show
+    for name in ("eval_before", "eval_after"):
+        lines = (run / "samples" / f"{name}.jsonl").read_text().splitlines()
+        steps = json.loads(lines[0])["steps"]
+        assert [s["agent"] for s in steps] == ["scout_0", "scout_1", "summer_0"]
+        assert "Your number is" in steps[0]["observation"]["text"]
+    shown = marft(["show", str(run)], outside, tmp_path)
+    assert shown.returncode == 0 and "=== eval_after, episode" in shown.stdout and "[action]" in shown.stdout
+    assert "solved not reported" in shown.stdout
     out = marft(["eval", "--import", "hiddensum", "--run", str(run), "--episodes", "2"], outside, tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "mean return (greedy; 2 episodes of the env as configured" in out.stdout
     listed = marft(["envs", "--import", "hiddensum"], outside, tmp_path)
     assert "newcomer/HiddenSum-v0" in listed.stdout
 
@@ -66,6 +83,16 @@ def test_an_entry_point_needs_no_flag(outside, tmp_path, tiny_model_dir):
 def test_a_module_class_id_trains(outside, tmp_path, tiny_model_dir):
     out = marft(["train", "env=hiddensum:HiddenSum", *short_run(tiny_model_dir, tmp_path / "run")], outside, tmp_path)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_run_whose_reward_stays_zero_warns_with_the_likely_causes(outside, tmp_path, tiny_model_dir):
+    # the tiny random model never boxes the right sum: every reward is 0
+    run = tmp_path / "run"
+    out = marft(["train", "--import", "hiddensum", "env=newcomer/HiddenSum-v0", *short_run(tiny_model_dir, run)],
+                outside, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "every reward of the first 2 updates was exactly 0" in out.stderr
+    assert "model cannot do the task" in json.loads((run / "summary.json").read_text())["warnings"][0]
 
 
 def test_a_failing_import_is_one_line(outside, tmp_path, tiny_model_dir):

@@ -236,3 +236,23 @@ def test_check_env_catches_a_graph_query_with_a_side_effect():
     with pytest.raises(AssertionError, match="queries must not change the state"):
         check_pure_queries(Impure, range(2), random_policy)
     assert "marft.pure_queries" in check_env(Recorder, seeds=range(3)).passed
+
+
+@pytest.mark.parametrize("env_id, good, bad, hint", [
+    ("marft/MathChain-v0", {}, {"problme": None}, "did you mean 'problem'?"),
+    ("marft/MathCORY-v0", {"pioneer": "solver_1"}, {"pionner": "solver_1"}, "did you mean 'pioneer'?"),
+    ("marft/BookingFixed-v0", {"kind": "book"}, {"kinds": "book"}, "did you mean 'kind'?"),
+    ("marft/CodeRepairSolo-v0", {}, {"tsk": None}, "did you mean 'task'?"),
+])
+def test_a_misspelt_reset_option_warns_naming_the_closest(env_id, good, bad, hint):
+    import warnings
+
+    import marft_envs
+    from marft_envs.core import UnknownOptionWarning
+
+    env = marft_envs.make(env_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the options a task reads are silent
+        env.reset(seed=0, options=good)
+    with pytest.warns(UnknownOptionWarning, match=rf"unknown option {next(iter(bad))!r} is ignored; {hint}"):
+        env.reset(seed=0, options=bad)

@@ -3,6 +3,7 @@ r"""Tests for the MATH answer grader `marft_envs.rewards.math`: tables of (pred,
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from marft_envs.rewards import math as math_grader
 from marft_envs.rewards.math import answers_match, clear_caches, extract_answer, grade
 
 # Each table holds equivalent forms (True) and near misses (False) of one kind of answer.
@@ -78,6 +80,13 @@ MATCH_TABLES = {
         (r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", r"\begin{pmatrix}1&2\\3&5\end{pmatrix}", False),
         (r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", r"\begin{pmatrix}1&3\\2&4\end{pmatrix}", False),
         (r"\begin{pmatrix}1&2\end{pmatrix}", r"\begin{pmatrix}1\\2\end{pmatrix}", False),
+        # sympy's printer: a bmatrix is `\left[\begin{matrix}...\end{matrix}\right]`, a pmatrix with `(...)`
+        (r"\left[\begin{matrix}1 & 2\\3 & 4\end{matrix}\right]", r"\begin{bmatrix}1&2\\3&4\end{bmatrix}", True),
+        (r"\left(\begin{matrix}-1/3\\\frac23\end{matrix}\right)", r"\begin{pmatrix}-\frac13\\2/3\end{pmatrix}", True),
+        (r"\left[\begin{matrix}1 & 2\\3 & 5\end{matrix}\right]", r"\begin{bmatrix}1&2\\3&4\end{bmatrix}", False),
+        (r"\left(\begin{matrix}1\\2\end{matrix}\right)", "(1, 2)", False),  # a matrix is never a tuple
+        (r"\left[\begin{matrix}1 & 2\end{matrix}\right)", r"\begin{bmatrix}1&2\end{bmatrix}", False),
+        (r"[\begin{matrix}1\end{matrix}], [\begin{matrix}2\end{matrix}]", r"\begin{bmatrix}1\end{bmatrix}", False),
     ],
     "bases": [
         ("52_8", "52_{8}", True), ("0052_8", "52_8", True), ("52_8", "52", False), ("52", "52_8", False),
@@ -184,6 +193,10 @@ PATHOLOGICAL = [
     r"\boxed{" * 20_000, "-" * 900 + "5", ",".join(["1"] * 3000), r"\pm" * 500 + "1", "####" * 30_000,
     "answer is " * 10_000, "answer" + " " * 100_000, r"0.\overline{" + "3" * 5000 + "}",
     r"\begin{pmatrix}" + "1&" * 2000 + r"1\end{pmatrix}", "\\", "}{", r"\frac", r"\sqrt[", "|" * 999,
+    # ordinary-looking text on which the extraction used to be quadratic (15 s, 30 s, minutes)
+    "The answer is 5" + " " * 40_000 + "6", "The answer is {" + ". a" * 200_000, "1,234" + ",567" * 50_000 + ",12",
+    "The answer is 5" + " " * 100_000 + "ab", "answer: " + "a " * 100_000, "The answer is " + "$" * 100_000,
+    r"The answer is \(" + "x" * 100_000, "The answer is 5. " * 20_000, "-1," * 60_000, "1 " * 100_000,
 ]
 
 
@@ -203,6 +216,76 @@ def test_pathological_inputs_are_fast_and_safe(text):
         assert time.perf_counter() - start < 2.0
         assert result is None or isinstance(result, (bool, str))
     assert answers_match(text, "1") is False
+
+
+# The extraction rules as one regex each, as they were before they were made linear: the reference
+# the linear versions must agree with, on short strings where the quadratic cost does not matter.
+_ONE_ALTERNATION = re.compile(
+    r"\\[dt]?frac\{-?\d+\}\{-?\d+\}|-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,])|-?\d+(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+_QUADRATIC_SENTENCE_END = re.compile(r"\.(?:\s|$)|\s+(?=[A-Za-z]{2,})")
+
+
+def _reference_last_number(text):
+    found = list(_ONE_ALTERNATION.finditer(text))
+    return found[-1].group() if found else None
+
+
+def _reference_until_sentence_end(tail):
+    for m in _QUADRATIC_SENTENCE_END.finditer(tail):
+        if tail.count("{", 0, m.start()) - tail.count("}", 0, m.start()) <= 0:
+            return tail[: m.start()]
+    return tail
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(["1", "2", "0", ",", ",", ".", "-", "/", " ", "a", "\\frac{", "\\dfrac{", "}", "{",
+                                 "12,345", "1,234,567"]), max_size=25).map("".join))
+def test_last_number_is_the_last_match_of_one_left_to_right_alternation(text):
+    assert math_grader._last_number(text) == _reference_last_number(text)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from([" ", "  ", "\t", ".", ". ", "a", "ab", "5", "{", "}", "x", "\n"]), max_size=20).map("".join))
+def test_answer_phrase_ends_where_it_did(tail):
+    assert math_grader._until_sentence_end(tail) == _reference_until_sentence_end(tail)
+
+
+class _CountingPattern:
+    """A compiled pattern that counts its `match` calls (a structural measure of the work done)."""
+
+    def __init__(self, pattern):
+        self.pattern, self.calls = pattern, 0
+
+    def match(self, *args):
+        self.calls += 1
+        return self.pattern.match(*args)
+
+
+def test_a_long_run_of_digit_groups_is_tried_once(monkeypatch):
+    # The single alternation retried the grouped form at each of the 1,000 groups (quadratic work).
+    counting = _CountingPattern(math_grader._GROUPED_NUMBER)
+    monkeypatch.setattr(math_grader, "_GROUPED_NUMBER", counting)
+    assert math_grader._last_number("1,234" + ",567" * 1000 + ",12") == "12"
+    assert counting.calls <= 2  # the run, and the `12` after it: not once per group
+    assert math_grader._last_number("x 1,234" + ",567" * 1000 + " y") == "1,234" + ",567" * 1000
+
+
+class _CountingStr(str):
+    """A string that adds up how many characters its `count` calls scan."""
+
+    scanned = 0
+
+    def count(self, sub, start=0, end=None):
+        end = len(self) if end is None else end
+        _CountingStr.scanned += max(0, end - start)
+        return str.count(self, sub, start, end)
+
+
+def test_brace_depth_is_counted_in_one_pass():
+    tail = _CountingStr("{" + ". a" * 2000)
+    _CountingStr.scanned = 0
+    assert math_grader._until_sentence_end(tail) == tail
+    assert _CountingStr.scanned <= 2 * len(tail)  # `{` and `}` once each over the text, not once per stop
 
 
 def test_power_towers_compare_as_text():

@@ -2,9 +2,16 @@
 
 import os
 
+from marft_envs.sandbox.isolation import run_uid
 
-def sandbox_processes(uid_floor: int) -> list[tuple[int, int]]:
-    """``(pid, uid)`` of every process whose uid is a sandbox uid (>= ``uid_floor``)."""
+
+def sandbox_processes(uid_floor: int | None = None) -> list[tuple[int, int]]:
+    """``(pid, uid)`` of every process whose uid is one of this process's sandbox uids (>= ``uid_floor``).
+
+    Only this process's: other test runs on a shared machine have sandboxes of their own.
+    """
+    own = run_uid(0)  # the uids of this process's workers: run_uid(slot) for slot < 64
+    uid_floor = own if uid_floor is None else max(uid_floor, own)
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -14,7 +21,7 @@ def sandbox_processes(uid_floor: int) -> list[tuple[int, int]]:
                 uid = next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
         except (OSError, StopIteration, ValueError):
             continue
-        if uid >= uid_floor:
+        if uid_floor <= uid < own + 64:
             found.append((int(name), uid))
     return found
 

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from marft_envs.sandbox import (
     Limits, RunResult, SandboxError, SandboxPool, SandboxUnavailable, detect_isolation, run_python, shared_pool,
 )
-from marft_envs.sandbox.isolation import UID_BASE, Isolation, filesystem_view, probe
+from marft_envs.sandbox.isolation import UID_BASE, Isolation, probe, visible_paths
 
 from sandbox_checks import sandbox_processes
 
@@ -163,14 +164,21 @@ def test_uid_tier_sweeps_leftovers(monkeypatch):
     assert result.duration_s < 5
 
 
-def test_filesystem_view_keeps_the_interpreter_importable(isolation):
-    hide, expose = filesystem_view("root")
-    assert "/root" in hide and "/home" in hide
-    assert os.path.realpath(sys.base_prefix) in expose or any(
-        os.path.realpath(sys.base_prefix).startswith(e + "/") for e in expose)
+def test_filesystem_view_is_the_standard_library_and_keeps_it_importable(isolation):
+    # A contained run sees the interpreter's standard library and nothing else of the host: no
+    # site-packages (not even the base interpreter's own), no project checkout, no home directory.
+    view = visible_paths()
+    assert view and all(os.path.isfile(os.path.join(p, "os.py")) or os.path.isdir(p) for p in view)
+    assert not any(p.endswith(("site-packages", "dist-packages")) for p in view)
     if isolation.contained:
-        result = run_python("import json, sqlite3, decimal, xml.dom; print('imported')", timeout_s=10)
-        assert result.stdout == "imported\n", result.stderr
+        source = ("import json, os, sys, sqlite3, decimal, xml.dom, ssl, zlib, lzma, uuid\n"
+                  "print(json.dumps([sys.path, os.listdir('/'), [p for p in sys.path if os.path.isdir(p)]]))")
+        result = run_python(source, timeout_s=10)
+        assert result.ok, result.stderr
+        path, root, present = json.loads(result.stdout)
+        assert set(root) <= {"dev", "proc", "tmp", *(p.strip("/").split("/")[0] for p in path if p.startswith("/"))}
+        assert not any("site-packages" in p or "dist-packages" in p for p in path)
+        assert os.path.realpath(sysconfig.get_paths()["purelib"]) not in present
 
 
 UNPRIVILEGED_HOST = """
@@ -182,7 +190,7 @@ from marft_envs.sandbox import detect_isolation, run_python
 iso = detect_isolation()
 out = {"tier": iso.tier, "notes": iso.notes}
 if iso.contained:
-    r = run_python("import os, json; print(json.dumps([os.getpid(), sorted(os.listdir('/tmp')), os.path.exists('/root')]))",
+    r = run_python("import os, json; print(json.dumps([os.getpid(), sorted(os.listdir('/tmp')), sorted(os.listdir('/'))]))",
                    timeout_s=10, memory_mb=256)
     out["facts"], out["stderr"] = r.stdout, r.stderr
     r = run_python("while True: pass", timeout_s=1)
@@ -204,8 +212,9 @@ def test_an_unprivileged_user_gets_user_namespaces_or_a_clear_refusal(tmp_path):
     out = json.loads(proc.stdout)
     assert out["tier"] in ("userns", "none"), out
     if out["tier"] == "userns":
-        pid, tmp, root_visible = json.loads(out["facts"])
+        pid, tmp, root = json.loads(out["facts"])
         assert pid == 2 and tmp == ["work"] and out["loop"] == [True, "timeout"], out
+        assert root == ["dev", "proc", "tmp", "usr"], out  # /usr for the standard library, nothing else
     else:
         assert any("userns tier unavailable" in n for n in out["notes"]), out
 
@@ -236,3 +245,28 @@ def test_a_worker_that_stops_answering_is_killed_with_everything_it_ran(containe
             time.sleep(0.05)
         assert sandbox_processes(UID_BASE) == []
         assert pool.run("print('replaced')").stdout == "replaced\n"
+
+
+def test_without_libseccomp_the_tier_says_what_it_lacks(monkeypatch):
+    from marft_envs.sandbox import seccomp
+
+    monkeypatch.setattr(seccomp, "available", lambda: "no syscall filter: libseccomp.so.2: cannot open shared object")
+    try:
+        isolation = detect_isolation(refresh=True)
+        assert not isolation.syscall_filter
+        assert "no syscall filter" in isolation.describe() and "keyrings are shared" in isolation.describe()
+        result = run_python("import ctypes; print(ctypes.CDLL(None).unshare(0))", timeout_s=5, allow_weak_isolation=True)
+        assert result.ok, result.stderr
+    finally:
+        monkeypatch.undo()
+        assert detect_isolation(refresh=True).syscall_filter == (seccomp.available() is None)
+
+
+def test_the_syscall_filter_is_installed_where_libseccomp_is(isolation):
+    from marft_envs.sandbox import seccomp
+
+    if seccomp.available() is not None:
+        pytest.skip(seccomp.available())
+    assert isolation.syscall_filter
+    status = run_python("print(open('/proc/self/status').read())", timeout_s=5, allow_weak_isolation=True).stdout
+    assert "Seccomp:\t2" in status

@@ -2,7 +2,8 @@
 
 import pytest
 
-from marft_envs.sandbox import Limits
+import marft_envs
+from marft_envs.sandbox import Limits, detect_isolation
 from marft_envs.tasks.code.harness import TestRunner, harden_test
 
 from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
@@ -79,3 +80,65 @@ def test_reports_are_cached(runner):
     assert runner.runs - before <= 1
     runner.run("def add(a, b):\n    return b + a\n", TESTS, "add")
     assert runner.runs - before <= 2
+
+
+# A patch that fixes nothing: it looks for the shipped solution where this project keeps it (its
+# checkout, its site-packages, the folders around sys.path and the working directory, an editable
+# install's .pth file) and runs it. The sandbox shows a run only the standard library and its working
+# directory, so it finds nothing and scores 0 (it scored 0.98 mean reward before that rule).
+THIEF = '''
+def _stolen():
+    import glob, json, os, sys
+    dirs = []
+    for start in [os.getcwd(), *sys.path, os.path.expanduser("~"), "/work", "/home", "/root", "/opt", "/srv"]:
+        d = os.path.abspath(start)
+        while d not in dirs:
+            dirs.append(d)
+            d = os.path.dirname(d)
+    for d in list(dirs):
+        for pth in glob.glob(os.path.join(d, "*.pth")):
+            try:
+                dirs += [line.strip() for line in open(pth) if line.startswith("/")]
+            except OSError:
+                pass
+    for d in dirs:
+        for depth in ("", "*/", "*/*/", "*/*/*/"):
+            for path in glob.glob(os.path.join(d, depth + "marft_envs/tasks/code/data/corpus_tasks.jsonl")):
+                try:
+                    rows = [json.loads(line) for line in open(path)]
+                except OSError:
+                    continue
+                for row in rows:
+                    if row.get("buggy") == BUGGY:
+                        namespace = {}
+                        exec(row["solution"], namespace)
+                        return namespace[ENTRY]
+    raise RuntimeError("no solution found")
+
+
+def ENTRY_POINT(*args, **kwargs):
+    return _stolen()(*args, **kwargs)
+'''
+
+
+def thief_patch(task) -> str:
+    source = f"BUGGY = {task.buggy!r}\nENTRY = {task.entry_point!r}\n" + THIEF.replace("ENTRY_POINT", task.entry_point)
+    return f"```python\n{source}```"
+
+
+def test_a_patch_that_steals_the_shipped_solution_scores_0():
+    if not detect_isolation().contained:
+        pytest.skip("only a contained sandbox hides the host's files; weak tiers are refused for model output")
+    env = marft_envs.make("marft/CodeRepairSolo-v0", split="test")
+    tasks = env.problems.heldout(10, seed=0)
+    namespace = {}
+    exec(thief_patch(tasks[0]).strip("`").removeprefix("python\n"), namespace)
+    assert namespace["_stolen"]() is not None  # outside the sandbox the attack does find the solution
+    stolen, honest = [], []
+    for task in tasks:
+        env.reset(seed=0, options={"problem": task})
+        stolen.append(env.step({"fixer_0": thief_patch(task)}).rewards["fixer_0"])
+        env.reset(seed=0, options={"problem": task})
+        honest.append(env.step({"fixer_0": f"```python\n{task.solution}```"}).rewards["fixer_0"])
+    assert honest == [1.0] * len(tasks)  # the harness works: the real fix scores 1
+    assert stolen == [0.0] * len(tasks), stolen

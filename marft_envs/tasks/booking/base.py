@@ -75,6 +75,7 @@ class Entry:
 
 class BookingTask(FlexEnv):
     """Base of the booking envs: SQLite state, tool-call actions, a scripted user, τ²-style grading."""
+    reset_options = ("kind",)
 
     def __init__(
         self,

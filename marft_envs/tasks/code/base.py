@@ -73,6 +73,7 @@ class CodeRepairTask(AttemptsTask):
 
     profile_package = "marft_envs.tasks.code"
     problem_type = CodeTask
+    reset_options = ("problem", "task")
 
     def __init__(
         self,

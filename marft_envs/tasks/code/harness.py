@@ -12,8 +12,12 @@ closes the cheap ways for a program to fake a pass:
 * ``assert x == y`` is checked with a strict equality when either side is plain data (numbers,
   strings, lists, dicts, ...): an object that claims to equal everything does not pass.
 
-A program that deliberately inspects the harness's memory can still forge a report; the sandbox
-guarantees containment, not honesty (see ``docs/envs/code.md``).
+What the program can read: in the sandbox's contained tiers, nothing on disk but the standard
+library and its working directory (no task file, so no solution: the harness is never sent one
+for a fix). The tests, the setup and the nonce are in the harness's own memory in the same
+interpreter, so a program that deliberately inspects the harness's objects (its frames, ``gc``) can
+read its own run's tests and forge the report; the sandbox guarantees containment, not honesty
+(see ``docs/envs/code.md``).
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ Options: ``tasks``, ``split``, ``rounds`` and ``feedback``, ``reward``, ``visibl
 
 Version history:
     v0: first release.
+    v0, fixes kept under the same id (the same rewards for fixes that use the standard library): a
+        program runs in a root of its own (the standard library and its working directory; no
+        third-party packages, task data or checkout), under a syscall filter; text crossing the env is
+        valid UTF-8.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ evaluating each policy alone), ``problems``, ``split``, ``rounds`` and ``feedbac
 
 Version history:
     v0: first release.
+    v0, fixes kept under the same id (the same observations and rewards on ordinary input): text
+        crossing the env is valid UTF-8 (lone surrogates become U+FFFD); the grader reads sympy's
+        ``\\left[\\begin{matrix}...\\end{matrix}\\right]`` (and ``\\left(...\\right)``) matrices as bmatrix
+        (pmatrix), and its extraction is linear in the answer's length.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class MathCORY(MathTask):
     """A pioneer answers, an observer answers with the pioneer's answer as a reference; rewards are summed."""
 
     metadata = {"name": "marft/MathCORY-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
+    reset_options = ("problem", "pioneer")
 
     def __init__(self, pioneer: str = "solver_0", reference: bool = True, **kwargs: Any):
         super().__init__(list(AGENTS), **kwargs)

@@ -12,6 +12,10 @@ Options: ``n_agents`` (solvers, default 3), ``rounds`` (debate rounds, default 2
 
 Version history:
     v0: first release.
+    v0, fixes kept under the same id (the same observations and rewards on ordinary input): text
+        crossing the env is valid UTF-8 (lone surrogates become U+FFFD); the grader reads sympy's
+        ``\\left[\\begin{matrix}...\\end{matrix}\\right]`` (and ``\\left(...\\right)``) matrices as bmatrix
+        (pmatrix), and its extraction is linear in the answer's length.
 """
 
 from __future__ import annotations

@@ -1,0 +1,125 @@
+"""What a run reports: honest labels for its evaluations, the before/after table, and transcripts.
+
+The labels say what was measured, from what the evaluation itself recorded (``heldout``,
+``protocol``, ``attempts``, ``success_reported``; see ``evaluation.py``): "held-out accuracy" only
+for an env that declares a held-out split, "attempts with feedback" only for one that declares an
+attempts option, and mean return as the headline when the env never reports success.
+
+Transcripts (``samples/eval_before.jsonl``, ``samples/eval_after.jsonl``) hold a few whole
+evaluation episodes: every agent's observation and action, rewards and the outcome; ``marft show
+RUN`` prints them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from marft_envs.outcomes import REWARD_COMPONENTS
+from marft_agents.rollout import Episode
+
+SAMPLES = "samples"
+"""The run folder's subfolder of transcripts."""
+
+
+def headline(result: dict) -> tuple[str, str]:
+    """``(key, label)`` of an evaluation's headline number: its accuracy, or its mean return."""
+    n = result.get("episodes", 0)
+    where = ("held-out" if result.get("heldout", True)
+             else f"{n} episodes of the env as configured, seeds disjoint from training")
+    if not result.get("success_reported", True):
+        return "mean_return", f"mean return (greedy; {where}; the env reports no success)"
+    if result.get("protocol", "single_pass") == "attempts_with_feedback":
+        return "accuracy", f"solved within {result['attempts']} attempts with feedback (greedy; {where})"
+    single = ", single pass" if result.get("protocol", "single_pass") == "single_pass" else ""
+    if result.get("heldout", True):
+        return "accuracy", f"held-out accuracy (greedy{single})"
+    return "accuracy", f"accuracy (greedy{single}) on {where}"
+
+
+def summary_table(summary: dict) -> str:
+    """A small before/after table for the terminal; mean return is always in it."""
+    before, after = summary["eval_before"], summary["eval_after"]
+    pct, num = "{:6.1%}", "{:6.2f}"
+    key, label = headline(before)
+    rows = [(label, before[key], after[key], pct if key == "accuracy" else num)]
+    for k in before:
+        if k.startswith("solved_within"):
+            rows.append((k.replace("_", " ") + " (held-out)", before[k], after.get(k, float("nan")), pct))
+    if key != "mean_return":
+        rows.append(("mean return", before.get("mean_return", float("nan")), after.get("mean_return", float("nan")), num))
+    for agent, r in before["roles"].items():
+        later = after["roles"].get(agent, {})
+        if "own_accuracy" in r:
+            rows.append((f"{agent} own accuracy", r["own_accuracy"], later.get("own_accuracy", float("nan")), pct))
+        for k in ("answer_accuracy_when_right", "answer_accuracy_when_wrong"):
+            if r.get(k) is not None:
+                row_label = f"answer accuracy when {agent} is {k.rsplit('_', 1)[1]}"
+                rows.append((row_label, r[k], float("nan") if later.get(k) is None else later[k], pct))
+        if "mean_response_tokens" in r:  # absent from evaluations written before it was added
+            rows.append((f"{agent} response length (tokens)", r["mean_response_tokens"],
+                         later.get("mean_response_tokens", float("nan")), "{:6.1f}"))
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'':{width}}   before    after",
+             *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows)]
+    spread = (f"±{before['accuracy_stderr']:.1%} standard error per accuracy" if key == "accuracy"
+              else f"±{before.get('mean_return_stderr', 0.0):.2f} standard error of the mean return")
+    lines.append(f"{spread} on {before['episodes']} episodes; "
+                 f"{summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
+    return "\n".join(lines)
+
+
+def zero_reward_warning(updates_seen: int) -> str:
+    """The warning for a run whose every reward so far was exactly 0."""
+    return (f"warning: every reward of the first {updates_seen} updates was exactly 0, so there is nothing to "
+            "learn from. Likely causes: the model cannot do the task at all (the embedded model knows only "
+            "arithmetic prompts; try a real model such as model=smollm2-135m-instruct), max_new_tokens is too "
+            "short to finish an answer, or the env never rewards success (check its reward on a hand-written "
+            "right answer). Transcripts of the evaluation episodes are in the run's samples/ folder "
+            "(marft show RUN).")
+
+
+# -- transcripts ------------------------------------------------------------------------------------
+
+
+def transcript(episode: Episode) -> dict:
+    """One episode as plain data: every agent-step's observation, action and reward, and the outcome."""
+    return {
+        "episode": episode.index,
+        "solved": episode.solved,
+        "return": sum(s.reward for s in episode.steps),
+        "steps": [{"round": s.round, "agent": s.agent, "observation": s.observation, "action": s.text,
+                   "reward": s.reward, "reward_components": s.info.get(REWARD_COMPONENTS, {})}
+                  for s in episode.steps],
+    }
+
+
+def write_samples(run_dir: Path, name: str, transcripts: list[dict]) -> Path:
+    """Write transcripts (see :func:`transcript`) to ``run_dir/samples/<name>.jsonl``."""
+    folder = run_dir / SAMPLES
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in transcripts))
+    return path
+
+
+def show(run_dir: str | Path, which: str = "eval_after", n: int | None = None) -> str:
+    """The transcripts of a run folder as readable text (``which``: eval_before or eval_after)."""
+    path = Path(run_dir) / SAMPLES / f"{which}.jsonl"
+    if not path.is_file():
+        known = sorted(p.stem for p in path.parent.glob("*.jsonl")) if path.parent.is_dir() else []
+        raise FileNotFoundError(f"no transcripts at {path}" + (f"; there are: {', '.join(known)}" if known else
+                                                                 "; runs write them at each evaluation"))
+    out = []
+    for line in path.read_text().splitlines()[:n]:
+        t = json.loads(line)
+        solved = {True: "yes", False: "no", None: "not reported"}[t["solved"]]
+        out.append(f"=== {which}, episode {t['episode']}: solved {solved}, return {t['return']:.2f}")
+        for s in t["steps"]:
+            parts = ", ".join(f"{k}={v:g}" for k, v in s["reward_components"].items() if isinstance(v, (int, float)))
+            out.append(f"--- round {s['round']}, {s['agent']} (reward {s['reward']:g}{'; ' + parts if parts else ''})")
+            for field, text in (s["observation"] or {}).items():
+                if text:
+                    out.append(f"[{field}]\n{text}")
+            out.append(f"[action]\n{s['action']}")
+    return "\n".join(out)

@@ -1,0 +1,47 @@
+"""The outcome keys a trainer reads from ``infos``: an episode's success and each agent's own score.
+
+Trainers and evaluation (``marft_agents``) read exactly these, from the infos of an episode's last
+round, and nothing else by name:
+
+- ``infos[agent][SOLVED]`` (bool): whether the episode succeeded — the team's final answer was
+  right. An env that never sets it has no success notion: ``marft train`` then reports mean
+  return as its headline instead of an accuracy.
+- ``infos[agent][REWARD_COMPONENTS][OWN_CORRECT]`` (float in [0, 1]): this agent's own score in the
+  round (its own answer right, its locating exact, ...), for the per-role diagnostics.
+- ``infos[agent][REWARD_COMPONENTS]`` (dict of floats): the reward's parts, logged as they are.
+
+:func:`outcome_infos` builds per-agent infos with these keys, so a task need not spell them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+SOLVED = "solved"
+"""Key of the episode's success (bool) in every agent's info of the last round."""
+REWARD_COMPONENTS = "reward_components"
+"""Key of the reward's named parts (dict of floats) in an agent's info."""
+OWN_CORRECT = "own_correct"
+"""Key, inside the reward components, of an agent's own score in [0, 1]."""
+
+
+def outcome_infos(
+    agents: Iterable[str],
+    *,
+    solved: bool | None = None,
+    own_correct: Mapping[str, float] | None = None,
+    components: Mapping[str, float] | None = None,
+    **extra: Any,
+) -> dict[str, dict[str, Any]]:
+    """Per-agent infos carrying the outcome keys: ``solved`` for all, ``own_correct[agent]`` for each."""
+    out: dict[str, dict[str, Any]] = {}
+    for agent in agents:
+        parts = dict(components or {})
+        if own_correct is not None and agent in own_correct:
+            parts[OWN_CORRECT] = float(own_correct[agent])
+        info: dict[str, Any] = {REWARD_COMPONENTS: parts, **extra}
+        if solved is not None:
+            info[SOLVED] = bool(solved)
+        out[agent] = info
+    return out
