@@ -56,6 +56,10 @@ from marft_envs.graph import DependencyGraph
 from marft_envs.text import valid_text
 
 
+RENDER_MODES = ("human", "ansi")
+"""What every FlexEnv renders: ``"ansi"`` returns the transcript, ``"human"`` prints it (and returns None)."""
+
+
 class FlexEnvError(RuntimeError):
     """The env was used out of order (stepped before reset, after the end, or by a waiting agent)."""
 
@@ -85,15 +89,15 @@ class RoundResult:
 class FlexEnv:
     """A Flex-POMDP text task: agents act in rounds, ordered by each round's dependency graph."""
 
-    metadata: dict[str, Any] = {"name": "FlexEnv", "is_parallelizable": False, "render_modes": ["ansi"]}
+    metadata: dict[str, Any] = {"name": "FlexEnv", "is_parallelizable": False, "render_modes": list(RENDER_MODES)}
     reset_options: tuple[str, ...] | None = None
     """The ``reset(options=...)`` keys the task reads; any other key warns (UnknownOptionWarning). None: not declared."""
 
     def __init__(self, possible_agents: list[str], render_mode: str | None = None):
         if not possible_agents:
             raise ValueError("a FlexEnv needs at least one agent in possible_agents")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if render_mode is not None and render_mode not in RENDER_MODES:
+            raise ValueError(f"render_mode must be None, 'human' or 'ansi', got {render_mode!r}")
         self.possible_agents: list[str] = list(possible_agents)
         self.render_mode = render_mode
         self.agents: list[str] = []
@@ -162,6 +166,16 @@ class FlexEnv:
     def state_text(self) -> str:
         """The global state as text (for centralised critics); optional."""
         raise NotImplementedError(f"{self.name} does not expose a global state")
+
+    def render_text(self) -> str:
+        """The episode's transcript so far, what :meth:`render` shows; by default one line per action.
+
+        Override to show more (the task, tool results, the final grade); it must not change anything.
+        """
+        lines = []
+        for t, acts in enumerate(self.history + ([self.round_actions] if self.round_actions else [])):
+            lines += [f"round {t} | {a}: {text}" for a, text in acts.items()]
+        return "\n".join(lines)
 
     # -- the layered interface ----------------------------------------------------------------
 
@@ -282,13 +296,15 @@ class FlexEnv:
             raise
 
     def render(self) -> str | None:
-        """A transcript of the episode so far (``render_mode="ansi"``)."""
-        if self.render_mode != "ansi":
+        """The transcript so far (:meth:`render_text`): returned with ``render_mode="ansi"``, printed with
+        ``"human"`` (returning None, as Gymnasium and PettingZoo expect); None without a render mode."""
+        if self.render_mode is None:
             return None
-        lines = []
-        for t, acts in enumerate(self.history + ([self.round_actions] if self.round_actions else [])):
-            lines += [f"round {t} | {a}: {text}" for a, text in acts.items()]
-        return "\n".join(lines)
+        text = valid_text(self.render_text())
+        if self.render_mode == "human":
+            print(text, flush=True)
+            return None
+        return text
 
     def close(self) -> None:
         """Release resources (nothing by default)."""

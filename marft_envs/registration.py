@@ -8,11 +8,15 @@ and one-agent ids into Gymnasium's. So all of these work after ``import marft_en
     pettingzoo.make("aec", "marft/MathChain-v0")          # PettingZoo AECEnv
     pettingzoo.make("parallel", "marft/MathDebate-v0")    # PettingZoo ParallelEnv
     gymnasium.make("marft/MathSolo-v0")                   # Gymnasium Env
+
+:func:`env_module` gives an id the module-level entry points of a PettingZoo env package
+(``env``, ``raw_env``, ``parallel_env``), which PettingZoo's module-based tests take.
 """
 
 from __future__ import annotations
 
 import difflib
+import types
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -118,6 +122,21 @@ def make(id: str, *, view: str = "layered", **kwargs: Any):
     if view == "gym" and not entry.gym:
         raise ValueError(f"{id} has no Gymnasium view (it is multi-agent); use view='aec' or 'layered'")
     return _view_factory(entry, view)(**kwargs)
+
+
+def env_module(id: str) -> types.ModuleType:
+    """``id`` as a PettingZoo-style env module: ``env(**kwargs)`` builds the AEC view (``raw_env`` too),
+    and, for ids with a Parallel view, ``parallel_env(**kwargs)`` builds that one.
+
+    PettingZoo's envs ship as modules with these functions and some of its tests take such a module,
+    e.g. ``pettingzoo.test.max_cycles_test(env_module("marft/MathDebate-v0"))``.
+    """
+    entry = spec(id)
+    module = types.ModuleType(id, f"PettingZoo-style entry points of the registered env {id}.")
+    module.env = module.raw_env = _view_factory(entry, "aec")
+    if entry.parallel:
+        module.parallel_env = _view_factory(entry, "parallel")
+    return module
 
 
 def _view_factory(entry: EnvEntry, view: str) -> Callable[..., Any]:

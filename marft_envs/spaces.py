@@ -1,11 +1,20 @@
-"""Spaces for text environments: observations and actions are strings."""
+"""Spaces for text environments: observations and actions are strings.
+
+Importing this module (``import marft_envs`` does) also teaches Gymnasium's vector utilities to
+iterate over a batch of :class:`TextSpace` values, which Gymnasium has for no text space; batching,
+concatenating and empty batches of text it already has (tuples of strings). The registration is on
+our own class only: Gymnasium's ``Text`` is left as it is. This is what lets SuperSuit's
+``pettingzoo_env_to_vec_env_v1`` and ``concat_vec_envs_v1(..., num_cpus=0)`` carry text.
+"""
 
 from __future__ import annotations
 
 import string
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from gymnasium import spaces
+from gymnasium.vector.utils import iterate
 
 # What `sample()` draws from: printable ASCII. Membership accepts any character (see TextSpace).
 PRINTABLE = string.printable
@@ -49,3 +58,11 @@ def observation_space() -> spaces.Dict:
 def action_space() -> TextSpace:
     """An agent's action: any string (a whole generated response)."""
     return TextSpace()
+
+
+@iterate.register(TextSpace)
+def _iterate_text(space: TextSpace, items: Iterable[str]) -> Iterator[str]:
+    """The strings of a batch of text (a tuple or list of strings, as ``concatenate`` makes)."""
+    if isinstance(items, str):  # iterating a str would yield its characters as a batch of one-char texts
+        raise TypeError(f"a batch of {space!r} values is a sequence of strings, got a single str: wrap it in a list")
+    return iter(items)

@@ -4,9 +4,12 @@ An episode is one problem (a math question, a buggy program) drawn from a source
 ``sample(rng)`` and ``heldout(n, seed)``. Each round is one attempt by the whole team. With
 ``rounds=1`` (single pass) the episode ends after the first attempt; with ``rounds>1`` and
 ``feedback=True`` the team is told how its attempt did and tries again until it succeeds or runs out
-of attempts (the MARFT paper's protocol). ``rounds`` is these families' attempts option: they are
-registered with ``attempts_option="rounds"`` and ``eval_kwargs={"split": "test"}``, so held-out
-evaluation sets it (:mod:`marft_agents.evaluation`).
+of attempts (the MARFT paper's protocol). ``max_cycles=N``, PettingZoo's name for a round limit, is
+``rounds=N`` (when given, it replaces ``rounds``): at most N rounds, fewer when an attempt succeeds
+(or, without feedback, after the first, except in a debate, which runs all its rounds).
+
+``rounds`` is these families' attempts option: they are registered with ``attempts_option="rounds"``
+and ``eval_kwargs={"split": "test"}``, so held-out evaluation sets it (:mod:`marft_agents.evaluation`).
 
 Role prompts come from a profile (:mod:`marft_envs.tasks.profiles`); rewards are split between the
 agents by a credit mode (:mod:`marft_envs.rewards.credit`). A family says which package ships its
@@ -42,8 +45,13 @@ class AttemptsTask(FlexEnv):
         feedback: bool = True,
         credit: str = "team",
         render_mode: str | None = None,
+        max_cycles: int | None = None,
     ):
         super().__init__(possible_agents, render_mode=render_mode)
+        if max_cycles is not None:  # PettingZoo's name for the same limit (pettingzoo.make(..., max_cycles=N))
+            if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or max_cycles < 1:
+                raise ValueError(f"max_cycles (the number of rounds) must be a positive integer, got {max_cycles!r}")
+            rounds = max_cycles
         if rounds < 1:
             raise ValueError(f"rounds must be at least 1, got {rounds}")
         if credit not in CREDIT_MODES:

@@ -9,11 +9,12 @@ agents see from the next round on. A malformed action, an unknown tool, bad argu
 gets an error result: never an exception, never a change to the database.
 
 The episode ends when ``booking_0`` calls ``respond`` (terminated) or after ``max_rounds`` rounds
-(truncated). Then the episode is graded (:mod:`marft_envs.rewards.booking`): the final database
-against a replay of the gold actions on a fresh copy of the initial one, the final message against
-the required outputs, the task's assertions; the reward goes to the agents by the ``credit`` mode
-("team", "last", "per_agent"). Every round's ``infos[agent]`` has ``tool`` and ``error``; the last
-round's also ``reward_components``, ``assertions`` and ``solved``.
+(truncated); ``max_cycles=N``, PettingZoo's name for that limit, is ``max_rounds=N`` (when given,
+it replaces ``max_rounds``). Then the episode is graded (:mod:`marft_envs.rewards.booking`): the
+final database against a replay of the gold actions on a fresh copy of the initial one, the final
+message against the required outputs, the task's assertions; the reward goes to the agents by the
+``credit`` mode ("team", "last", "per_agent"). Every round's ``infos[agent]`` has ``tool`` and
+``error``; the last round's also ``reward_components``, ``assertions`` and ``solved``.
 
 Options: ``max_rounds`` (default 6), ``credit`` (default "team"), ``kinds`` (task-kind weights, e.g.
 ``{"book": 1, "infeasible": 1}``), ``world`` (a :class:`~.world.WorldConfig` or a dict of its fields),
@@ -87,8 +88,14 @@ class BookingTask(FlexEnv):
         storage: str = "memory",
         profile: str | Path | dict = "default",
         render_mode: str | None = None,
+        max_cycles: int | None = None,
     ):
         super().__init__(possible_agents, render_mode=render_mode)
+        if max_cycles is not None:  # PettingZoo's name for the same limit (pettingzoo.make(..., max_cycles=N))
+            if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or not 1 <= max_cycles <= 100:
+                raise ValueError(
+                    f"max_cycles (the number of rounds) must be an integer from 1 to 100, got {max_cycles!r}")
+            max_rounds = max_cycles
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or not 1 <= max_rounds <= 100:
             raise ValueError(f"max_rounds must be an integer from 1 to 100, got {max_rounds!r}")
         if credit not in CREDIT_MODES:
@@ -192,9 +199,7 @@ class BookingTask(FlexEnv):
         lines = [f"Request: {self.task.request}", *(e.text for e in self.board if e.shown)]
         return "\n".join(lines)
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
+    def render_text(self) -> str:
         lines = [f"Request: {self.task.request}"] if self.task else []
         lines += [e.text for e in self.board + list(self.current.values()) if e.scheduled]
         if self.last_grade is not None:

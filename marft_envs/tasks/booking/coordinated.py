@@ -36,7 +36,7 @@ COORDINATOR = "coordinator_0"
 class Booking(BookingTask):
     """A coordinator plans each round; its plan is the round's dependency graph over the workers."""
 
-    metadata = {"name": "marft/Booking-v0", "is_parallelizable": False, "render_modes": ["ansi"]}
+    metadata = {"name": "marft/Booking-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
 
     def __init__(self, **kwargs: Any):
         super().__init__([COORDINATOR, *WORKERS], **kwargs)

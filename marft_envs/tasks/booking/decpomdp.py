@@ -26,7 +26,7 @@ from marft_envs.tasks.booking.tools import WORKERS
 class BookingDecPOMDP(BookingTask):
     """Calendar, location and booking agents act at once; results reach teammates next round."""
 
-    metadata = {"name": "marft/BookingDecPOMDP-v0", "is_parallelizable": True, "render_modes": ["ansi"]}
+    metadata = {"name": "marft/BookingDecPOMDP-v0", "is_parallelizable": True, "render_modes": ["human", "ansi"]}
 
     def __init__(self, **kwargs: Any):
         super().__init__(list(WORKERS), **kwargs)

@@ -25,7 +25,7 @@ from marft_envs.tasks.booking.tools import WORKERS
 class BookingFixed(BookingTask):
     """Calendar and location agents act first; the booking agent sees both."""
 
-    metadata = {"name": "marft/BookingFixed-v0", "is_parallelizable": False, "render_modes": ["ansi"]}
+    metadata = {"name": "marft/BookingFixed-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
 
     def __init__(self, **kwargs: Any):
         super().__init__(list(WORKERS), **kwargs)

@@ -90,6 +90,7 @@ class CodeRepairTask(AttemptsTask):
         timeout_s: float = 5.0,
         memory_mb: int = 512,
         render_mode: str | None = None,
+        max_cycles: int | None = None,
     ):
         if reward not in REWARD_MODES:
             raise ValueError(f"unknown reward mode {reward!r}: use one of {list(REWARD_MODES)}")
@@ -99,7 +100,7 @@ class CodeRepairTask(AttemptsTask):
         if unknown:
             raise ValueError(f"unknown roles {unknown}: use {list(ROLES)}")
         super().__init__(possible_agents, profile=profile, rounds=rounds, feedback=feedback, credit=credit,
-                         render_mode=render_mode)
+                         render_mode=render_mode, max_cycles=max_cycles)
         self.limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
         self.problems = load_tasks(tasks, split=split)
         self.reward_mode = reward

@@ -31,7 +31,7 @@ from marft_envs.tasks.math.chain import agent_ids
 class CodeRepairChain(CodeRepairTask):
     """Agents in a chain, each seeing its predecessors' answers; the last fixer's patch is graded."""
 
-    metadata = {"name": "marft/CodeRepair-v0", "is_parallelizable": False, "render_modes": ["ansi"]}
+    metadata = {"name": "marft/CodeRepair-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
 
     def __init__(self, roles: list[str] | None = None, **kwargs: Any):
         roles = list(roles) if roles is not None else ["locator", "fixer"]

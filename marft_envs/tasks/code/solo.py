@@ -25,7 +25,7 @@ from marft_envs.tasks.code.base import CodeRepairTask, Graded
 class CodeRepairSolo(CodeRepairTask):
     """One fixer, one patch per attempt."""
 
-    metadata = {"name": "marft/CodeRepairSolo-v0", "is_parallelizable": True, "render_modes": ["ansi"]}
+    metadata = {"name": "marft/CodeRepairSolo-v0", "is_parallelizable": True, "render_modes": ["human", "ansi"]}
 
     def __init__(self, **kwargs: Any):
         super().__init__(["fixer_0"], **kwargs)

@@ -45,7 +45,7 @@ def vote(programs: list[str | None]) -> int | None:
 class CodeRepairVote(CodeRepairTask):
     """N fixers patch independently; the patches vote; everyone sees the others' patches next round."""
 
-    metadata = {"name": "marft/CodeRepairVote-v0", "is_parallelizable": True, "render_modes": ["ansi"]}
+    metadata = {"name": "marft/CodeRepairVote-v0", "is_parallelizable": True, "render_modes": ["human", "ansi"]}
 
     def __init__(self, n_agents: int = 3, **kwargs: Any):
         if n_agents < 1:

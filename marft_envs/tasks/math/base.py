@@ -42,9 +42,10 @@ class MathTask(AttemptsTask):
         feedback: bool = True,
         credit: str = "team",
         render_mode: str | None = None,
+        max_cycles: int | None = None,
     ):
         super().__init__(possible_agents, profile=profile, rounds=rounds, feedback=feedback, credit=credit,
-                         render_mode=render_mode)
+                         render_mode=render_mode, max_cycles=max_cycles)
         self.problems = load_problems(problems, split=split)
         self.problem: Problem | None = None
 

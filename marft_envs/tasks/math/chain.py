@@ -40,7 +40,7 @@ def agent_ids(roles: list[str]) -> list[str]:
 class MathChain(MathTask):
     """Agents in a chain, each seeing its predecessors' outputs; the last one answers."""
 
-    metadata = {"name": "marft/MathChain-v0", "is_parallelizable": False, "render_modes": ["ansi"]}
+    metadata = {"name": "marft/MathChain-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
 
     def __init__(self, n_agents: int | None = None, roles: list[str] | None = None, **kwargs: Any):
         if roles is None:

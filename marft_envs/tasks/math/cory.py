@@ -37,7 +37,7 @@ AGENTS = ["solver_0", "solver_1"]
 class MathCORY(MathTask):
     """A pioneer answers, an observer answers with the pioneer's answer as a reference; rewards are summed."""
 
-    metadata = {"name": "marft/MathCORY-v0", "is_parallelizable": False, "render_modes": ["ansi"]}
+    metadata = {"name": "marft/MathCORY-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
     reset_options = ("problem", "pioneer")
 
     def __init__(self, pioneer: str = "solver_0", reference: bool = True, **kwargs: Any):

@@ -45,7 +45,7 @@ def majority_vote(answers: list[str | None]) -> str | None:
 class MathDebate(MathTask):
     """N solvers answer independently each round, then see each other's previous answers."""
 
-    metadata = {"name": "marft/MathDebate-v0", "is_parallelizable": True, "render_modes": ["ansi"]}
+    metadata = {"name": "marft/MathDebate-v0", "is_parallelizable": True, "render_modes": ["human", "ansi"]}
 
     def __init__(self, n_agents: int = 3, rounds: int = 2, feedback: bool = False, **kwargs: Any):
         if n_agents < 1:

@@ -24,7 +24,7 @@ from marft_envs.tasks.math.base import MathTask
 class MathSolo(MathTask):
     """One solver, one answer per attempt."""
 
-    metadata = {"name": "marft/MathSolo-v0", "is_parallelizable": True, "render_modes": ["ansi"]}
+    metadata = {"name": "marft/MathSolo-v0", "is_parallelizable": True, "render_modes": ["human", "ansi"]}
 
     def __init__(self, **kwargs: Any):
         super().__init__(["solver_0"], **kwargs)
