@@ -62,6 +62,7 @@ def eval_plan(env_id: str, env_kwargs: dict, rounds: int = 1) -> EvalPlan:
         if rounds > 1:
             raise ValueError(f"{env_id} has no attempts-with-feedback option: evaluate it with rounds=1")
         return EvalPlan(kwargs, entry.eval_kwargs is not None, "as_configured", None)
+    kwargs.pop("max_cycles", None)  # PettingZoo's name for the same limit would override the attempts
     kwargs[entry.attempts_option] = rounds
     protocol = "single_pass" if rounds == 1 else "attempts_with_feedback"
     return EvalPlan(kwargs, entry.eval_kwargs is not None, protocol, rounds)

@@ -27,7 +27,7 @@ PAGES = sorted(DOCS.glob("*.md")) + sorted(DOCS.glob("envs/*.md")) + sorted(DOCS
 TUTORIAL = DOCS / "tutorial-new-task.md"
 MUST_RUN = [TUTORIAL, DOCS / "testing-rewards.md"]
 MAX_ENV_LINES = 60
-PAGE_TIMEOUT_S = 120
+PAGE_TIMEOUT_S = 600  # a page that hangs fails; a loaded machine (2 cores, several jobs) is only slower
 
 _FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
 

@@ -197,3 +197,8 @@ def test_evaluate_says_which_protocol_it_used(env_id, env_kwargs, rounds, expect
     assert result["protocol"] in PROTOCOLS
     assert {"episodes", "accuracy", "accuracy_stderr", "mean_return", "mean_rounds", "roles"} <= set(result)
     assert result["episodes"] == 2
+
+
+def test_max_cycles_does_not_override_the_evaluated_attempts():
+    plan = eval_plan("marft/MathChain-v0", {"max_cycles": 3}, rounds=1)
+    assert "max_cycles" not in plan.env_kwargs and plan.env_kwargs["rounds"] == 1 and plan.protocol == "single_pass"
