@@ -122,3 +122,18 @@ def test_every_module_imports(name):
     if name.endswith("__main__"):
         pytest.skip("runs the CLI")
     importlib.import_module(name)
+
+
+MAX_MODULE_LINES = 400
+"""The team's limit on a module's length: one concept per file, readable top to bottom."""
+DATA_CORPORA = ("marft_envs/tasks/code/corpus/",)
+"""Folders of data written as Python (the programs the code tasks mutate): exempt from the limit."""
+
+
+def test_no_module_is_over_400_lines_outside_data_corpora():
+    assert all((ROOT / folder).is_dir() for folder in DATA_CORPORA), "a stale DATA_CORPORA entry"
+    files = module_files()
+    assert len(files) > 100  # both packages were found
+    lengths = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines()) for path in files.values()}
+    too_long = {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES and not name.startswith(DATA_CORPORA)}
+    assert not too_long, f"modules over {MAX_MODULE_LINES} lines (split them by concept): {too_long}"

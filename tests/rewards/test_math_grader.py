@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marft_envs.rewards import math as math_grader
+from marft_envs.rewards import _math_extract
 from marft_envs.rewards.math import answers_match, clear_caches, extract_answer, grade
 
 # Each table holds equivalent forms (True) and near misses (False) of one kind of answer.
@@ -241,13 +241,13 @@ def _reference_until_sentence_end(tail):
 @given(st.lists(st.sampled_from(["1", "2", "0", ",", ",", ".", "-", "/", " ", "a", "\\frac{", "\\dfrac{", "}", "{",
                                  "12,345", "1,234,567"]), max_size=25).map("".join))
 def test_last_number_is_the_last_match_of_one_left_to_right_alternation(text):
-    assert math_grader._last_number(text) == _reference_last_number(text)
+    assert _math_extract._last_number(text) == _reference_last_number(text)
 
 
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(st.sampled_from([" ", "  ", "\t", ".", ". ", "a", "ab", "5", "{", "}", "x", "\n"]), max_size=20).map("".join))
 def test_answer_phrase_ends_where_it_did(tail):
-    assert math_grader._until_sentence_end(tail) == _reference_until_sentence_end(tail)
+    assert _math_extract._until_sentence_end(tail) == _reference_until_sentence_end(tail)
 
 
 class _CountingPattern:
@@ -263,11 +263,11 @@ class _CountingPattern:
 
 def test_a_long_run_of_digit_groups_is_tried_once(monkeypatch):
     # The single alternation retried the grouped form at each of the 1,000 groups (quadratic work).
-    counting = _CountingPattern(math_grader._GROUPED_NUMBER)
-    monkeypatch.setattr(math_grader, "_GROUPED_NUMBER", counting)
-    assert math_grader._last_number("1,234" + ",567" * 1000 + ",12") == "12"
+    counting = _CountingPattern(_math_extract._GROUPED_NUMBER)
+    monkeypatch.setattr(_math_extract, "_GROUPED_NUMBER", counting)
+    assert _math_extract._last_number("1,234" + ",567" * 1000 + ",12") == "12"
     assert counting.calls <= 2  # the run, and the `12` after it: not once per group
-    assert math_grader._last_number("x 1,234" + ",567" * 1000 + " y") == "1,234" + ",567" * 1000
+    assert _math_extract._last_number("x 1,234" + ",567" * 1000 + " y") == "1,234" + ",567" * 1000
 
 
 class _CountingStr(str):
@@ -284,7 +284,7 @@ class _CountingStr(str):
 def test_brace_depth_is_counted_in_one_pass():
     tail = _CountingStr("{" + ". a" * 2000)
     _CountingStr.scanned = 0
-    assert math_grader._until_sentence_end(tail) == tail
+    assert _math_extract._until_sentence_end(tail) == tail
     assert _CountingStr.scanned <= 2 * len(tail)  # `{` and `}` once each over the text, not once per stop
 
 

@@ -50,10 +50,18 @@ def test_exit_statuses_and_reasons(pool, source, returncode, killed_by, in_stder
     assert result.ok == (returncode == 0)
 
 
+def test_no_sandbox_module_shadows_a_standard_library_module():
+    # worker.py runs as a script: its own folder is first on sys.path while its imports run, and it
+    # loads its sibling modules from there, so a sibling named like a standard module would replace it.
+    names = {path.stem for path in (REPO / "marft_envs" / "sandbox").glob("*.py")}
+    assert {"worker", "wire", "linux", "program", "teardown", "rootfs", "seccomp"} <= names
+    assert not names & set(sys.stdlib_module_names)
+
+
 def test_a_traceback_shows_the_programs_own_lines(pool):
     result = pool.run("def f():\n    return 1 / 0\nf()\n", timeout_s=5)
     assert 'main.py", line 2, in f' in result.stderr and "ZeroDivisionError" in result.stderr
-    assert "worker.py" not in result.stderr
+    assert "worker.py" not in result.stderr and "program.py" not in result.stderr
 
 
 def test_timeout_kills_and_says_so(pool):
