@@ -634,7 +634,7 @@ def test_an_earlier_runs_program_is_not_in_a_later_runs_memory(contained_pool):
         assert first.ok, first
         later = pool.run(MEMORY_SCAN, files={"mine.txt": own}, limits=Limits(timeout_s=20, memory_mb=512))
         seen = json.loads(later.stdout)
-        later_own = pool.run(f"MINE = open('mine.txt').read()\n" + MEMORY_SCAN, files={"mine.txt": own},
+        later_own = pool.run("MINE = open('mine.txt').read()\n" + MEMORY_SCAN, files={"mine.txt": own},
                              limits=Limits(timeout_s=20, memory_mb=512))
     assert own in json.loads(later_own.stdout), later_own  # the scan does find what its run holds
     assert canary not in seen, "a later run found an earlier run's program in its memory"
