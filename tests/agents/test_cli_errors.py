@@ -214,3 +214,14 @@ def test_partial_files_are_removed_on_the_next_save(tmp_path):
     (folder / ".update_000001.pt.xyz.tmp").write_bytes(b"partial")
     ckpt.save_checkpoint(folder, 1, {"weights": torch.ones(2)})
     assert sorted(p.name for p in folder.iterdir()) == ["latest", "update_000001.pt"]
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--max-steps", "-1", "max_steps must be at least 0"),
+    ("--batch-size", "0", "batch_size must be at least 1"),
+    ("--lr", "-0.1", "lr and seconds must be positive"),
+])
+def test_pretrain_refuses_nonsense_before_writing(option, value, message, tmp_path, capsys):
+    out = tmp_path / "model"
+    refused(["pretrain", option, value, "--out", str(out)], message, capsys)
+    assert not out.exists()

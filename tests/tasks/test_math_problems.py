@@ -209,7 +209,7 @@ def test_bad_specs(spec, words):
     assert words in one_line_error(spec, split="validation" if spec == "synthetic" else "train")
 
 
-@pytest.mark.timeout(15)
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("stale_config", [False, True])
 def test_hub_fails_fast_offline(monkeypatch, stale_config):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -221,7 +221,9 @@ def test_hub_fails_fast_offline(monkeypatch, stale_config):
         monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
     start = time.perf_counter()
     message = one_line_error("hub:marft-tests/no-such-dataset:main")
-    assert time.perf_counter() - start < 10
+    # The limit is the point (an offline Hub lookup that hangs takes 24-48 s), but generous: a loaded
+    # machine may take seconds just to import datasets.
+    assert time.perf_counter() - start < 20
     assert "marft-tests/no-such-dataset is not in the local cache" in message and "HF_HUB_OFFLINE=1" in message
 
 
