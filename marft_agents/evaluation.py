@@ -18,6 +18,7 @@ from collections import defaultdict
 import numpy as np
 
 import marft_envs
+from marft_agents.engines.base import Engine
 from marft_agents.policy import LaMASPolicy, Sampling
 from marft_agents.rollout import Episode, RolloutEngine
 
@@ -33,16 +34,20 @@ def evaluate(
     rounds: int = 1,
     max_new_tokens: int = 48,
     n_envs: int = 128,
+    engine: Engine | None = None,
 ) -> dict:
-    """Greedy evaluation on ``n`` held-out problems; ``rounds > 1`` uses the feedback protocol."""
+    """Greedy evaluation on ``n`` held-out problems; ``rounds > 1`` uses the feedback protocol.
+
+    ``engine`` generates (default: the hf engine on ``policy``).
+    """
     envs = [_heldout_env(env_id, env_kwargs, rounds) for _ in range(min(n, n_envs))]
     options_of = lambda i: None  # noqa: E731
     if hasattr(envs[0], "problems"):
         problems = envs[0].problems.heldout(n, seed=HELDOUT_SEED)
         n = len(problems)
         options_of = lambda i: {"problem": problems[i]}  # noqa: E731
-    engine = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens))
-    episodes = engine.collect(envs, range(n), seed_of=lambda i: HELDOUT_SEED + i, options_of=options_of)
+    rollout = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens), engine=engine)
+    episodes = rollout.collect(envs, range(n), seed_of=lambda i: HELDOUT_SEED + i, options_of=options_of)
     return summarize(episodes)
 
 
