@@ -40,7 +40,7 @@ class EngineConfig:
     dtype: str = "float32"
     """vllm: the engine's dtype; float32 keeps behaviour log-probs within 1e-4 of the trainer's, bfloat16 is faster but off by up to ~0.2."""
     kv_cache_gb: float = 1.0
-    """vllm on CPU: GB of memory for the KV cache (VLLM_CPU_KVCACHE_SPACE)."""
+    """vllm on CPU: memory for the KV cache, in whole GB (VLLM_CPU_KVCACHE_SPACE; vLLM reads an integer)."""
     threads: int = 0
     """vllm on CPU: cores its OpenMP threads bind to, 0-(N-1) (VLLM_CPU_OMP_THREADS_BIND; 0: every core)."""
     max_loras: int = 0
