@@ -124,7 +124,13 @@ class VLLMEngine(Engine):
     # -- adapters ------------------------------------------------------------------------------
 
     def sync(self, version: int) -> None:
-        """Write the policy's adapters and register them as ``<adapter>@v<version>``, dropping the old ones."""
+        """Write the policy's adapters and register them as ``<adapter>@v<version>``, dropping the old ones.
+
+        Versions must increase (a name is never served twice); ``version`` 0 is the engine's start.
+        """
+        if self._lora and version <= self.version:
+            raise ValueError(f"vllm engine: sync version {version} after version {self.version}; versions must "
+                             "increase, since vLLM must never see an adapter name twice")
         from peft import get_peft_model_state_dict
         from safetensors.torch import save_file
         from vllm.lora.request import LoRARequest

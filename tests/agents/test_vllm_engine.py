@@ -92,6 +92,8 @@ def test_after_a_sync_the_engine_serves_the_new_weights_under_a_new_name(served)
     assert all(max_gap(policy, prompt, r, lp, agent, 1.0) < TOLERANCE for r, lp in zip(stale.responses, stale.token_logps))
     perturb(policy, agent, 0.2, seed=99)
     engine.sync(engine.version + 1)
+    with pytest.raises(ValueError, match="versions must increase"):
+        engine.sync(engine.version)  # would serve a name twice
     assert engine.adapter_names()[agent] != old_name and engine.adapter_names()[agent].endswith(f"@v{engine.version}")
     fresh = engine.generate([Request(prompt, agent)] * 2, Sampling(1.0, 16))
     assert all(max_gap(policy, prompt, r, lp, agent, 1.0) < TOLERANCE for r, lp in zip(fresh.responses, fresh.token_logps))
