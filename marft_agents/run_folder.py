@@ -14,7 +14,7 @@ from typing import Any
 
 RUN_FILES = ("config.json", "metrics.jsonl", "eval_before.json", "summary.json", "curves.png")
 """Files a run writes at the top of its folder."""
-RUN_DIRS = ("checkpoints", "tb", "samples")
+RUN_DIRS = ("checkpoints", "tb", "samples", "engine")
 """Folders a run writes inside its folder."""
 SAFE_ON_RESUME = ("updates", "eval_every", "checkpoint_every", "threads", "run_dir")
 """Config keys that may change on ``--resume``: they do not change what the earlier updates did."""

@@ -23,6 +23,7 @@ import marft_envs
 from marft_agents import checkpoint as ckpt
 from marft_agents import report, run_folder
 from marft_agents.algorithms import build_learner
+from marft_agents.engines import Engine, make_engine
 from marft_agents.config import (
     ConfigError,
     TrainConfig,
@@ -55,6 +56,8 @@ class Timings:
     """Env steps, rewards included."""
     training: float = 0.0
     """The algorithm's update, critic features included."""
+    sync: float = 0.0
+    """Handing the updated adapter weights to the generation engine."""
 
 
 class MetricsLog:
@@ -102,6 +105,14 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
                        lora_alpha=config.lora_alpha, lora_targets=tuple(config.lora_targets))
 
 
+def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path) -> Engine:
+    """The generation engine ``config.generation`` asks for, sampling ``policy``'s adapters."""
+    g = config.generation
+    return make_engine(g.engine, policy, model=config.model, work_dir=work_dir, dtype=g.dtype,
+                       kv_cache_gb=g.kv_cache_gb, threads=g.threads, max_loras=g.max_loras, seed=config.seed,
+                       max_new_tokens=config.max_new_tokens)
+
+
 def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, progress: bool = True,
           quiet: bool = False) -> dict[str, Any]:
     """Run (or resume) training as configured; returns the summary written to ``summary.json``.
@@ -111,6 +122,10 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     earlier run in ``run_dir``; without it (or ``resume``) a folder holding a run is refused.
     """
     validate(config)
+    if config.generation.engine == "vllm":
+        from marft_agents.engines.vllm import check_available
+
+        check_available()  # a missing vLLM is named before any work
     run_dir = Path(config.run_dir)
     run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
     if resume:
@@ -164,12 +179,16 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         raise ConfigError(f"cannot write run_dir {run_dir}: {err.strerror or err}") from None
     n_envs = min(config.episodes_per_update, 128)
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
+    # closed at the end of the run; a run that fails midway leaves it to the engine's finalizer
+    generator = build_engine(config, policy, run_dir / "engine")
+    if latest is not None:
+        generator.sync(start)  # the resumed adapter weights
     engine = RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
-                           record_state=algo.needs_state)  # centralised critics
+                           record_state=algo.needs_state, engine=generator)  # centralised critics
     # A learner may evaluate on other env options (CORY: each policy alone, without the reference).
     eval_kwargs = {**config.env_kwargs, **algo.eval_env_kwargs}
     eval_args = dict(env_id=config.env, env_kwargs=eval_kwargs, n=config.eval_episodes,
-                     max_new_tokens=config.max_new_tokens)
+                     max_new_tokens=config.max_new_tokens, engine=generator)
     if latest is not None:
         ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
         eval_before = json.loads((run_dir / "eval_before.json").read_text())
@@ -196,6 +215,9 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         t1 = time.perf_counter()
         metrics = algo.update(episodes, update, rng)
         timings.training = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        generator.sync(update + 1)
+        timings.sync = time.perf_counter() - t2
         train_stats = summarize(episodes)
         metrics.update({
             "train/solved": train_stats["accuracy"],
@@ -205,6 +227,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
             "time/prompts_s": timings.prompts,
             "time/env_s": timings.env,
             "time/training_s": timings.training,
+            "time/sync_s": timings.sync,
             "time/update_s": time.perf_counter() - t0,
         })
         for agent, r in train_stats["roles"].items():
@@ -226,6 +249,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     log.close()
 
     eval_after = _evaluate_all(policy, config, eval_args, run_dir, "eval_after")
+    generator.close()
     summary = {
         "env": config.env,
         "algo": config.algo,

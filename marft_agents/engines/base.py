@@ -1,0 +1,59 @@
+"""The seam between the rollout engine and whatever samples tokens: one layer of requests in, one answer out.
+
+A *request* is one agent's prompt (token ids) and the name of that agent's adapter. An engine
+answers a whole layer of requests (every ready agent of every live env) under one :class:`Sampling`,
+with each response's token ids and the per-token log-probs of the distribution that sampled them
+(``softmax(logits / T)``; none when greedy), so the learner's PPO ratio has the right denominator.
+
+Adapter weights live in the policy, which the learner trains. After each update the trainer calls
+:meth:`Engine.sync` with the number of updates applied so far; an engine that keeps its own copy of
+the weights (vLLM) reloads them then, and every agent-step records the version it was sampled with.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from marft_agents.policy import Generation, Sampling
+
+
+@dataclass(frozen=True)
+class Request:
+    """One agent's prompt in a layer, with the adapter that must answer it."""
+
+    prompt: list[int]
+    """Prompt token ids, exactly as the response will be scored after them."""
+    adapter: str
+    """The policy's adapter name for the agent (``LaMASPolicy.adapter_of[agent]``)."""
+
+
+class Engine(ABC):
+    """Generates layers of requests for a :class:`~marft_agents.policy.LaMASPolicy`'s adapters."""
+
+    name: str = ""
+    """The engine's name in ``generation.engine``."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        """Updates applied to the weights this engine samples with (0: the weights it started with)."""
+        self.calls = 0
+        """Batched generate calls made so far (the hf engine makes one per adapter of a layer)."""
+
+    @abstractmethod
+    def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
+        """Responses to ``requests``, in their order, with per-token behaviour log-probs under ``sampling``."""
+
+    def sync(self, version: int) -> None:
+        """Serve the policy's current adapter weights from now on, as ``version``."""
+        self.version = version
+
+    def close(self) -> None:
+        """Free what the engine holds (processes, caches, files); idempotent."""
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,42 @@
+"""The Hugging Face engine (the default): ``LaMASPolicy.generate``, one batched call per adapter of a layer.
+
+It samples with the policy's own model, so the weights it serves are always the trained ones and
+:meth:`~marft_agents.engines.base.Engine.sync` only records the version. Requests are grouped by
+adapter in the order each adapter first appears in the layer, and each group keeps the order of its
+requests: the same calls, on the same batches, in the same order as the rollout engine made before
+engines existed, so every random draw and every metric is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+
+from marft_agents.engines.base import Engine, Request
+from marft_agents.policy import Generation, LaMASPolicy, Sampling
+
+
+class HFEngine(Engine):
+    """Generation through the policy's model with ``transformers``' ``generate``."""
+
+    name = "hf"
+
+    def __init__(self, policy: LaMASPolicy):
+        super().__init__()
+        self.policy = policy
+
+    def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
+        groups: dict[str, list[int]] = defaultdict(list)  # adapter -> indices into requests
+        for i, r in enumerate(requests):
+            groups[r.adapter].append(i)
+        responses: list[list[int]] = [[] for _ in requests]
+        token_logps: list[torch.Tensor] = [torch.empty(0) for _ in requests]
+        texts: list[str] = ["" for _ in requests]
+        for adapter, indices in groups.items():
+            gen = self.policy.generate([requests[i].prompt for i in indices], adapter, sampling)
+            self.calls += 1
+            for k, i in enumerate(indices):
+                responses[i], token_logps[i], texts[i] = gen.responses[k], gen.token_logps[k], gen.texts[k]
+        return Generation(responses=responses, token_logps=token_logps, texts=texts)
