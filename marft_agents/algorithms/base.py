@@ -74,6 +74,22 @@ class Learner(ABC):
             self.optimizers[a].load_state_dict(state["optimizers"][a])
 
 
+class CriticLearner(Learner):
+    """A learner with one value model, ``self.critic``, and its ``self.critic_optimizer``, both checkpointed."""
+
+    critic: torch.nn.Module
+    critic_optimizer: torch.optim.Optimizer
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "critic": self.critic.state_dict(),
+                "critic_optimizer": self.critic_optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.critic.load_state_dict(state["critic"])
+        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+
+
 @dataclass
 class PPOSettings:
     """Hyper-parameters every PPO-style learner here shares (MARFT, token MARFT, PPO, IPPO, MAPPO)."""

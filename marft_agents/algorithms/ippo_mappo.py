@@ -32,7 +32,7 @@ from torch import nn
 
 from marft_agents.advantages import chain_gae, normalize
 from marft_agents.algorithms.base import (
-    Learner,
+    CriticLearner,
     PPOSettings,
     action_objective,
     adapter_optimizers,
@@ -110,7 +110,7 @@ class ValueHeads(nn.Module):
         return out
 
 
-class IPPO(Learner):
+class IPPO(CriticLearner):
     """Independent PPO: per-agent policies and per-agent critics on each agent's own observation."""
 
     centralised = False
@@ -155,15 +155,6 @@ class IPPO(Learner):
                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "critic": self.critic.state_dict(),
-                "critic_optimizer": self.critic_optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.critic.load_state_dict(state["critic"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
 
 
 class MAPPO(IPPO):

@@ -24,7 +24,7 @@ import torch
 from marft_agents.advantages import chain_gae, normalize
 from marft_agents.algorithms.base import (
     ChainSettings,
-    Learner,
+    CriticLearner,
     action_log_ratios,
     action_objective,
     adapter_optimizers,
@@ -56,7 +56,7 @@ def compute_advantages(
     return chain_gae(rewards, values, round_ends, dones, gamma=gamma, gamma_agent=gamma_agent, lam=lam)
 
 
-class MARFT(Learner):
+class MARFT(CriticLearner):
     """Action-level MARFT: shared critic, chain GAE, PPO-clip per agent."""
 
     config: MARFTConfig
@@ -116,12 +116,3 @@ class MARFT(Learner):
             temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate,
             epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
         )
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "critic": self.critic.state_dict(),
-                "critic_optimizer": self.critic_optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.critic.load_state_dict(state["critic"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])

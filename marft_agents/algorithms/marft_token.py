@@ -34,7 +34,7 @@ import torch
 from marft_agents.advantages import at_last_token, normalize, token_advantages
 from marft_agents.algorithms.base import (
     ChainSettings,
-    Learner,
+    CriticLearner,
     action_log_ratios,
     adapter_optimizers,
     check_reduction,
@@ -64,7 +64,7 @@ class MARFTTokenConfig(ChainSettings):
     """Discount between tokens of one response (1.0: a response's length is not penalised)."""
 
 
-class MARFTToken(Learner):
+class MARFTToken(CriticLearner):
     """Token-level MARFT: per-token critic, GAE over all agents' tokens, PPO-clip per token."""
 
     config: MARFTTokenConfig
@@ -135,12 +135,3 @@ class MARFTToken(Learner):
     def features(self, steps: list[AgentStep]) -> torch.Tensor:
         """Frozen base features before every response token, ``(N, R, d)`` (zeros on padding)."""
         return token_features(self.policy, steps, self.config.minibatch_size)
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "critic": self.critic.state_dict(),
-                "critic_optimizer": self.critic_optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.critic.load_state_dict(state["critic"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])

@@ -22,7 +22,7 @@ import torch
 
 from marft_agents.advantages import chain_gae, normalize
 from marft_agents.algorithms.base import (
-    Learner,
+    CriticLearner,
     PPOSettings,
     action_objective,
     adapter_optimizers,
@@ -41,7 +41,7 @@ class PPOConfig(PPOSettings):
     """Hyper-parameters of single-agent PPO: the shared PPO ones, with MARFT's defaults for a fair comparison."""
 
 
-class PPO(Learner):
+class PPO(CriticLearner):
     """Single-agent PPO: a critic on the observation, plain GAE over the agent's rounds, PPO-clip on responses."""
 
     config: PPOConfig
@@ -85,12 +85,3 @@ class PPO(Learner):
                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "critic": self.critic.state_dict(),
-                "critic_optimizer": self.critic_optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.critic.load_state_dict(state["critic"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
