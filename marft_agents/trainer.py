@@ -23,20 +23,19 @@ import marft_envs
 from marft_agents import checkpoint as ckpt
 from marft_agents import report, run_folder
 from marft_agents.algorithms import build_learner
-from marft_agents.engines import Engine, make_engine
 from marft_agents.config import (
     ConfigError,
     TrainConfig,
-    check_env_kwargs,
     from_dict,
     to_dict,
     validate,
 )
+from marft_agents.engines import Engine, make_engine
+from marft_agents.env_options import check_env_kwargs
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
 from marft_envs.plugins import resolve as resolve_env
-
 
 SAMPLE_EPISODES = 3
 """Evaluation episodes whose whole transcripts each evaluation writes to ``samples/``."""
