@@ -31,6 +31,7 @@ import marft_envs
 from marft_envs.outcomes import OWN_CORRECT, REWARD_COMPONENTS
 from marft_agents.engines.base import Engine
 from marft_agents.policy import LaMASPolicy, Sampling
+from marft_agents.report import transcript
 from marft_agents.rollout import Episode, RolloutEngine
 
 HELDOUT_SEED = 20_251_130  # fixed: every run evaluates on the same held-out problems
@@ -97,9 +98,7 @@ def evaluate(
     rollout = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens), engine=engine)
     episodes = rollout.collect(envs, range(n), seed_of=lambda i: HELDOUT_SEED + i, options_of=options_of)
     out = {**summarize(episodes), "heldout": plan.heldout, "protocol": plan.protocol, "attempts": plan.attempts}
-    if samples:  # whole transcripts of the first episodes (report.transcript), for the run folder
-        from marft_agents.report import transcript
-
+    if samples:  # whole transcripts of the first episodes, for the run folder
         out["samples"] = [transcript(e) for e in episodes[:samples]]
     return out
 
