@@ -118,5 +118,5 @@ def test_role_prompts_come_from_the_profile():
 def test_a_profile_without_a_role_is_one_clear_line():
     with pytest.raises(ValueError, match=r"the profile has no prompt for roles \['coordinator'\]"):
         Booking(profile={"roles": {"calendar": "", "location": "", "booking": ""}})
-    with pytest.raises(FileNotFoundError, match="no such profile file"):
+    with pytest.raises(FileNotFoundError, match="no such profile"):
         BookingFixed(profile="no/such/profile.json")

@@ -150,7 +150,8 @@ def play_policy(env, policy, rng):
         ({"credit": "everyone"}, "unknown credit mode 'everyone'"),
         ({"rounds": 0}, "rounds must be at least 1"),
         ({"n_agents": 0}, "n_agents must be at least 1"),
-        ({"profile": "/no/such/profile.json"}, "no such profile file"),
+        ({"profile": "/no/such/profile.json"}, "no such profile"),
+        ({"profile": "general"}, "pass a shipped one ('default', 'general-v0')"),
         ({"profile": {"roles": {"reasoner": "r"}}}, "no prompt for roles ['actor']"),
         ({"n_agents": 2, "roles": ["actor"]}, "pass one of them"),
     ],
@@ -159,6 +160,19 @@ def test_bad_options_give_one_clear_line(kwargs, message):
     with pytest.raises((ValueError, FileNotFoundError)) as err:
         MathChain(**kwargs)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("env_id", ["marft/MathChain-v0", "marft/MathSolo-v0", "marft/MathDebate-v0"])
+def test_the_general_profile_is_selected_by_name(env_id):
+    env = marft_envs.make(env_id, profile="general-v0")
+    env.reset(seed=0)
+    default = marft_envs.make(env_id)
+    default.reset(seed=0)
+    for agent in env.possible_agents:
+        prompt = env.observe(agent)["instructions"]
+        assert "Example. Problem:" in prompt  # the worked example, absent from the default profile
+        assert prompt != default.observe(agent)["instructions"]
+    assert "\\boxed{answer}" in env.observe(env.possible_agents[-1])["instructions"]
 
 
 def test_problems_from_a_file(fixtures):

@@ -16,6 +16,9 @@ Version history:
         crossing the env is valid UTF-8 (lone surrogates become U+FFFD); the grader reads sympy's
         ``\\left[\\begin{matrix}...\\end{matrix}\\right]`` (and ``\\left(...\\right)``) matrices as bmatrix
         (pmatrix), and its extraction is linear in the answer's length.
+    v0, additions under the same id (default behaviour unchanged): ``profile="general-v0"`` selects
+        role prompts written for general instruct models (the answer format stated plainly, one
+        worked example); see ``marft_envs/tasks/math/profiles/``.
 """
 
 from __future__ import annotations
