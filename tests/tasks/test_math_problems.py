@@ -60,12 +60,16 @@ def test_synthetic_is_deterministic_and_seeds_differ():
     assert draw(SyntheticMath(), 7, 50) != draw(SyntheticMath(), 8, 50)
 
 
-@pytest.mark.parametrize("level", [1, 2, 3, 4])
+@pytest.mark.parametrize("level", [0, 1, 2, 3, 4])
 def test_every_level_produces_its_kind_of_problem(level):
     problems = draw(SyntheticMath(levels=(level,)), level, 200)
     assert {p.level for p in problems} == {level} and {p.source for p in problems} == {"synthetic"}
     n_steps = {len(p.solution.splitlines()) for p in problems}
     values = [gold_value(p.answer) for p in problems]
+    if level == 0:  # level 1's shapes with numbers from 2 to 20
+        assert n_steps == {1} and all(v >= 0 and v.denominator == 1 for v in values)
+        numbers = [int(x) for p in problems for x in re.findall(r"\d+", p.solution.split("=")[0])]
+        assert min(numbers) == 2 and max(numbers) == 20
     if level == 1:
         assert n_steps == {1} and all(v >= 0 and v.denominator == 1 for v in values)
     if level == 2:
@@ -100,9 +104,12 @@ def test_latex_answer_forms():
 
 
 def test_templates_are_varied_and_all_reachable():
-    assert len(TEMPLATES) >= 6 and {t.level for t in TEMPLATES} == {1, 2, 3, 4}
+    assert len(TEMPLATES) >= 6 and {t.level for t in TEMPLATES} == {0, 1, 2, 3, 4}
     problems = draw(SyntheticMath(), 3, 2000)
-    assert {p.uid.split(":")[0] for p in problems} == {t.tid for t in TEMPLATES}
+    # level 0 is opt-in: the default mix (and so every existing run's problems) never draws it
+    assert {p.uid.split(":")[0] for p in problems} == {t.tid for t in TEMPLATES if t.level != 0}
+    small = draw(SyntheticMath(levels=(0,)), 3, 500)
+    assert {p.uid.split(":")[0] for p in small} == {t.tid for t in TEMPLATES if t.level == 0}
     assert len({p.question for p in problems[:300]}) >= 200
 
 
@@ -123,6 +130,8 @@ def test_heldout_is_deterministic_distinct_and_from_the_test_split():
 
 def test_synthetic_specs():
     assert load_problems("synthetic").levels == (1, 2, 3, 4)
+    assert load_problems("synthetic:0").name == "synthetic:0"
+    assert len(SyntheticMath(levels=(0,)).heldout(100)) == 100  # ~112 distinct test problems exist
     source = load_problems("synthetic:2,1", split="test")
     assert isinstance(source, SyntheticMath) and source.levels == (1, 2) and source.name == "synthetic:1,2"
     assert {split_of(p.uid) for p in draw(source, 0, 50)} == {"test"}

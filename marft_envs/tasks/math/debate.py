@@ -18,7 +18,8 @@ Version history:
         (pmatrix), and its extraction is linear in the answer's length.
     v0, additions under the same id (default behaviour unchanged): ``profile="general-v0"`` selects
         role prompts written for general instruct models (the answer format stated plainly, one
-        worked example); see ``marft_envs/tasks/math/profiles/``.
+        worked example); see ``marft_envs/tasks/math/profiles/``. ``problems="synthetic:0"``: level 1's
+        wordings with numbers from 2 to 20 (opt-in; the default mix is unchanged).
 """
 
 from __future__ import annotations

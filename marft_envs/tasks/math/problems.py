@@ -39,7 +39,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from marft_envs.tasks.math.problem import Problem, ProblemSource
-from marft_envs.tasks.math.synthetic import LEVELS, SyntheticMath
+from marft_envs.tasks.math.synthetic import ALL_LEVELS, LEVELS, SyntheticMath
 
 __all__ = ["Problem", "ProblemSource", "SyntheticMath", "FileProblems", "ProblemSpecError", "load_problems"]
 
@@ -216,7 +216,7 @@ def load_problems(spec: str | os.PathLike | ProblemSource, *, split: str = "trai
             return SyntheticMath(levels, split=split)
         except ValueError as err:
             raise ProblemSpecError(f"bad spec {spec!r}: {_one_line(err)}; use e.g. 'synthetic:1,2' "
-                                   f"with levels from {LEVELS} and split 'train' or 'test'") from None
+                                   f"with levels from {ALL_LEVELS} and split 'train' or 'test'") from None
     if kind == "hub":
         name, _, config = rest.strip().partition(":")
         if not name:

@@ -2,6 +2,8 @@
 
 Four difficulty levels, several templates each (see ``TEMPLATES``):
 
+0. (only when asked for, ``"synthetic:0"``; not in the default ``LEVELS``) level 1's wordings with
+   numbers from 2 to 20: a setting a small general instruct model can partly solve untuned;
 1. one addition or subtraction of 1-2 digit numbers, non-negative result;
 2. two additions/subtractions (one template can go below zero: temperatures);
 3. a multiplication or exact division mixed with an addition/subtraction, integer result;
@@ -30,7 +32,8 @@ import numpy as np
 
 from marft_envs.tasks.math.problem import Problem, ProblemSource
 
-LEVELS = (1, 2, 3, 4)
+LEVELS = (1, 2, 3, 4)  # the default mix ("synthetic")
+ALL_LEVELS = (0, *LEVELS)  # level 0 is opt-in: adding it to the default would change every run's problems
 TEST_BUCKETS = 10  # one uid bucket in TEST_BUCKETS is the test split
 _MAX_TRIES = 10_000  # rejection-sampling guard; a test problem needs ~TEST_BUCKETS tries on average
 # Counts in the wording start at 2 so that no "1 apples" appears; fractions are 1/12 to 23/12.
@@ -129,6 +132,11 @@ def _draw_minus(rng):  # a - b with 2 <= b < a
     return {"a": a, "b": _int(rng, 2, a - 1)}
 
 
+def _draw_small_minus(rng):  # a - b with 2 <= b < a <= 20
+    a = _int(rng, 3, 20)
+    return {"a": a, "b": _int(rng, 2, a - 1)}
+
+
 def _draw_store(rng):  # a - b + c, never below zero
     a = _int(rng, 20, 99)
     return {"a": a, "b": _int(rng, 1, a), "c": _int(rng, 1, 99)}
@@ -199,6 +207,23 @@ def _pair(rng, lo, hi):  # two independent counts
 # ---- the templates ------------------------------------------------------------------------------
 
 TEMPLATES: tuple[Template, ...] = (
+    # level 0 (opt-in): level 1's four wordings with numbers up to 20
+    Template("l0_gift", 0,
+             "{name} has {a} {thing}. {name2} gives {name} {b} more {thing}. "
+             "How many {thing} does {name} have now?",
+             lambda r: _pair(r, 2, 20), lambda n: chain(n["a"], ("+", n["b"]))),
+    Template("l0_giveaway", 0,
+             "{name} had {a} {thing} and gave {b} of them to {name2}. "
+             "How many {thing} does {name} have left?",
+             _draw_small_minus, lambda n: chain(n["a"], ("-", n["b"]))),
+    Template("l0_harvest", 0,
+             "{name} picked {a} {fruit} in the morning and {b} {fruit} in the afternoon. "
+             "How many {fruit} did {name} pick in total?",
+             lambda r: _pair(r, 2, 20), lambda n: chain(n["a"], ("+", n["b"]))),
+    Template("l0_compare", 0,
+             "This week {name} ran {a} {dist} and {name2} ran {b} {dist}. "
+             "How many more {dist} did {name} run than {name2}?",
+             _draw_small_minus, lambda n: chain(n["a"], ("-", n["b"]))),
     # level 1: one addition or subtraction
     Template("l1_gift", 1,
              "{name} has {a} {thing}. {name2} gives {name} {b} more {thing}. "
@@ -301,12 +326,12 @@ def make_problem(template: Template, numbers: Numbers, rng: np.random.Generator)
 
 
 class SyntheticMath(ProblemSource):
-    """Unlimited seeded arithmetic word problems at levels 1-4, split into train and test by uid."""
+    """Unlimited seeded arithmetic word problems at levels 0-4 (default 1-4), split into train and test by uid."""
 
     def __init__(self, levels=LEVELS, split: str = "train"):
         levels = tuple(sorted({int(x) for x in levels}))
-        if not levels or not set(levels) <= set(LEVELS):
-            raise ValueError(f"synthetic levels must be a non-empty subset of {LEVELS}, got {levels}")
+        if not levels or not set(levels) <= set(ALL_LEVELS):
+            raise ValueError(f"synthetic levels must be a non-empty subset of {ALL_LEVELS}, got {levels}")
         if split not in ("train", "test"):
             raise ValueError(f"synthetic split must be 'train' or 'test', got {split!r}")
         self.levels, self.split = levels, split
