@@ -1,6 +1,6 @@
 """Learning on a real model: MARFT vs a supervised control on SmolLM2-135M-Instruct, from the same start.
 
-    .venv/bin/python benchmarks/real_model.py [--seeds 0] [--updates 40] [--out DIR]
+    .venv/bin/python benchmarks/real_model.py [--seeds 0] [--updates 10] [--out DIR]
     .venv/bin/python benchmarks/real_model.py choose            # only the untuned candidates
     .venv/bin/python benchmarks/real_model.py marft --seed 0    # one phase at a time
     .venv/bin/python benchmarks/real_model.py sft --seed 0 --seconds 1800
@@ -129,8 +129,12 @@ def sft_examples(problems: str, seed: int, n: int) -> list[tuple[dict, str, dict
     return examples
 
 
-def run_sft(out: Path, problems: str, seed: int, seconds: float, lr: float = 3e-4) -> dict:
-    """The supervised control: both adapters trained on gold targets for ``seconds``, then evaluated."""
+def run_sft(out: Path, problems: str, seed: int, seconds: float | None, lr: float = 3e-4, updates: int = 0) -> dict:
+    """The supervised control: both adapters trained on gold targets for ``seconds``, then evaluated.
+
+    ``seconds=None`` runs beside a MARFT run of ``updates`` updates: it trains until that run has
+    logged all its updates and for as long as they took (the sum of their ``time/update_s``).
+    """
     import torch
 
     torch.set_num_threads(1)
@@ -141,7 +145,7 @@ def run_sft(out: Path, problems: str, seed: int, seconds: float, lr: float = 3e-
     optimizers = {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in (reasoner, actor)}
     pool = sft_examples(problems, seed, 4096)
     started, step, losses = time.perf_counter(), 0, []
-    while time.perf_counter() - started < seconds:
+    while not _budget_spent(out, seed, seconds, updates, time.perf_counter() - started):
         batch = [pool[(step * EPISODES + i) % len(pool)] for i in range(EPISODES)]
         for agent, (obs_at, target_at) in ((reasoner, (0, 1)), (actor, (2, 3))):
             prompts = [policy.prompt(b[obs_at]) for b in batch]
@@ -151,14 +155,22 @@ def run_sft(out: Path, problems: str, seed: int, seconds: float, lr: float = 3e-
             optimizers[agent].zero_grad()
             loss.backward()
             optimizers[agent].step()
-            losses.append((agent, step, float(loss)))
+            losses.append((agent, step, loss.item()))
         step += 1
     wall = time.perf_counter() - started
     after = held_out(policy, problems)
-    result = {"seed": seed, "seconds": seconds, "wall_s": wall, "steps": step, "lr": lr, "losses": losses,
+    result = {"seed": seed, "seconds": seconds if seconds is not None else marft_seconds(out, seed), "wall_s": wall, "steps": step, "lr": lr, "losses": losses,
               "eval_after": after}
     (out / f"sft_s{seed}.json").write_text(json.dumps(result, indent=2, default=str))
     return result
+
+
+def _budget_spent(out: Path, seed: int, seconds: float | None, updates: int, elapsed: float) -> bool:
+    if seconds is not None:
+        return elapsed >= seconds
+    path = out / f"marft_s{seed}" / "metrics.jsonl"
+    rows = path.read_text().splitlines() if path.is_file() else []
+    return len(rows) >= updates and elapsed >= marft_seconds(out, seed)
 
 
 # ---- report ---------------------------------------------------------------------------------------
@@ -230,8 +242,10 @@ def main(argv=None) -> int:
     p.add_argument("phase", nargs="?", default="all", choices=("all", "choose", "marft", "sft", "report"))
     p.add_argument("--seeds", default="0", help="comma-separated seeds (phase all)")
     p.add_argument("--seed", type=int, default=0, help="the seed (phases marft, sft)")
-    p.add_argument("--updates", type=int, default=40)
-    p.add_argument("--seconds", type=float, default=None, help="sft: training budget (default: the MARFT run's)")
+    p.add_argument("--updates", type=int, default=10)
+    p.add_argument("--seconds", type=float, default=None,
+                   help="sft: training budget (default: as long as the MARFT run's --updates updates took, "
+                        "waiting for them if it runs alongside)")
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -242,11 +256,11 @@ def main(argv=None) -> int:
     if args.phase == "marft":
         run_marft(args.out, chosen(), args.seed, args.updates)
     if args.phase == "sft":
-        run_sft(args.out, chosen(), args.seed, args.seconds or marft_seconds(args.out, args.seed))
+        run_sft(args.out, chosen(), args.seed, args.seconds, updates=args.updates)
     if args.phase == "all":
         for seed in seeds:
             run_marft(args.out, chosen(), seed, args.updates)
-            run_sft(args.out, chosen(), seed, marft_seconds(args.out, seed))
+            run_sft(args.out, chosen(), seed, marft_seconds(args.out, seed), updates=args.updates)
     if args.phase in ("all", "report"):
         print(report(args.out, seeds))
     return 0
