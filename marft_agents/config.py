@@ -45,6 +45,8 @@ class EngineConfig:
     """vllm on CPU: cores its OpenMP threads bind to, 0-(N-1) (VLLM_CPU_OMP_THREADS_BIND; 0: every core)."""
     max_loras: int = 0
     """vllm: adapters one generate call may mix (0: the policy's number of adapters, the least that works)."""
+    tis_cap: float | None = None
+    """Truncated importance sampling for engine/trainer numeric mismatch: the trainer recomputes behaviour log-probs and weights each term by min(pi_trainer/pi_engine, tis_cap) (>= 1; None: off; docs/engines.md)."""
 
 
 @dataclass
@@ -214,7 +216,7 @@ RULES: dict[str, str] = {
     "kl_target": _POSITIVE, "kl_horizon": _AT_LEAST_ONE, "agent_iteration_interval": _NON_NEGATIVE,
     "swap_interval": _NON_NEGATIVE, "weight_clip": _UNIT, "group_size": _AT_LEAST_ONE,
     # generation
-    "kv_cache_gb": _POSITIVE, "max_loras": _NON_NEGATIVE,
+    "kv_cache_gb": _POSITIVE, "max_loras": _NON_NEGATIVE, "tis_cap": _AT_LEAST_ONE,
 }
 """Field name -> the range its value must lie in (``None`` always allowed where it is the default)."""
 
@@ -235,6 +237,8 @@ def validate(config: TrainConfig) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{key} must be a finite number, got {value}")
         rule = RULES.get(name)
+        if rule and not isinstance(value, (int, float)):  # a key whose default is None takes any type
+            raise ConfigError(f"{key} must be a number, got {value!r}")
         if isinstance(value, (int, float)) and rule and not _holds(value, rule):
             raise ConfigError(f"{key} must be {rule}, got {value}")
         if name in CHOICES and value not in CHOICES[name]:

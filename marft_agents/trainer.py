@@ -35,6 +35,7 @@ from marft_agents.env_options import check_env_kwargs
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
+from marft_agents.tis import recompute_behaviour
 from marft_envs.plugins import resolve as resolve_env
 
 SAMPLE_EPISODES = 3
@@ -145,7 +146,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     if context is not None and config.max_new_tokens >= context:
         raise ConfigError(f"max_new_tokens={config.max_new_tokens} does not fit the model's context of {context} "
                           f"tokens: use at most {context // 2}")
-    algo = build_learner(config.algo, policy, config.algo_args, config.temperature)
+    algo = build_learner(config.algo, policy, config.algo_args, config.temperature, config.generation.tis_cap)
     group = max(int(algo.group_size), 1)
     if config.episodes_per_update % group:
         raise ValueError(f"episodes_per_update={config.episodes_per_update} must be a multiple of {config.algo}'s "
@@ -212,7 +213,11 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         timings.prompts = engine.timings["prompts"]
         timings.env = engine.timings["env"]
         t1 = time.perf_counter()
-        metrics = algo.update(episodes, update, rng)
+        tis = {}
+        if config.generation.tis_cap is not None:  # pi_old^trainer for the ratio and the TIS weights
+            tis = recompute_behaviour(policy, [s for e in episodes for s in e.steps], config.temperature,
+                                      getattr(config.algo_args, "minibatch_size", 64))
+        metrics = {**algo.update(episodes, update, rng), **tis}
         timings.training = time.perf_counter() - t1
         t2 = time.perf_counter()
         generator.sync(update + 1)
