@@ -158,17 +158,28 @@ def load(path: str | Path | None = None, overrides: list[str] = (), preset: str 
     items = list(_flatten(PRESETS[preset]).items())
     if path is not None:
         items += _flatten(_read(Path(path))).items()
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r} is not key=value (e.g. marft.lr=1e-4)")
-        key, raw = item.split("=", 1)
-        items.append((key.strip(), _parse(raw)))
+    items += _override_items(overrides)
     if algo is not None:
         items.append(("algo", algo))
     if imports:
         earlier = [v for k, v in items if k == "imports"]
         items.append(("imports", [*(earlier[-1] if earlier else []), *imports]))
     return _build(items)
+
+
+def with_overrides(config: TrainConfig, overrides: list[str]) -> TrainConfig:
+    """A copy of ``config`` with ``key=value`` overrides applied, each checked as :func:`load` checks it."""
+    return _build([*_flatten(to_dict(config)).items(), *_override_items(overrides)])
+
+
+def _override_items(overrides: list[str]) -> list[tuple[str, Any]]:
+    items = []
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not key=value (e.g. marft.lr=1e-4)")
+        key, raw = item.split("=", 1)
+        items.append((key.strip(), _parse(raw)))
+    return items
 
 
 def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> TrainConfig:

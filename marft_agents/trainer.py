@@ -105,8 +105,11 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
                        lora_alpha=config.lora_alpha, lora_targets=tuple(config.lora_targets))
 
 
-def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path) -> Engine:
-    """The generation engine ``config.generation`` asks for, sampling ``policy``'s adapters."""
+def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path | None) -> Engine:
+    """The generation engine ``config.generation`` asks for, sampling ``policy``'s adapters.
+
+    ``work_dir`` holds what the engine writes (vllm: adapters, its cache); None: a temporary folder.
+    """
     g = config.generation
     return make_engine(g.engine, policy, model=config.model, work_dir=work_dir, dtype=g.dtype,
                        kv_cache_gb=g.kv_cache_gb, threads=g.threads, max_loras=g.max_loras, seed=config.seed,
