@@ -248,7 +248,7 @@ def validate(config: TrainConfig) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{key} must be a finite number, got {value}")
         rule = RULES.get(name)
-        if rule and not isinstance(value, (int, float)):  # a key whose default is None takes any type
+        if rule and not isinstance(value, (int, float)):  # set from None, a value skipped the type check
             raise ConfigError(f"{key} must be a number, got {value!r}")
         if isinstance(value, (int, float)) and rule and not _holds(value, rule):
             raise ConfigError(f"{key} must be {rule}, got {value}")
