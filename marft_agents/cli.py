@@ -3,7 +3,7 @@
     marft envs                                   list registered env ids by view
     marft pretrain --out DIR [--init DIR] ...    build and pre-train the embedded tiny model
     marft train [--preset demo] [--config F] [--algo NAME] [key=value ...] [--resume]
-    marft eval (--run DIR | --model M) [--env ID] [--episodes N]
+    marft eval (--run DIR | --model M) [--env ID] [--episodes N] [generation.engine=vllm ...]
     marft plot RUN_DIR                           write RUN_DIR/curves.png
     marft show RUN_DIR [--which eval_before]     print the evaluation transcripts
     marft models list | fetch NAME               named real models (marft_agents.models.named)
@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="import MODULE before the env id is resolved (it registers envs or algorithms); repeatable")
 
     p = sub.add_parser("eval", help="greedy held-out evaluation")
+    p.add_argument("overrides", nargs="*", help="generation.* keys, key=value (e.g. generation.engine=vllm "
+                   "generation.dtype=bfloat16): the engine that generates (default: the run's, else hf)")
     p.add_argument("--run", help="a run folder: evaluates its latest checkpoint with its config")
     p.add_argument("--model", help="a base model (embedded, a named model such as smollm2-135m-instruct, a folder, or a Hub id), untuned")
     p.add_argument("--env", default=None, help="env id (default: the run's, or marft/MathChain-v0)")
@@ -69,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parser.parse_known_args(argv)
     if args.command in ("pretrain", "models"):
         args.args = rest
-    elif args.command == "train" and rest and all("=" in r and not r.startswith("-") for r in rest):
+    elif args.command in ("train", "eval") and rest and all("=" in r and not r.startswith("-") for r in rest):
         args.overrides += rest  # key=value overrides may come after options too
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -140,14 +142,18 @@ def cmd_eval(args) -> int:
     import torch
 
     import marft_envs
-    from marft_agents.config import TrainConfig
+    from marft_agents.config import TrainConfig, validate, with_overrides
     from marft_agents.evaluation import evaluate
-    from marft_agents.trainer import build_policy
+    from marft_agents.trainer import build_engine, build_policy
     from marft_envs.plugins import import_modules
 
     import_modules(args.imports)
     if bool(args.run) == bool(args.model):
         raise ValueError("pass exactly one of --run DIR or --model M")
+    other = [o for o in args.overrides if not o.startswith("generation.")]
+    if other:
+        raise ValueError(f"marft eval takes only generation.* keys (e.g. generation.engine=vllm), got {other[0]!r}")
+    validate(with_overrides(TrainConfig(), args.overrides))  # a bad key or value is named before any loading
     if args.episodes < 1:
         raise ValueError(f"--episodes must be at least 1, got {args.episodes}")
     if args.rounds < 1:
@@ -159,9 +165,15 @@ def cmd_eval(args) -> int:
         config = TrainConfig(model=args.model, env=args.env or TrainConfig.env)
         _check_env(config.env)
         policy = build_policy(config, marft_envs.make(config.env, **config.env_kwargs).possible_agents)
-    with torch.no_grad():
+    config = with_overrides(config, args.overrides)  # the run's engine unless told otherwise
+    validate(config)
+    if config.generation.engine == "vllm":
+        from marft_agents.engines.vllm import check_available
+
+        check_available()
+    with build_engine(config, policy, None) as engine, torch.no_grad():
         result = evaluate(policy, config.env, config.env_kwargs, args.episodes, rounds=args.rounds,
-                          max_new_tokens=config.max_new_tokens)
+                          max_new_tokens=config.max_new_tokens, engine=engine)
     from marft_agents.report import headline
 
     key, label = headline(result)

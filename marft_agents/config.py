@@ -45,6 +45,8 @@ class EngineConfig:
     """vllm on CPU: cores its OpenMP threads bind to, 0-(N-1) (VLLM_CPU_OMP_THREADS_BIND; 0: every core)."""
     max_loras: int = 0
     """vllm: adapters one generate call may mix (0: the policy's number of adapters, the least that works)."""
+    tis_cap: float | None = None
+    """Truncated importance sampling for engine/trainer numeric mismatch: the trainer recomputes behaviour log-probs and weights each term by min(pi_trainer/pi_engine, tis_cap) (>= 1; None: off; docs/engines.md)."""
 
 
 @dataclass
@@ -156,17 +158,28 @@ def load(path: str | Path | None = None, overrides: list[str] = (), preset: str 
     items = list(_flatten(PRESETS[preset]).items())
     if path is not None:
         items += _flatten(_read(Path(path))).items()
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r} is not key=value (e.g. marft.lr=1e-4)")
-        key, raw = item.split("=", 1)
-        items.append((key.strip(), _parse(raw)))
+    items += _override_items(overrides)
     if algo is not None:
         items.append(("algo", algo))
     if imports:
         earlier = [v for k, v in items if k == "imports"]
         items.append(("imports", [*(earlier[-1] if earlier else []), *imports]))
     return _build(items)
+
+
+def with_overrides(config: TrainConfig, overrides: list[str]) -> TrainConfig:
+    """A copy of ``config`` with ``key=value`` overrides applied, each checked as :func:`load` checks it."""
+    return _build([*_flatten(to_dict(config)).items(), *_override_items(overrides)])
+
+
+def _override_items(overrides: list[str]) -> list[tuple[str, Any]]:
+    items = []
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not key=value (e.g. marft.lr=1e-4)")
+        key, raw = item.split("=", 1)
+        items.append((key.strip(), _parse(raw)))
+    return items
 
 
 def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> TrainConfig:
@@ -214,7 +227,7 @@ RULES: dict[str, str] = {
     "kl_target": _POSITIVE, "kl_horizon": _AT_LEAST_ONE, "agent_iteration_interval": _NON_NEGATIVE,
     "swap_interval": _NON_NEGATIVE, "weight_clip": _UNIT, "group_size": _AT_LEAST_ONE,
     # generation
-    "kv_cache_gb": _POSITIVE, "max_loras": _NON_NEGATIVE,
+    "kv_cache_gb": _POSITIVE, "max_loras": _NON_NEGATIVE, "tis_cap": _AT_LEAST_ONE,
 }
 """Field name -> the range its value must lie in (``None`` always allowed where it is the default)."""
 
@@ -235,6 +248,8 @@ def validate(config: TrainConfig) -> None:
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{key} must be a finite number, got {value}")
         rule = RULES.get(name)
+        if rule and not isinstance(value, (int, float)):  # set from None, a value skipped the type check
+            raise ConfigError(f"{key} must be a number, got {value!r}")
         if isinstance(value, (int, float)) and rule and not _holds(value, rule):
             raise ConfigError(f"{key} must be {rule}, got {value}")
         if name in CHOICES and value not in CHOICES[name]:

@@ -39,13 +39,21 @@ def ppo_clip_loss(
     advantages: torch.Tensor,
     clip_eps: float,
     mask: torch.Tensor | None = None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """``-mean(min(rho * A, clip(rho, 1-eps, 1+eps) * A))`` with ``rho = exp(logp - logp_old)``."""
+    """``-mean(w * min(rho * A, clip(rho, 1-eps, 1+eps) * A))`` with ``rho = exp(logp - logp_old)``.
+
+    ``weights`` ``w`` (the shape of ``logp``, no gradient) weight each sample's term, e.g. the
+    truncated importance weights of :func:`truncated_is_weights`; None is ``w = 1``.
+    """
     log_ratio = logp - logp_old
     ratio = torch.exp(log_ratio)
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantages
-    loss = -masked_mean(torch.min(unclipped, clipped), mask)
+    surrogate = torch.min(unclipped, clipped)
+    if weights is not None:
+        surrogate = surrogate * weights
+    loss = -masked_mean(surrogate, mask)
     with torch.no_grad():
         stats = {
             "clip_frac": masked_mean(((ratio - 1.0).abs() > clip_eps).float(), mask).item(),
@@ -53,6 +61,17 @@ def ppo_clip_loss(
             "ratio_max": (ratio if mask is None else ratio[mask.bool()]).max().item() if ratio.numel() else 1.0,
         }
     return loss, stats
+
+
+def truncated_is_weights(logp_trainer: torch.Tensor, logp_engine: torch.Tensor, cap: float) -> torch.Tensor:
+    """Truncated importance weights ``min(exp(logp_trainer - logp_engine), cap)``, detached, any shape.
+
+    The correction of Yao et al. 2025 ("Your Efficient RL Framework Secretly Brings You Off-Policy
+    RL Training") for samples drawn by a generation engine whose numbers differ from the trainer's:
+    ``logp_engine`` is what the engine reported, ``logp_trainer`` the trainer's recompute with the
+    same weights; the cap bounds the variance a rare large ratio would add.
+    """
+    return torch.exp(logp_trainer.detach() - logp_engine.detach()).clamp(max=cap)
 
 
 def approx_kl(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
@@ -106,6 +125,7 @@ def grpo_loss(
     clip_eps: float,
     logp_ref: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GRPO's objective, negated: per-token clipped surrogate minus ``kl_coef`` times per-token KL.
 
@@ -113,10 +133,14 @@ def grpo_loss(
     ``(B,)`` is one number per response, shared by its tokens. Each response's tokens are averaged
     first, then the responses: ``-(1/B) sum_i (1/|o_i|) sum_t [min(rho A_i, clip(rho) A_i) - beta KL_it]``
     with ``rho = exp(logp - logp_old)`` per token and ``KL`` the k3 estimate against the reference.
+    ``weights`` ``(B, L)`` (no gradient) multiply each token's surrogate, not its KL term (the
+    truncated importance weights of :func:`truncated_is_weights`); None is 1.
     """
     ratio = torch.exp(logp - logp_old)  # (B, L)
     adv = advantages.unsqueeze(-1)  # (B, 1), broadcast over tokens
     surrogate = torch.min(ratio * adv, torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)  # (B, L)
+    if weights is not None:
+        surrogate = surrogate * weights
     per_token = surrogate
     if logp_ref is not None and kl_coef:
         per_token = per_token - kl_coef * approx_kl(logp, logp_ref)

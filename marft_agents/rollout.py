@@ -54,6 +54,9 @@ class AgentStep:
     """Updates applied to the adapter weights that sampled this action (the engine's version)."""
     observation: dict[str, str] | None = None
     """What the env showed the agent (its text fields), for transcripts; the prompt holds it tokenised."""
+    engine_logps: torch.Tensor | None = None
+    """The engine's own log-probs of the response tokens, once the trainer has recomputed ``token_logps``
+    with its model for the truncated importance-sampling correction (``marft_agents/tis.py``); else None."""
 
 
 @dataclass

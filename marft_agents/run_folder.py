@@ -16,7 +16,13 @@ RUN_FILES = ("config.json", "metrics.jsonl", "eval_before.json", "summary.json",
 """Files a run writes at the top of its folder."""
 RUN_DIRS = ("checkpoints", "tb", "samples", "engine")
 """Folders a run writes inside its folder."""
-SAFE_ON_RESUME = ("updates", "eval_every", "checkpoint_every", "threads", "run_dir")
+# The three generation keys are, like ``threads``, the resources the vllm engine runs on (KV-cache
+# memory, cores, adapter slots), not what the run samples from or optimises; as with ``threads``, a
+# change may move float rounding, so the continuation is faithful but not bit-identical to a straight
+# run. ``generation.engine`` and ``generation.dtype`` change the numbers that sample (bf16 is off by up
+# to 0.2 per token) and the random stream, and ``generation.tis_cap`` changes the loss: those are refused.
+SAFE_ON_RESUME = ("updates", "eval_every", "checkpoint_every", "threads", "run_dir",
+                  "generation.kv_cache_gb", "generation.threads", "generation.max_loras")
 """Config keys that may change on ``--resume``: they do not change what the earlier updates did."""
 
 

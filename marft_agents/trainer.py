@@ -35,6 +35,7 @@ from marft_agents.env_options import check_env_kwargs
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
+from marft_agents.tis import recompute_behaviour
 from marft_envs.plugins import resolve as resolve_env
 
 SAMPLE_EPISODES = 3
@@ -104,8 +105,11 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
                        lora_alpha=config.lora_alpha, lora_targets=tuple(config.lora_targets))
 
 
-def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path) -> Engine:
-    """The generation engine ``config.generation`` asks for, sampling ``policy``'s adapters."""
+def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path | None) -> Engine:
+    """The generation engine ``config.generation`` asks for, sampling ``policy``'s adapters.
+
+    ``work_dir`` holds what the engine writes (vllm: adapters, its cache); None: a temporary folder.
+    """
     g = config.generation
     return make_engine(g.engine, policy, model=config.model, work_dir=work_dir, dtype=g.dtype,
                        kv_cache_gb=g.kv_cache_gb, threads=g.threads, max_loras=g.max_loras, seed=config.seed,
@@ -145,7 +149,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     if context is not None and config.max_new_tokens >= context:
         raise ConfigError(f"max_new_tokens={config.max_new_tokens} does not fit the model's context of {context} "
                           f"tokens: use at most {context // 2}")
-    algo = build_learner(config.algo, policy, config.algo_args, config.temperature)
+    algo = build_learner(config.algo, policy, config.algo_args, config.temperature, config.generation.tis_cap)
     group = max(int(algo.group_size), 1)
     if config.episodes_per_update % group:
         raise ValueError(f"episodes_per_update={config.episodes_per_update} must be a multiple of {config.algo}'s "
@@ -212,7 +216,11 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         timings.prompts = engine.timings["prompts"]
         timings.env = engine.timings["env"]
         t1 = time.perf_counter()
-        metrics = algo.update(episodes, update, rng)
+        tis = {}
+        if config.generation.tis_cap is not None:  # pi_old^trainer for the ratio and the TIS weights
+            tis = recompute_behaviour(policy, [s for e in episodes for s in e.steps], config.temperature,
+                                      getattr(config.algo_args, "minibatch_size", 64))
+        metrics = {**algo.update(episodes, update, rng), **tis}
         timings.training = time.perf_counter() - t1
         t2 = time.perf_counter()
         generator.sync(update + 1)

@@ -65,9 +65,15 @@ def config_class(name: str) -> type:
     return lookup(name)[0]
 
 
-def build_learner(name: str, policy: Any, config: Any, temperature: float) -> Any:
-    """The learner for ``name`` on ``policy`` with its config section ``config``."""
+def build_learner(name: str, policy: Any, config: Any, temperature: float, tis_cap: float | None = None) -> Any:
+    """The learner for ``name`` on ``policy`` with its config section ``config``.
+
+    ``tis_cap`` turns on the truncated importance-sampling correction (``marft_agents/tis.py``) in the
+    shared objectives the learner uses; the trainer recomputes the behaviour log-probs it needs.
+    """
     config_cls, learner_cls = lookup(name)
     if not isinstance(config, config_cls):
         raise TypeError(f"algo={name} needs a {config_cls.__name__}, got {type(config).__name__}")
-    return learner_cls(policy, config, temperature=temperature)
+    learner = learner_cls(policy, config, temperature=temperature)
+    learner.tis_cap = tis_cap
+    return learner

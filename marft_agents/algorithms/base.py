@@ -36,6 +36,7 @@ from marft_agents.sequential import (
     round_index,
     sequential_update,
 )
+from marft_agents.tis import action_weights, token_weights, weight_stats
 
 
 class Learner(ABC):
@@ -47,6 +48,9 @@ class Learner(ABC):
     """Whether the rollout engine must record the env's global state (``state_text()``) with every step."""
     eval_env_kwargs: ClassVar[dict[str, Any]] = {}
     """Env options that evaluation applies on top of the run's (e.g. CORY: each policy alone)."""
+    tis_cap: float | None = None
+    """Truncated importance-sampling cap ``C`` (``generation.tis_cap``, set by ``build_learner``); the
+    learner hands it to the shared objectives, which weight each term (``marft_agents/tis.py``). None: off."""
 
     def __init__(self, policy: LaMASPolicy, config: Any, temperature: float):
         self.policy = policy
@@ -234,7 +238,8 @@ def train_adapter(
             sums["entropy"].append(entropy.item())
             for k, v in stats.items():
                 sums.setdefault(k, []).append(v)
-    out = {f"{adapter}/{k}": float(np.mean(v)) for k, v in sums.items() if v}
+    # a maximum stays a maximum over minibatches (tis_weight_max); everything else is averaged
+    out = {f"{adapter}/{k}": float(np.max(v) if k.endswith("_max") else np.mean(v)) for k, v in sums.items() if v}
     out[f"{adapter}/skipped_minibatches"] = float(skipped)
     return out
 
@@ -253,25 +258,39 @@ def reduce_batch(logp_tok: torch.Tensor, mask: torch.Tensor, reduction: str) -> 
     return total
 
 
-def action_objective(advantages: torch.Tensor, clip_eps: float, reduction: str) -> Objective:
-    """PPO-clip on whole actions: one ratio per response; ``advantages`` ``(N,)``, or ``(N, 1)``-broadcastable."""
+def action_objective(advantages: torch.Tensor, clip_eps: float, reduction: str,
+                     tis_cap: float | None = None) -> Objective:
+    """PPO-clip on whole actions: one ratio per response; ``advantages`` ``(N,)``, or ``(N, 1)``-broadcastable.
+
+    ``tis_cap``: each action's term is weighted by its truncated importance weight (``tis.action_weights``).
+    """
 
     def objective(rows, mb, logp_tok, mask, ref_tok):
         old = torch.stack([reduce_logp(s.token_logps, len(s.response), reduction) for s in mb])  # (B,)
-        loss, stats = ppo_clip_loss(reduce_batch(logp_tok, mask, reduction), old, advantages[rows], clip_eps)
-        return loss, {"clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
+        weights = action_weights(mb, reduction, tis_cap)  # (B,) or None
+        loss, stats = ppo_clip_loss(reduce_batch(logp_tok, mask, reduction), old, advantages[rows], clip_eps,
+                                    weights=weights)
+        out = {"clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
+        return loss, out if weights is None else {**out, **weight_stats(weights)}
 
     return objective
 
 
-def token_objective(old_logp: torch.Tensor, advantages: torch.Tensor, clip_eps: float) -> Objective:
-    """PPO-clip per token: ``old_logp`` and ``advantages`` are ``(N, R)``, mask-weighted over a minibatch."""
+def token_objective(old_logp: torch.Tensor, advantages: torch.Tensor, clip_eps: float,
+                    tis_cap: float | None = None) -> Objective:
+    """PPO-clip per token: ``old_logp`` and ``advantages`` are ``(N, R)``, mask-weighted over a minibatch.
+
+    ``tis_cap``: each token's term is weighted by its truncated importance weight (``tis.token_weights``).
+    """
 
     def objective(rows, mb, logp_tok, mask, ref_tok):
         width = mask.shape[1]
         rows = torch.as_tensor(rows)
-        loss, stats = ppo_clip_loss(logp_tok, old_logp[rows, :width], advantages[rows, :width], clip_eps, mask)
-        return loss, {"clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
+        weights = token_weights(mb, width, tis_cap)  # (B, R) or None
+        loss, stats = ppo_clip_loss(logp_tok, old_logp[rows, :width], advantages[rows, :width], clip_eps, mask,
+                                    weights=weights)
+        out = {"clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
+        return loss, out if weights is None else {**out, **weight_stats(weights, mask)}
 
     return objective
 

@@ -180,7 +180,7 @@ class CORY(Learner):
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
             metrics.update(train_adapter(  # the KL penalty is in the reward, not the loss
                 self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
-                token_objective(batch.old_logp, advantages, cfg.clip_eps),
+                token_objective(batch.old_logp, advantages, cfg.clip_eps, self.tis_cap),
                 temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=None,
                 epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
             ))

@@ -36,6 +36,7 @@ from marft_agents.algorithms.base import (
 from marft_agents.losses import grpo_loss
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import Episode
+from marft_agents.tis import token_weights, weight_stats
 
 GROUPINGS = ("problem", "agent_round")
 
@@ -140,7 +141,10 @@ class GRPO(Learner):
 
         def objective(rows, mb, logp_tok, mask, ref_tok):
             old = _pad([s.token_logps for s in mb], mask.shape[1])  # (B, R)
-            return grpo_loss(logp_tok, old, advantages[rows], mask, cfg.clip_eps, ref_tok, cfg.kl_coef)
+            weights = token_weights(mb, mask.shape[1], self.tis_cap)  # (B, R) or None: the TIS correction
+            loss, stats = grpo_loss(logp_tok, old, advantages[rows], mask, cfg.clip_eps, ref_tok, cfg.kl_coef,
+                                    weights=weights)
+            return loss, stats if weights is None else {**stats, **weight_stats(weights, mask)}
 
         # GRPO's KL penalty is inside its per-response average (grpo_loss), not added by the loop.
         return train_adapter(

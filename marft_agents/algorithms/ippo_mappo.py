@@ -145,7 +145,7 @@ class IPPO(CriticLearner):
             if idx:
                 metrics.update(train_adapter(
                     self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
-                    action_objective(advantages, cfg.clip_eps, cfg.logp_reduction),
+                    action_objective(advantages, cfg.clip_eps, cfg.logp_reduction, self.tis_cap),
                     temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef,
                     kl_gate=cfg.kl_gate, epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
                     max_grad_norm=cfg.max_grad_norm,

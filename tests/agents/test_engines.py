@@ -107,3 +107,43 @@ def test_the_vllm_cpu_environment_is_set_before_vllm_is_imported(tmp_path, monke
     monkeypatch.setenv("VLLM_CACHE_ROOT", "/somewhere/else")  # a user's choice is kept
     configure_environment(tmp_path / "cache", kv_cache_gb=1, threads=0)
     assert os.environ["VLLM_CACHE_ROOT"] == "/somewhere/else"
+
+
+@pytest.fixture
+def small_run(tiny_model_dir, tmp_path):
+    run = tmp_path / "run"
+    train(TrainConfig(model=str(tiny_model_dir), run_dir=str(run), updates=1, episodes_per_update=2,
+                      eval_episodes=2, eval_rounds=0, max_new_tokens=4, threads=1), progress=False, quiet=True)
+    return run
+
+
+def test_eval_generates_with_the_engine_it_is_given(small_run, monkeypatch, capsys):
+    from marft_agents.cli import main as cli
+
+    calls = []
+    original = HFEngine.generate
+    monkeypatch.setattr(HFEngine, "generate", lambda self, *a: calls.append(1) or original(self, *a))
+    assert cli(["eval", "--run", str(small_run), "--episodes", "2", "generation.engine=hf"]) == 0
+    assert calls  # the run's engine (hf) generated every layer
+    capsys.readouterr()
+    for argv, message in ((["seed=3"], "marft eval takes only generation.* keys"),
+                          (["generation.engine=sglang"], "generation.engine must be one of"),
+                          (["generation.tis_cap=0.5"], "generation.tis_cap must be >= 1")):
+        assert cli(["eval", "--run", str(small_run), "--episodes", "2", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "\n" not in err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed in this Python")
+def test_eval_of_a_vllm_run_asks_for_vllm_unless_told_otherwise(small_run, capsys):
+    import json
+
+    from marft_agents.cli import main as cli
+
+    saved = json.loads((small_run / "config.json").read_text())
+    saved["generation"]["engine"] = "vllm"  # as a run trained with generation.engine=vllm records it
+    (small_run / "config.json").write_text(json.dumps(saved))
+    assert cli(["eval", "--run", str(small_run), "--episodes", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "make test-vllm" in err and "\n" not in err  # the run's own engine, named before any work
+    assert cli(["eval", "--run", str(small_run), "--episodes", "2", "generation.engine=hf"]) == 0
