@@ -61,9 +61,33 @@ def test_unknown_render_mode_is_refused():
 # -- max_cycles --------------------------------------------------------------------------------------
 
 
+def seeded_module(env_id: str, seed: int = 0):
+    """``env_module(env_id)`` whose envs reset with ``seed`` and sample actions from seeded spaces.
+
+    PettingZoo's max_cycles_test resets and samples unseeded; random text sometimes ends on the right
+    number (the grader's last-number fallback), solving the problem before ``max_cycles`` and failing
+    the test by chance. Seeded, it is the same run every time.
+    """
+    module = env_module(env_id)
+
+    def seeded(make):
+        def build(**kwargs):
+            env = make(**kwargs)
+            reset = env.reset
+            env.reset = lambda seed=seed, options=None: reset(seed=seed, options=options)
+            for k, agent in enumerate(env.possible_agents):
+                env.action_space(agent).seed(seed + k)
+            return env
+        return build
+
+    module.env = module.raw_env = seeded(module.env)
+    module.parallel_env = seeded(module.parallel_env)
+    return module
+
+
 @pytest.mark.parametrize("env_id", SHIPPED_PARALLEL_IDS)
 def test_pettingzoo_max_cycles_test(env_id):
-    max_cycles_test(env_module(env_id))
+    max_cycles_test(seeded_module(env_id))
 
 
 @pytest.mark.parametrize("env_id", SHIPPED_AEC_IDS)
