@@ -16,7 +16,9 @@ RUN_FILES = ("config.json", "metrics.jsonl", "eval_before.json", "summary.json",
 """Files a run writes at the top of its folder."""
 RUN_DIRS = ("checkpoints", "tb", "samples", "engine")
 """Folders a run writes inside its folder."""
-SAFE_ON_RESUME = ("updates", "eval_every", "checkpoint_every", "threads", "run_dir")
+SAFE_ON_RESUME = ("updates", "eval_every", "checkpoint_every", "threads", "run_dir", "distributed.address",
+                  "distributed.cpus_per_worker", "distributed.gpus_per_worker", "distributed.timeout_s",
+                  "distributed.start_timeout_s", "distributed.max_restarts", "distributed.temp_dir")
 """Config keys that may change on ``--resume``: they do not change what the earlier updates did."""
 
 
