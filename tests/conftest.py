@@ -60,7 +60,7 @@ def ray_cluster():
     assert not appeared, f"the Ray tests wrote {appeared}"
 
 
-def _stop_processes_naming(text: str, wait_s: float = 15.0) -> None:
+def _stop_processes_naming(text: str, wait_s: float = 5.0) -> None:
     """SIGTERM, then SIGKILL, every process whose command line contains ``text`` (one cluster's temp dir)."""
     import signal
     import time

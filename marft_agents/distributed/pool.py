@@ -190,7 +190,7 @@ class WorkerPool:
             except ray.exceptions.RayActorError:
                 pass  # a worker that died loads the weights with its next batch, after its restart
 
-    def collect(self, envs: Any, episodes: range | list[int], *, seed_of=lambda e: e, **_) -> list[Episode]:
+    def collect(self, envs: Any, episodes: range | list[int], *, seed_of=lambda e: e) -> list[Episode]:
         """Play training episodes ``episodes`` (env seeds ``seed_of(index)``) on the workers, in index order.
 
         ``envs`` (the trainer's own) are not used: every worker has its own.
@@ -199,16 +199,20 @@ class WorkerPool:
         return self._play(indices, [seed_of(i) for i in indices], None, None, greedy=False)
 
     def evaluate(self, policy: Any = None, env_id: str = "", env_kwargs: dict | None = None, n: int = 1, *,
-                 rounds: int = 1, max_new_tokens: int = 48, samples: int = 0, **_) -> dict:
-        """Greedy held-out evaluation through the workers; :func:`~marft_agents.evaluation.evaluate`'s result."""
+                 rounds: int = 1, max_new_tokens: int = 48, samples: int = 0, engine: Any = None) -> dict:
+        """Greedy held-out evaluation through the workers; :func:`~marft_agents.evaluation.evaluate`'s result.
+
+        ``policy`` and ``engine`` (the trainer's) are not used: the workers have their own.
+        """
         plan = eval_plan(env_id, env_kwargs or {}, rounds)
         options = episode_options(plan, marft_envs.make(env_id, **plan.env_kwargs), n)
         indices = list(range(len(options)))
-        episodes = self._play(indices, [HELDOUT_SEED + i for i in indices], options, plan.env_kwargs, greedy=True)
+        episodes = self._play(indices, [HELDOUT_SEED + i for i in indices], options, plan.env_kwargs, greedy=True,
+                              max_new_tokens=max_new_tokens)
         return eval_result(episodes, plan, samples)
 
     def _play(self, indices: list[int], seeds: list[int], options: list | None, env_kwargs: dict | None,
-              greedy: bool) -> list[Episode]:
+              greedy: bool, max_new_tokens: int | None = None) -> list[Episode]:
         """Every block of episodes played to the end (again, where a worker failed), gathered in index order."""
         import ray
 
@@ -220,7 +224,7 @@ class WorkerPool:
             block = blocks[k]
             return self.workers[k].collect.remote(
                 self.version, [self._weights], block, [seeds[position[i]] for i in block],
-                None if options is None else [options[position[i]] for i in block], env_kwargs, greedy)
+                None if options is None else [options[position[i]] for i in block], env_kwargs, greedy, max_new_tokens)
 
         running = {k: (submit(k), time.monotonic()) for k, block in enumerate(blocks) if block}
         results: dict[int, Any] = {}

@@ -119,11 +119,12 @@ class RolloutWorker:
 
     def collect(self, version: int, weights: list, indices: list[int], seeds: list[int],
                 options: list[dict | None] | None = None, env_kwargs: dict | None = None,
-                greedy: bool = False) -> tuple[list, dict[str, float]]:
+                greedy: bool = False, max_new_tokens: int | None = None) -> tuple[list, dict[str, float]]:
         """Play episodes ``indices`` (env seeds ``seeds``) with weights ``version``: ``(episodes, timings)``.
 
         Training episodes (``greedy=False``) sample with the per-episode generators of ``(seed,
         version, index)``; evaluation episodes (``greedy=True``) use ``options`` and ``env_kwargs``.
+        ``max_new_tokens`` overrides the spec's.
         """
         from marft_agents.distributed.sampling import episode_seed
         from marft_agents.policy import Sampling
@@ -134,7 +135,7 @@ class RolloutWorker:
         envs = self._envs(kwargs, len(indices))
         if hasattr(self.engine, "seed_episodes"):
             self.engine.seed_episodes({i: episode_seed(self.spec.seed, version, i) for i in indices})
-        sampling = Sampling(0.0 if greedy else self.spec.temperature, self.spec.max_new_tokens)
+        sampling = Sampling(0.0 if greedy else self.spec.temperature, max_new_tokens or self.spec.max_new_tokens)
         rollout = RolloutEngine(self.policy, sampling, record_state=self.spec.record_state and not greedy,
                                 engine=self.engine)
         seed_of = dict(zip(indices, seeds)).__getitem__

@@ -197,7 +197,7 @@ def test_failures_past_max_restarts_stop_the_batch_with_one_line(pool):
 
 
 def test_greedy_evaluation_through_workers_equals_in_process_before_and_after_a_publish(pool, policy):
-    args = dict(env_id=ENV, env_kwargs={}, n=8, max_new_tokens=16)
+    args = dict(env_id=ENV, env_kwargs={}, n=6, max_new_tokens=16)
     assert pool.evaluate(policy, **args, samples=2) == evaluate(policy, **args, samples=2)
     saved = {a: policy.adapter_state(a) for a in policy.adapters}
     try:
