@@ -21,9 +21,9 @@ class DistributedConfig:
     cpus_per_worker: float = 1.0
     """CPUs each worker reserves on its node (also its torch threads, at least 1)."""
     gpus_per_worker: float = 0.0
-    """GPUs each worker reserves (its engine runs there; 0: CPU workers)."""
+    """GPUs each worker reserves (Ray sets its CUDA_VISIBLE_DEVICES for a CUDA vllm engine; 0: CPU workers)."""
     timeout_s: float = 600.0
-    """A worker's batch of episodes not back within this many seconds is killed and played again."""
+    """A worker whose batch of episodes is not back within this many seconds is restarted and the batch played again."""
     start_timeout_s: float = 300.0
     """Seconds the workers may take to start (load the model) before the run stops with an error."""
     max_restarts: int = 3

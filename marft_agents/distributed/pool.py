@@ -153,7 +153,11 @@ class WorkerPool:
         _open_pools.append(self)
         atexit.register(self.close)  # a run that fails midway leaves its workers and temp dir to this
         self._wait_ready()
-        self.sync(version)
+        try:
+            self.sync(version)  # the workers build their engines on these first weights
+        except ray.exceptions.RayError as err:
+            self.close()
+            raise ClusterError(f"a rollout worker could not start its engine: {_cause(err)}") from None
 
     def _wait_ready(self) -> None:
         import ray

@@ -80,7 +80,8 @@ class RolloutWorker:
         model, tokenizer = load_base(spec.model)
         self.policy = LaMASPolicy(model, tokenizer, probe.possible_agents, mode=spec.adapter_mode, lora_r=spec.lora_r,
                                   lora_alpha=spec.lora_alpha, lora_targets=tuple(spec.lora_targets))
-        self.engine = self._build_engine()
+        self.engine = None
+        """Built at the first :meth:`load`, on the trainer's weights (vLLM must start on them: its versions only increase)."""
         self.version = -1
         """The version of the adapter weights loaded (-1: none yet, the fresh adapters are not the trainer's)."""
         self.envs: dict[str, list] = {json.dumps(spec.env_kwargs, sort_keys=True, default=str): [probe]}
@@ -113,7 +114,11 @@ class RolloutWorker:
             states = ray.get(weights[0])
             for adapter, state in states.items():
                 self.policy.load_adapter_state(adapter, state)
-            self.engine.sync(version)
+            if self.engine is None:
+                self.engine = self._build_engine()
+                self.engine.version = version
+            else:
+                self.engine.sync(version)
             self.version = version
         return self.version
 

@@ -57,9 +57,11 @@ def test_episode_seeds_differ_by_seed_update_and_index_and_are_stable():
 
 @pytest.fixture(scope="module")
 def policy():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the workers: on a loaded 2-core machine more threads stall each other
     torch.manual_seed(0)
-    config = TrainConfig()
-    return build_policy(config, marft_envs.make(ENV).possible_agents)
+    yield build_policy(TrainConfig(), marft_envs.make(ENV).possible_agents)
+    torch.set_num_threads(threads)
 
 
 def test_an_episode_samples_the_same_whatever_else_is_in_its_batch(policy):
@@ -92,6 +94,34 @@ def test_steps_of_another_version_are_refused():
     check_on_policy([Episode(0, [step], None)], 2)
     with pytest.raises(RuntimeError, match="other adapter weights than version 3"):
         check_on_policy([Episode(0, [step], None)], 3)
+
+
+def test_the_trainer_refuses_steps_of_an_older_version(tiny_model_dir, tmp_path, monkeypatch):
+    from marft_agents.rollout import RolloutEngine
+    from marft_agents.trainer import train
+
+    collect = RolloutEngine.collect
+
+    def stale_collect(self, *args, **kwargs):
+        episodes = collect(self, *args, **kwargs)
+        if kwargs.get("seed_of") and self.sampling.temperature > 0:  # training episodes, not evaluation
+            episodes[-1].steps[0].version -= 1
+        return episodes
+
+    monkeypatch.setattr(RolloutEngine, "collect", stale_collect)
+    config = TrainConfig(model=str(tiny_model_dir), run_dir=str(tmp_path / "run"), updates=1, episodes_per_update=2,
+                         eval_episodes=1, eval_rounds=0, max_new_tokens=4)
+    with pytest.raises(RuntimeError, match="refusing to train on them"):
+        train(config, progress=False, quiet=True)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_the_scaling_out_page_is_linked():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    assert "(docs/scaling-out.md)" in (root / "README.md").read_text()
+    assert "(scaling-out.md)" in (root / "docs" / "index.md").read_text()
 
 
 @pytest.mark.parametrize("override, message", [

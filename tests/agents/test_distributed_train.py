@@ -37,6 +37,14 @@ def metrics_without_times(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the workers: on a loaded 2-core machine more threads stall each other
+    yield
+    torch.set_num_threads(threads)
+
+
 def in_process_evaluation(config, policy) -> dict:
     """What the trainer's in-process path reports for ``policy`` in a single pass (the attempts protocol aside)."""
     result = evaluate(policy, env_id=config.env, env_kwargs=config.env_kwargs, n=config.eval_episodes,
@@ -134,3 +142,17 @@ def test_the_cli_refuses_in_one_line(overrides, message, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()  # refused before anything was written
+
+
+def test_failing_workers_stop_the_cli_with_one_line_and_status_1(monkeypatch, capsys):
+    import marft_agents.cli as cli_module
+    from marft_agents.distributed import WorkerError
+
+    def failing(args):
+        raise WorkerError("rollout worker 1 died; it failed 4 times (distributed.max_restarts=3): the update was not "
+                          "trained on")
+
+    monkeypatch.setitem(cli_module.COMMANDS, "train", failing)
+    assert cli(["train", "distributed.workers=2"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("marft train: error: rollout worker 1 died") and len(err.splitlines()) == 1
