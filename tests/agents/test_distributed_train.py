@@ -156,3 +156,12 @@ def test_failing_workers_stop_the_cli_with_one_line_and_status_1(monkeypatch, ca
     assert cli(["train", "distributed.workers=2"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("marft train: error: rollout worker 1 died") and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_two_runs_with_the_same_seed_write_the_same_metrics(cli_run, ray_connected, tmp_path):
+    """A whole second run of the CLI's config (on the session's cluster, in this process): the same numbers."""
+    config = load(None, [*COMMAND, "checkpoint_every=1", f"run_dir={tmp_path / 'again'}"])
+    summary = train(config, progress=False, quiet=True)
+    assert metrics_without_times(tmp_path / "again") == metrics_without_times(cli_run)
+    assert summary["eval_after"] == json.loads((cli_run / "summary.json").read_text())["eval_after"]
