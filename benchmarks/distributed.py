@@ -15,7 +15,8 @@ cluster started here (in a short temp dir, removed at the end). From ``metrics.j
 - **learner**: ``time/training_s``, the algorithm's update in the trainer;
 - **publish**: ``time/sync_s``, one ``ray.put`` of every adapter's weights and every worker loading them.
 
-It prints a table and writes ``benchmarks/results/distributed.json``, with the cost model that
+It prints a table and writes ``benchmarks/results/distributed.json`` (``distributed-MODEL.json`` for
+another ``--model``), with the cost model that
 docs/scaling-out.md explains: per-episode generation cost ``g`` (worker CPU-seconds per episode,
 ``time/generation_s`` summed over workers / episodes), a per-batch overhead ``o`` (collection wall
 time not explained by generation on ``min(W, cores)`` parallel cores), and the publish cost ``p``.
@@ -124,7 +125,8 @@ def main(argv: list[str] | None = None) -> dict:
     RESULTS.mkdir(exist_ok=True)
     record = {"args": vars(args), "cores": cores, "results": {str(w): r for w, r in results.items()},
               "model": {str(w): m for w, m in model.items()}}
-    (RESULTS / "distributed.json").write_text(json.dumps(record, indent=2))
+    name = "distributed.json" if args.model == "embedded" else f"distributed-{Path(args.model).name}.json"
+    (RESULTS / name).write_text(json.dumps(record, indent=2))
     return record
 
 
