@@ -32,8 +32,13 @@ import numpy as np
 import marft_envs
 from marft_agents.distributed import ClusterError, WorkerError
 from marft_agents.distributed.config import DistributedConfig
-from marft_agents.distributed.worker import FAULT_VAR, RolloutWorker, WorkerSpec
-from marft_agents.evaluation import HELDOUT_SEED, episode_options, eval_plan, eval_result
+from marft_agents.distributed.worker import RolloutWorker, WorkerSpec
+from marft_agents.evaluation import (
+    HELDOUT_SEED,
+    episode_options,
+    eval_plan,
+    eval_result,
+)
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import Episode
 
@@ -241,16 +246,16 @@ class WorkerPool:
                 t = time.perf_counter()
                 try:
                     results[k] = ray.get(ref)  # the episodes' transfer and unpickling: the gather
+                    fetching += time.perf_counter() - t
                     del running[k]
                 except ray.exceptions.RayActorError as err:
                     running[k] = self._retry(k, submit, f"died ({_first_line(err)[:160]})")
-                fetching += time.perf_counter() - t
             now = time.monotonic()
             for k, (ref, started) in list(running.items()):
                 if ref not in ready and now - started >= self.settings.timeout_s:
                     ray.kill(self.workers[k], no_restart=False)  # Ray restarts it; the late result is dropped
-                    running[k] = self._retry(k, submit, f"did not finish within "
-                                                                  f"distributed.timeout_s={self.settings.timeout_s:g}")
+                    running[k] = self._retry(k, submit, "did not finish within "
+                                                        f"distributed.timeout_s={self.settings.timeout_s:g}")
         t1 = time.perf_counter()
         out: list[Episode] = []
         for k in sorted(results):
@@ -259,7 +264,7 @@ class WorkerPool:
             for name, seconds in timings.items():
                 self.timings[name] = self.timings.get(name, 0.0) + seconds
         out.sort(key=lambda e: e.index)
-        if [e.index for e in out] != indices:
+        if [e.index for e in out] != sorted(indices):
             raise WorkerError(f"the workers returned episodes {[e.index for e in out][:8]}..., not {indices[:8]}...")
         self.timings["collect"] += t1 - t0 - fetching
         self.timings["gather"] += fetching + time.perf_counter() - t1
