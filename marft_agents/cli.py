@@ -19,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 
+from marft_agents.distributed import WorkerError  # imports no Ray
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="marft", description="Multi-agent reinforcement fine-tuning of LLM systems.")
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, KeyError, ValueError) as err:
         print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)
         return 2
-    except ArithmeticError as err:  # a non-finite loss stopped the run; the last checkpoint is intact
+    except (ArithmeticError, WorkerError) as err:  # a non-finite loss or failing workers: the last checkpoint is intact
         print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)
         return 1
 

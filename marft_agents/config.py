@@ -25,6 +25,7 @@ from typing import Any
 import tomllib
 
 from marft_agents import algorithms
+from marft_agents.distributed.config import DistributedConfig, check as check_distributed
 
 
 class ConfigError(ValueError):
@@ -98,6 +99,8 @@ class TrainConfig:
     """torch CPU threads (0: torch's default)."""
     generation: EngineConfig = field(default_factory=EngineConfig)
     """The generation engine and its settings."""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Rollout workers on Ray (``distributed.workers=0``: none, everything in this process)."""
 
     def __post_init__(self):
         if self.algo_args is None:
@@ -228,6 +231,9 @@ RULES: dict[str, str] = {
     "swap_interval": _NON_NEGATIVE, "weight_clip": _UNIT, "group_size": _AT_LEAST_ONE,
     # generation
     "kv_cache_gb": _POSITIVE, "max_loras": _NON_NEGATIVE, "tis_cap": _AT_LEAST_ONE,
+    # distributed
+    "workers": _NON_NEGATIVE, "cpus_per_worker": _POSITIVE, "gpus_per_worker": _NON_NEGATIVE,
+    "timeout_s": _POSITIVE, "start_timeout_s": _POSITIVE, "max_restarts": _NON_NEGATIVE,
 }
 """Field name -> the range its value must lie in (``None`` always allowed where it is the default)."""
 
@@ -254,6 +260,10 @@ def validate(config: TrainConfig) -> None:
             raise ConfigError(f"{key} must be {rule}, got {value}")
         if name in CHOICES and value not in CHOICES[name]:
             raise ConfigError(f"{key} must be one of {list(CHOICES[name])}, got {value!r}")
+    try:
+        check_distributed(config.distributed)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _holds(value: float, rule: str) -> bool:

@@ -90,13 +90,23 @@ def evaluate(
     """
     plan = eval_plan(env_id, env_kwargs, rounds)
     envs = [marft_envs.make(env_id, **plan.env_kwargs) for _ in range(min(n, n_envs))]
-    options_of = lambda i: None  # noqa: E731
-    if plan.heldout:
-        options = envs[0].heldout_options(n, HELDOUT_SEED)
-        n = len(options)
-        options_of = lambda i: options[i]  # noqa: E731
+    options = episode_options(plan, envs[0], n)
     rollout = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens), engine=engine)
-    episodes = rollout.collect(envs, range(n), seed_of=lambda i: HELDOUT_SEED + i, options_of=options_of)
+    episodes = rollout.collect(envs, range(len(options)), seed_of=lambda i: HELDOUT_SEED + i,
+                               options_of=options.__getitem__)
+    return eval_result(episodes, plan, samples)
+
+
+def episode_options(plan: EvalPlan, env: Any, n: int) -> list[dict | None]:
+    """The reset options of each of ``n`` evaluation episodes (fewer when the held-out split is smaller).
+
+    Episode ``i`` is reset with seed ``HELDOUT_SEED + i`` and these options (None without a held-out split).
+    """
+    return list(env.heldout_options(n, HELDOUT_SEED)) if plan.heldout else [None] * n
+
+
+def eval_result(episodes: list[Episode], plan: EvalPlan, samples: int = 0) -> dict:
+    """:func:`evaluate`'s result for the finished evaluation ``episodes`` (in index order) under ``plan``."""
     out = {**summarize(episodes), "heldout": plan.heldout, "protocol": plan.protocol, "attempts": plan.attempts}
     if samples:  # whole transcripts of the first episodes, for the run folder
         out["samples"] = [transcript(e) for e in episodes[:samples]]

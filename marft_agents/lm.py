@@ -139,18 +139,21 @@ def response_lengths(new: torch.Tensor, eos_token_id: int) -> list[int]:
 
 @torch.no_grad()
 def generate(model, prompts: Sequence[Sequence[int]], *, temperature: float, max_new_tokens: int,
-             pad_token_id: int, eos_token_id: int, logprobs: bool = True) -> tuple[list[list[int]], list[torch.Tensor]]:
+             pad_token_id: int, eos_token_id: int, logprobs: bool = True,
+             logits_processor=None) -> tuple[list[list[int]], list[torch.Tensor]]:
     """One batched ``generate`` call: ``(responses, token_logps)``.
 
     Each response holds its token ids up to and including the end-of-turn token when one was
     produced. ``token_logps[b]`` ``(len(responses[b]),)`` are the tokens' log-probs under the
     sampling distribution; empty when greedy (greedy tokens have no usable log-prob) or when
-    ``logprobs`` is False (which also spares keeping the logits).
+    ``logprobs`` is False (which also spares keeping the logits). ``logits_processor`` (a
+    ``transformers.LogitsProcessorList``) runs before the temperature; ``token_logps`` stay those of
+    ``softmax(logits / T)`` on the raw logits.
     """
     ids, mask = left_pad(prompts, pad_token_id)  # (B, W)
     keep = logprobs and temperature != 0
     config = sampling_config(max_new_tokens, temperature, pad_token_id, eos_token_id, output_logits=keep)
-    out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+    out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=logits_processor)
     new = out.sequences[:, ids.shape[1]:]  # (B, L)
     lengths = response_lengths(new, eos_token_id)
     if keep:

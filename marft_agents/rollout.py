@@ -172,7 +172,8 @@ class RolloutEngine:
                 for agent in env.ready_agents():
                     observation = env.observe(agent)
                     batch.append((slot, agent, observation))
-                    requests.append(Request(self.policy.prompt(observation), self.policy.adapter_of[agent]))
+                    requests.append(Request(self.policy.prompt(observation), self.policy.adapter_of[agent],
+                                            episode=live[slot][0]))
             self.timings["prompts"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             calls = self.engine.calls
@@ -219,6 +220,14 @@ class RolloutEngine:
             self.timings["env"] += time.perf_counter() - t0
         finished.sort(key=lambda e: e.index)
         return finished
+
+
+def check_on_policy(episodes: Sequence[Episode], version: int) -> None:
+    """Refuse agent-steps sampled with adapter weights other than ``version``: they are not on-policy."""
+    stale = [(s.episode, s.version) for e in episodes for s in e.steps if s.version != version]
+    if stale:
+        raise RuntimeError(f"{len(stale)} agent-steps were sampled with other adapter weights than version {version} "
+                           f"(episode, version: {stale[:3]}); refusing to train on them as on-policy")
 
 
 def _text_fields(observation: Any) -> dict[str, str] | None:

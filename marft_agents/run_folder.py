@@ -21,8 +21,12 @@ RUN_DIRS = ("checkpoints", "tb", "samples", "engine")
 # change may move float rounding, so the continuation is faithful but not bit-identical to a straight
 # run. ``generation.engine`` and ``generation.dtype`` change the numbers that sample (bf16 is off by up
 # to 0.2 per token) and the random stream, and ``generation.tis_cap`` changes the loss: those are refused.
+# The distributed keys other than ``workers`` say where and with what resources the same episodes are
+# played (each episode's sampling seed does not depend on the worker that plays it).
 SAFE_ON_RESUME = ("updates", "eval_every", "checkpoint_every", "threads", "run_dir",
-                  "generation.kv_cache_gb", "generation.threads", "generation.max_loras")
+                  "generation.kv_cache_gb", "generation.threads", "generation.max_loras", "distributed.address",
+                  "distributed.cpus_per_worker", "distributed.gpus_per_worker", "distributed.timeout_s",
+                  "distributed.start_timeout_s", "distributed.max_restarts", "distributed.temp_dir")
 """Config keys that may change on ``--resume``: they do not change what the earlier updates did."""
 
 

@@ -34,7 +34,7 @@ from marft_agents.engines import Engine, make_engine
 from marft_agents.env_options import check_env_kwargs
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
+from marft_agents.rollout import RolloutEngine, check_on_policy
 from marft_agents.tis import recompute_behaviour
 from marft_envs.plugins import resolve as resolve_env
 
@@ -169,6 +169,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         start = state["update"]
         if (run_dir / "metrics.jsonl").exists():
             run_folder.read_metrics(run_dir / "metrics.jsonl", before=start)  # a bad line is named now
+    pool = _start_workers(config, policy, algo, start) if config.distributed.workers else None
 
     # -- every check passed: from here on the run writes into run_dir ---------------------------------
     try:
@@ -180,14 +181,15 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         (run_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2))
     except OSError as err:
         raise ConfigError(f"cannot write run_dir {run_dir}: {err.strerror or err}") from None
-    n_envs = min(config.episodes_per_update, 128)
+    n_envs = 1 if pool else min(config.episodes_per_update, 128)  # workers have their own envs
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     # closed at the end of the run; a run that fails midway leaves it to the engine's finalizer
-    generator = build_engine(config, policy, run_dir / "engine")
+    generator = pool if pool else build_engine(config, policy, run_dir / "engine")
     if latest is not None:
         generator.sync(start)  # the resumed adapter weights
-    engine = RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
-                           record_state=algo.needs_state, engine=generator)  # centralised critics
+    engine = pool if pool else RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
+                                             record_state=algo.needs_state, engine=generator)  # centralised critics
+    evaluate_fn = pool.evaluate if pool else evaluate
     # A learner may evaluate on other env options (CORY: each policy alone, without the reference).
     eval_kwargs = {**config.env_kwargs, **algo.eval_env_kwargs}
     eval_args = dict(env_id=config.env, env_kwargs=eval_kwargs, n=config.eval_episodes,
@@ -196,7 +198,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
         eval_before = json.loads((run_dir / "eval_before.json").read_text())
     else:
-        eval_before = _evaluate_all(policy, config, eval_args, run_dir, "eval_before")
+        eval_before = _evaluate_all(evaluate_fn, policy, config, eval_args, run_dir, "eval_before")
         (run_dir / "eval_before.json").write_text(json.dumps(eval_before, indent=2))
     log = MetricsLog(run_dir, resume_from=start if latest is not None else None)
 
@@ -212,6 +214,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         # episodes of one group share a seed, hence a problem
         episodes = engine.collect(envs, range(first, first + config.episodes_per_update),
                                   seed_of=lambda i: config.seed * 1_000_003 + i // group)
+        check_on_policy(episodes, update)
         timings.generation = engine.timings["generate"]
         timings.prompts = engine.timings["prompts"]
         timings.env = engine.timings["env"]
@@ -237,12 +240,13 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
             "time/sync_s": timings.sync,
             "time/update_s": time.perf_counter() - t0,
         })
+        metrics.update({f"time/{k}_s": engine.timings[k] for k in ("collect", "gather") if k in engine.timings})
         for agent, r in train_stats["roles"].items():
             if "own_accuracy" in r:
                 metrics[f"train/{agent}/own_accuracy"] = r["own_accuracy"]
             metrics[f"train/{agent}/response_length"] = r["mean_response_tokens"]
         if config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates:
-            metrics["eval/accuracy"] = evaluate(policy, **eval_args)["accuracy"]
+            metrics["eval/accuracy"] = evaluate_fn(policy, **eval_args)["accuracy"]
         log.write(update, metrics)
         rewarded = rewarded or any(s.reward != 0 for e in episodes for s in e.steps)
         if not rewarded and update + 1 == min(ZERO_REWARD_UPDATES, config.updates):
@@ -255,7 +259,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
                                  {"algo": algo.state_dict(), "rng": ckpt.rng_state(rng), "config": to_dict(config)})
     log.close()
 
-    eval_after = _evaluate_all(policy, config, eval_args, run_dir, "eval_after")
+    eval_after = _evaluate_all(evaluate_fn, policy, config, eval_args, run_dir, "eval_after")
     generator.close()
     summary = {
         "env": config.env,
@@ -296,7 +300,20 @@ def _check_resumable(run_dir: Path, config: TrainConfig) -> None:
                           f"only {', '.join(run_folder.SAFE_ON_RESUME)} may change on resume")
 
 
-def _evaluate_all(policy: LaMASPolicy, config: TrainConfig, eval_args: dict, run_dir: Path, name: str) -> dict:
+def _start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int):
+    """The Ray rollout workers of ``distributed.*``, serving ``policy``'s current weights as ``version``."""
+    from marft_agents.algorithms.base import Learner
+    from marft_agents.distributed.pool import WorkerPool, close_open_pools, worker_spec
+
+    if type(algo).before_collect is not Learner.before_collect:
+        raise ConfigError(f"algo={config.algo} changes the envs before each collection, which rollout workers do "
+                          "not do yet: use distributed.workers=0")
+    close_open_pools()  # one run at a time: the workers of a run that failed midway in this process end now
+    return WorkerPool(worker_spec(config, record_state=algo.needs_state), config.distributed, policy, version)
+
+
+def _evaluate_all(evaluate, policy: LaMASPolicy, config: TrainConfig, eval_args: dict, run_dir: Path,
+                  name: str) -> dict:
     """The single-pass evaluation, the attempts protocol where the env declares one, and transcripts."""
     result = evaluate(policy, **eval_args, samples=SAMPLE_EPISODES)
     report.write_samples(run_dir, name, result.pop("samples"))

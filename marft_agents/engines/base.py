@@ -27,6 +27,8 @@ class Request:
     """Prompt token ids, exactly as the response will be scored after them."""
     adapter: str
     """The policy's adapter name for the agent (``LaMASPolicy.adapter_of[agent]``)."""
+    episode: int | None = None
+    """The episode the request belongs to (an engine that samples each episode with its own generator reads it)."""
 
 
 class Engine(ABC):

@@ -1,0 +1,44 @@
+"""The ``distributed.*`` section of a run's config: how many rollout workers, where, and their resources."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+RAY_TEMP_MAX_CHARS = 40
+"""Ray puts AF_UNIX sockets at ``<temp_dir>/session_<date>_<pid>/sockets/plasma_store`` (about 62 more
+characters), and a socket path must fit in 107 bytes."""
+
+
+@dataclass
+class DistributedConfig:
+    """Rollout workers on Ray (``distributed.*`` keys; docs/scaling-out.md)."""
+
+    workers: int = 0
+    """Ray actors that play the episodes (0: play them in the trainer's process, as without Ray)."""
+    address: str = ""
+    """A running Ray cluster to join ("host:port" of `ray start --head`, or "auto"); empty: start a local one."""
+    cpus_per_worker: float = 1.0
+    """CPUs each worker reserves on its node (also its torch threads, at least 1)."""
+    gpus_per_worker: float = 0.0
+    """GPUs each worker reserves (Ray sets its CUDA_VISIBLE_DEVICES for a CUDA vllm engine; 0: CPU workers)."""
+    timeout_s: float = 600.0
+    """A worker whose batch of episodes is not back within this many seconds is restarted and the batch played again."""
+    start_timeout_s: float = 300.0
+    """Seconds the workers may take to start (load the model) before the run stops with an error."""
+    max_restarts: int = 3
+    """Times Ray restarts a worker that died or hung (each time its episodes are played again)."""
+    temp_dir: str = ""
+    """Ray's session folder for a local cluster, at most 40 characters (empty: a fresh /tmp/marft-ray-* removed at the end)."""
+
+
+def check(settings: DistributedConfig) -> None:
+    """Refuse settings Ray cannot use, in one line naming the key (the ranges are in ``config.RULES``)."""
+    if settings.address and settings.address != "auto" and ":" not in settings.address:
+        raise ValueError(f"distributed.address={settings.address!r} must be host:port (the head's `ray start "
+                         "--head --port PORT`), ray://host:port, or auto")
+    if settings.temp_dir:
+        path = os.path.abspath(settings.temp_dir)
+        if len(path) > RAY_TEMP_MAX_CHARS:
+            raise ValueError(f"distributed.temp_dir={path} is {len(path)} characters: Ray's socket paths under it "
+                             f"must fit in 107 bytes; use at most {RAY_TEMP_MAX_CHARS} (e.g. /tmp/marft-ray)")

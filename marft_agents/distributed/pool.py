@@ -1,0 +1,317 @@
+"""The trainer's side of distributed rollouts: a Ray cluster, N rollout workers, and the weights they use.
+
+:class:`WorkerPool` is what the trainer drives in place of its in-process rollout engine and
+generation engine (the same calls: ``collect``, ``sync``, ``close``, ``timings``), plus a greedy
+``evaluate`` with :func:`marft_agents.evaluation.evaluate`'s signature and result.
+
+- **Split by episode index.** An update's episodes are cut into ``workers`` contiguous blocks of
+  indices; block ``k`` always goes to worker ``k`` and is played the same way wherever it runs (env
+  seeds from the trainer, sampling seeds from ``(seed, update, index)``). Results come back in
+  episode order.
+- **Weights.** :meth:`WorkerPool.sync` puts the adapter weights in Ray's object store once per update
+  under a version (``ray.put``) and has every worker load them; every batch is played under the
+  version it names, and every agent-step records that version.
+- **Faults.** A block whose worker died, or that is not back within ``timeout_s`` (its worker is then
+  killed), is played again from its seeds on the restarted worker (``max_restarts``); after that many
+  failures the update stops with :class:`~marft_agents.distributed.WorkerError`, never with a partial
+  batch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import socket
+import tempfile
+import time
+from typing import Any
+
+import numpy as np
+
+import marft_envs
+from marft_agents.distributed import ClusterError, WorkerError
+from marft_agents.distributed.config import DistributedConfig
+from marft_agents.distributed.worker import RolloutWorker, WorkerSpec
+from marft_agents.evaluation import (
+    HELDOUT_SEED,
+    episode_options,
+    eval_plan,
+    eval_result,
+)
+from marft_agents.policy import LaMASPolicy
+from marft_agents.rollout import Episode
+
+FORWARDED_ENV = ("HF_", "MARFT_", "TRANSFORMERS_", "TOKENIZERS_", "OMP_")
+"""Prefixes of this process's environment variables the workers also get (offline Hub, test hooks)."""
+
+_open_pools: list[WorkerPool] = []
+
+
+def connect(settings: DistributedConfig, need_cpus: float) -> tuple[bool, str | None]:
+    """Join ``settings.address``, or start a local cluster: ``(connected here, temp dir to remove at the end)``.
+
+    A process already connected to Ray (a test's cluster, a notebook's ``ray.init``) keeps its cluster.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False, None
+    if settings.address:
+        _check_reachable(settings.address)
+        try:
+            ray.init(address=settings.address, log_to_driver=False, logging_level="warning")
+        except Exception as err:  # Ray raises many kinds; the user needs one line
+            raise ClusterError(f"cannot join the Ray cluster at {settings.address}: {_first_line(err)}") from None
+        return True, None
+    made = not settings.temp_dir
+    base = tempfile.gettempdir()
+    base = base if len(base) <= 20 or not os.path.isdir("/tmp") else "/tmp"  # short: Ray's sockets live under it
+    temp_dir = settings.temp_dir or tempfile.mkdtemp(prefix="marft-ray-", dir=base)
+    try:
+        ray.init(num_cpus=max(os.cpu_count() or 1, int(np.ceil(need_cpus))), include_dashboard=False,
+                 _temp_dir=os.path.abspath(temp_dir), log_to_driver=False, logging_level="warning")
+    except Exception as err:
+        raise ClusterError(f"cannot start a local Ray cluster in {temp_dir}: {_first_line(err)}") from None
+    return True, temp_dir if made else None
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds on an address nothing listens at (``ray.init`` would retry for minutes)."""
+    if address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except (OSError, ValueError) as err:
+        raise ClusterError(f"no Ray cluster at distributed.address={address} ({_first_line(err)}): start one with "
+                           "`ray start --head --port PORT` or fix the address") from None
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def _cause(err: BaseException) -> str:
+    """The original error in a Ray error's traceback text: its last ``Name: message`` line."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if ":" in line and line.split(":", 1)[0].replace(".", "").isidentifier() and not line.startswith("File"):
+            return line
+    return _first_line(err)
+
+
+def close_open_pools() -> None:
+    """Close every pool of this process still open (what runs that failed midway left)."""
+    for pool in list(_open_pools):
+        pool.close()
+
+
+def worker_spec(config: Any, record_state: bool) -> WorkerSpec:
+    """The :class:`WorkerSpec` of a run's ``TrainConfig`` (its model, adapters, env and sampling)."""
+    import dataclasses
+
+    return WorkerSpec(env=config.env, env_kwargs=dict(config.env_kwargs), model=config.model,
+                      adapter_mode=config.adapter_mode, lora_r=config.lora_r, lora_alpha=config.lora_alpha,
+                      lora_targets=tuple(config.lora_targets), temperature=config.temperature,
+                      max_new_tokens=config.max_new_tokens, seed=config.seed,
+                      threads=max(1, int(config.distributed.cpus_per_worker)), record_state=record_state,
+                      imports=tuple(config.imports), engine=dataclasses.asdict(config.generation))
+
+
+def split(indices: list[int], parts: int) -> list[list[int]]:
+    """``indices`` in ``parts`` contiguous blocks, in order, sizes differing by at most one."""
+    cuts = [len(indices) * k // parts for k in range(parts + 1)]
+    return [list(indices[cuts[k]:cuts[k + 1]]) for k in range(parts)]
+
+
+class WorkerPool:
+    """N rollout workers on a Ray cluster, driven like the trainer's in-process rollout and generation engines."""
+
+    def __init__(self, spec: WorkerSpec, settings: DistributedConfig, policy: LaMASPolicy, version: int = 0):
+        import ray
+
+        self.settings = settings
+        self.policy = policy
+        self.version = version
+        """The version of the weights the workers play with (the trainer's updates applied)."""
+        self.timings: dict[str, float] = {}
+        self.reset_timings()
+        need = settings.workers * settings.cpus_per_worker
+        self._connected, self._temp_dir = connect(settings, need)
+        self._weights: Any = None
+        self.failures = [0] * settings.workers
+        """Batches each worker failed (died or hung) so far in this run; more than ``max_restarts`` stops it."""
+        total = ray.cluster_resources()
+        for name, per in (("CPU", settings.cpus_per_worker), ("GPU", settings.gpus_per_worker)):
+            if per and total.get(name, 0) < settings.workers * per:
+                self.close()
+                raise ClusterError(f"{settings.workers} workers need {settings.workers * per:g} {name}s "
+                                   f"({name.lower()}s_per_worker={per:g}) but the cluster has {total.get(name, 0):g}: "
+                                   f"lower distributed.workers or distributed.{name.lower()}s_per_worker, or add nodes")
+        env_vars = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV)}
+        actor = ray.remote(RolloutWorker).options(
+            num_cpus=settings.cpus_per_worker, num_gpus=settings.gpus_per_worker, max_restarts=settings.max_restarts,
+            max_task_retries=0, runtime_env={"env_vars": env_vars})
+        self.workers = [actor.remote(spec) for _ in range(settings.workers)]
+        _open_pools.append(self)
+        atexit.register(self.close)  # a run that fails midway leaves its workers and temp dir to this
+        self._wait_ready()
+        try:
+            self.sync(version)  # the workers build their engines on these first weights
+        except ray.exceptions.RayError as err:
+            self.close()
+            raise ClusterError(f"a rollout worker could not start its engine: {_cause(err)}") from None
+
+    def _wait_ready(self) -> None:
+        import ray
+
+        pending = {w.ready.remote(): k for k, w in enumerate(self.workers)}
+        ready, waiting = ray.wait(list(pending), num_returns=len(pending), timeout=self.settings.start_timeout_s)
+        try:
+            ray.get(ready)
+        except ray.exceptions.RayError as err:
+            self.close()
+            raise ClusterError(f"a rollout worker could not start: {_cause(err)}") from None
+        if waiting:
+            self.close()
+            raise ClusterError(f"{len(waiting)} of {len(self.workers)} rollout workers did not start within "
+                               f"distributed.start_timeout_s={self.settings.start_timeout_s:g} "
+                               f"(the cluster's free resources: {ray.available_resources()})")
+
+    def reset_timings(self) -> None:
+        """Zero the seconds of the parts of a collection (the in-process keys summed over workers, and ours)."""
+        self.timings = {"generate": 0.0, "prompts": 0.0, "env": 0.0, "collect": 0.0, "gather": 0.0}
+
+    def sync(self, version: int) -> None:
+        """Publish the policy's adapter weights as ``version``: one ``ray.put``, then every worker loads them."""
+        import ray
+
+        self.version = version
+        states = {a: self.policy.adapter_state(a) for a in self.policy.adapters}
+        self._weights = ray.put(states)
+        loads = [w.load.remote(version, [self._weights]) for w in self.workers]
+        done, _ = ray.wait(loads, num_returns=len(loads), timeout=self.settings.timeout_s)
+        for ref in done:
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError:
+                pass  # a worker that died loads the weights with its next batch, after its restart
+
+    def collect(self, envs: Any, episodes: range | list[int], *, seed_of=lambda e: e) -> list[Episode]:
+        """Play training episodes ``episodes`` (env seeds ``seed_of(index)``) on the workers, in index order.
+
+        ``envs`` (the trainer's own) are not used: every worker has its own.
+        """
+        indices = list(episodes)
+        return self._play(indices, [seed_of(i) for i in indices], None, None, greedy=False)
+
+    def evaluate(self, policy: Any = None, env_id: str = "", env_kwargs: dict | None = None, n: int = 1, *,
+                 rounds: int = 1, max_new_tokens: int = 48, samples: int = 0, engine: Any = None) -> dict:
+        """Greedy held-out evaluation through the workers; :func:`~marft_agents.evaluation.evaluate`'s result.
+
+        ``policy`` and ``engine`` (the trainer's) are not used: the workers have their own.
+        """
+        plan = eval_plan(env_id, env_kwargs or {}, rounds)
+        options = episode_options(plan, marft_envs.make(env_id, **plan.env_kwargs), n)
+        indices = list(range(len(options)))
+        episodes = self._play(indices, [HELDOUT_SEED + i for i in indices], options, plan.env_kwargs, greedy=True,
+                              max_new_tokens=max_new_tokens)
+        return eval_result(episodes, plan, samples)
+
+    def _play(self, indices: list[int], seeds: list[int], options: list | None, env_kwargs: dict | None,
+              greedy: bool, max_new_tokens: int | None = None) -> list[Episode]:
+        """Every block of episodes played to the end (again, where a worker failed), gathered in index order."""
+        import ray
+
+        blocks = split(indices, len(self.workers))
+        position = {i: k for k, i in enumerate(indices)}
+        t0, fetching = time.perf_counter(), 0.0
+
+        def submit(k: int):
+            block = blocks[k]
+            return self.workers[k].collect.remote(
+                self.version, [self._weights], block, [seeds[position[i]] for i in block],
+                None if options is None else [options[position[i]] for i in block], env_kwargs, greedy, max_new_tokens)
+
+        running = {k: (submit(k), time.monotonic()) for k, block in enumerate(blocks) if block}
+        results: dict[int, Any] = {}
+        while running:
+            refs = {ref: k for k, (ref, _) in running.items()}
+            deadline = min(started for _, started in running.values()) + self.settings.timeout_s
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            for ref in ready:
+                k = refs[ref]
+                t = time.perf_counter()
+                try:
+                    results[k] = ray.get(ref)  # the episodes' transfer and unpickling: the gather
+                    fetching += time.perf_counter() - t
+                    del running[k]
+                except ray.exceptions.RayActorError as err:
+                    running[k] = self._retry(k, submit, f"died ({_first_line(err)[:160]})")
+            now = time.monotonic()
+            for k, (ref, started) in list(running.items()):
+                if ref not in ready and now - started >= self.settings.timeout_s:
+                    ray.kill(self.workers[k], no_restart=False)  # Ray restarts it; the late result is dropped
+                    running[k] = self._retry(k, submit, "did not finish within "
+                                                        f"distributed.timeout_s={self.settings.timeout_s:g}")
+        t1 = time.perf_counter()
+        out: list[Episode] = []
+        for k in sorted(results):
+            episodes, timings = results[k]
+            out.extend(episodes)
+            for name, seconds in timings.items():
+                self.timings[name] = self.timings.get(name, 0.0) + seconds
+        out.sort(key=lambda e: e.index)
+        if [e.index for e in out] != sorted(indices):
+            raise WorkerError(f"the workers returned episodes {[e.index for e in out][:8]}..., not {indices[:8]}...")
+        self.timings["collect"] += t1 - t0 - fetching
+        self.timings["gather"] += fetching + time.perf_counter() - t1
+        return out
+
+    def _retry(self, k: int, submit, why: str):
+        """Submit block ``k`` again once worker ``k`` is restarted (it plays the block from its seeds), or stop."""
+        import ray
+
+        self.failures[k] += 1
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        while self.failures[k] <= self.settings.max_restarts:
+            try:  # the restart (the model loads again) is not the batch's time
+                ray.get(self.workers[k].ready.remote(), timeout=max(1.0, deadline - time.monotonic()))
+                return submit(k), time.monotonic()
+            except ray.exceptions.ActorUnavailableError:  # still restarting
+                if time.monotonic() > deadline:
+                    why = f"{why}, then did not restart within distributed.start_timeout_s"
+                    break
+                time.sleep(0.2)
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
+                why = f"{why}, then could not restart ({_first_line(err)[:160]})"
+                break
+        raise WorkerError(f"rollout worker {k} {why}; it failed {self.failures[k]} times (distributed.max_restarts="
+                          f"{self.settings.max_restarts}): the update was not trained on; resume from the last "
+                          "checkpoint once the cluster is healthy")
+
+    def pids(self) -> list[int]:
+        """The process id of each worker (tests kill them)."""
+        import ray
+
+        return ray.get([w.ready.remote() for w in self.workers])
+
+    def close(self) -> None:
+        """End the workers; a cluster this pool started is shut down and its temp dir removed. Idempotent."""
+        import ray
+
+        atexit.unregister(self.close)
+        if ray.is_initialized():
+            for w in getattr(self, "workers", []):
+                ray.kill(w, no_restart=True)
+        self.workers = []
+        if self in _open_pools:
+            _open_pools.remove(self)
+        if getattr(self, "_connected", False):
+            ray.shutdown()
+            self._connected = False
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
