@@ -261,7 +261,7 @@ def validate(config: TrainConfig) -> None:
         if name in CHOICES and value not in CHOICES[name]:
             raise ConfigError(f"{key} must be one of {list(CHOICES[name])}, got {value!r}")
     try:
-        check_distributed(config.distributed)
+        check_distributed(config.distributed, config.generation.engine)
     except ValueError as err:
         raise ConfigError(str(err)) from None
 

@@ -35,6 +35,7 @@ from marft_agents.env_options import check_env_kwargs
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine, check_on_policy
+from marft_agents.distributed.sampling import EpisodeSeededEngine, episode_seed
 from marft_agents.tis import recompute_behaviour
 from marft_envs.plugins import resolve as resolve_env
 
@@ -185,6 +186,8 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     # closed at the end of the run; a run that fails midway leaves it to the engine's finalizer
     generator = pool if pool else build_engine(config, policy, run_dir / "engine")
+    if not pool and config.distributed.episode_seeds:  # the workers' sampling, in this process
+        generator = EpisodeSeededEngine(policy)
     if latest is not None:
         generator.sync(start)  # the resumed adapter weights
     engine = pool if pool else RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
@@ -211,6 +214,9 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         first = update * config.episodes_per_update
         engine.reset_timings()
         algo.before_collect(envs, update)
+        if isinstance(generator, EpisodeSeededEngine):  # the seeds a worker would use for these episodes
+            generator.seed_episodes({i: episode_seed(config.seed, update, i)
+                                     for i in range(first, first + config.episodes_per_update)})
         # episodes of one group share a seed, hence a problem
         episodes = engine.collect(envs, range(first, first + config.episodes_per_update),
                                   seed_of=lambda i: config.seed * 1_000_003 + i // group)

@@ -30,10 +30,15 @@ class DistributedConfig:
     """Times Ray restarts a worker that died or hung (each time its episodes are played again)."""
     temp_dir: str = ""
     """Ray's session folder for a local cluster, at most 40 characters (empty: a fresh /tmp/marft-ray-* removed at the end)."""
+    episode_seeds: bool = False
+    """workers=0: sample each episode from its own seeded generator as workers do, so the run equals a workers>0 run (off: torch's one generator)."""
 
 
-def check(settings: DistributedConfig) -> None:
+def check(settings: DistributedConfig, engine: str = "hf") -> None:
     """Refuse settings Ray cannot use, in one line naming the key (the ranges are in ``config.RULES``)."""
+    if settings.episode_seeds and engine != "hf":
+        raise ValueError(f"distributed.episode_seeds=true samples with the hf engine's per-episode generators; "
+                         f"generation.engine={engine} seeds its own requests: drop one of the two")
     if settings.address and settings.address != "auto" and ":" not in settings.address:
         raise ValueError(f"distributed.address={settings.address!r} must be host:port (the head's `ray start "
                          "--head --port PORT`), ray://host:port, or auto")

@@ -88,6 +88,25 @@ def test_the_cli_run_evaluates_exactly_as_the_in_process_path(cli_run):
     assert len(rows) == 2 and all(r["time/collect_s"] > 0 and "time/gather_s" in r for r in rows)
 
 
+def test_an_in_process_run_with_episode_seeds_equals_the_workers_run(cli_run, tmp_path):
+    # workers sample each episode from its own generator; distributed.episode_seeds=true does the same
+    # in this process, so the whole run (episodes, updates, both evaluations) is the workers' run
+    config = load(None, [*COMMAND[1:], "checkpoint_every=1", "distributed.episode_seeds=true", f"run_dir={tmp_path}"])
+    summary = train(config, progress=False, quiet=True)
+    workers = json.loads((cli_run / "summary.json").read_text())
+    assert summary["eval_before"] == workers["eval_before"] and summary["eval_after"] == workers["eval_after"]
+    ours, theirs = metrics_without_times(tmp_path), metrics_without_times(cli_run)
+    assert [r["train/response_tokens"] for r in ours] == [r["train/response_tokens"] for r in theirs]
+    for a, b in zip(ours, theirs, strict=True):  # the same episodes; behaviour log-probs of other batch shapes
+        assert a.keys() - {"time/collect_s", "time/gather_s"} == b.keys() - {"time/collect_s", "time/gather_s"}
+        assert all(a[k] == pytest.approx(b[k], rel=1e-4, abs=1e-6) for k in a), (a, b)
+
+
+def test_episode_seeds_are_for_the_hf_engine(tmp_path, capsys):
+    assert cli(["train", "distributed.episode_seeds=true", "generation.engine=vllm", f"run_dir={tmp_path}"]) == 2
+    assert "distributed.episode_seeds=true samples with the hf engine" in capsys.readouterr().err
+
+
 def test_a_run_resumed_through_an_address_ends_with_the_same_metrics_and_weights(cli_run, ray_cluster, tmp_path):
     import ray
 
