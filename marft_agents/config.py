@@ -229,11 +229,10 @@ RULES: dict[str, str] = {
     "gamma_token": _UNIT, "entropy_coef": _NON_NEGATIVE, "kl_coef": _NON_NEGATIVE, "std_eps": _POSITIVE,
     "kl_target": _POSITIVE, "kl_horizon": _AT_LEAST_ONE, "agent_iteration_interval": _NON_NEGATIVE,
     "swap_interval": _NON_NEGATIVE, "weight_clip": _UNIT, "group_size": _AT_LEAST_ONE,
-    # generation
-    "kv_cache_gb": _POSITIVE, "max_loras": _NON_NEGATIVE, "tis_cap": _AT_LEAST_ONE,
-    # distributed
-    "workers": _NON_NEGATIVE, "cpus_per_worker": _POSITIVE, "gpus_per_worker": _NON_NEGATIVE,
-    "timeout_s": _POSITIVE, "start_timeout_s": _POSITIVE, "max_restarts": _NON_NEGATIVE,
+    # generation, distributed
+    "kv_cache_gb": _POSITIVE, "max_loras": _NON_NEGATIVE, "tis_cap": _AT_LEAST_ONE, "workers": _NON_NEGATIVE,
+    "cpus_per_worker": _POSITIVE, "gpus_per_worker": _NON_NEGATIVE, "timeout_s": _POSITIVE,
+    "start_timeout_s": _POSITIVE, "max_restarts": _NON_NEGATIVE,
 }
 """Field name -> the range its value must lie in (``None`` always allowed where it is the default)."""
 
