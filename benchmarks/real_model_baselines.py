@@ -89,6 +89,10 @@ def run_suite(model_name: str, dtype: torch.dtype, env_id: str, env_kwargs: dict
         "tokens": sum(len(s.response) for s in steps), "wall_s": wall, "cpu_s": cpu,
         "generate_calls": rollout.generate_calls,
     })
+    # per episode, compact: enough to pair runs on the same problems (index i is the same problem in every run)
+    out["per_episode"] = [{"index": e.index, "solved": e.solved, "return": sum(s.reward for s in e.steps),
+                           "tokens": [len(s.response) for s in e.steps], "cut": [cut(s) for s in e.steps]}
+                          for e in episodes]
     if samples:
         out["samples"] = [transcript(e) for e in episodes[:samples]]
     return out
