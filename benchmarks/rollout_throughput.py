@@ -1,7 +1,8 @@
 """Rollout throughput: the RolloutEngine against a bare batched ``model.generate`` on the same prompts.
 
-    .venv/bin/python benchmarks/rollout_throughput.py [--model embedded|PATH|random] [--repeats 3]
-        [--batch-sizes 16,64] [--max-new-tokens 48] [--threads 1] [--skip-30m]
+    .venv/bin/python benchmarks/rollout_throughput.py [--model embedded|PATH|random|smollm2-135m-instruct]
+        [--repeats 3] [--batch-sizes 16,64] [--max-new-tokens 48] [--threads 1] [--skip-30m]
+        [--lora-targets q_proj,v_proj|all] [--dtype float32|bfloat16]
 
 What is measured, for each model and batch size ``B``:
 
@@ -22,8 +23,8 @@ and the min–max over repeats. The engine's time is also split into generate (`
 prompts (chat template + tokenising), env (env steps and rewards) and other. Critic features
 are computed by the learner at update time, not by the engine (see update_split.py).
 
-Models: (a) the embedded tiny model (``marft_agents/assets/tiny-math``) or, until it exists, a
-randomly initialised stand-in of the same shape (hidden 128, 4 layers, 4 heads, FF 512) with a BPE
+Models: (a) the embedded tiny model (``marft_agents/assets/tiny-math``), a named real model
+(``--model smollm2-135m-instruct``; name it with ``--skip-30m`` to measure it alone), or a randomly initialised stand-in of the same shape (hidden 128, 4 layers, 4 heads, FF 512) with a BPE
 tokenizer built the same way; (b) a ~30 M-parameter randomly initialised Llama (hidden 512, 8 layers,
 8 heads, FF 1792) with the same tokenizer. Random models rarely emit the end-of-turn token, so they
 generate ``max_new_tokens`` almost every time. Results go to ``benchmarks/results/rollout_throughput.json``.
@@ -56,6 +57,7 @@ from transformers import AutoTokenizer  # noqa: E402
 
 import marft_envs  # noqa: E402
 from marft_agents import lm  # noqa: E402
+from marft_agents.config import TrainConfig  # noqa: E402
 from marft_agents.policy import EMBEDDED, LaMASPolicy, Sampling, embedded_model_path, load_base  # noqa: E402
 from marft_agents.rollout import RolloutEngine  # noqa: E402
 
@@ -90,8 +92,13 @@ def resolve_model(choice: str | None, tmp: Path) -> tuple[str, str]:
 
     ``None``: the embedded model when it exists, else a random stand-in of its shape built into ``tmp``.
     ``"embedded"``: the embedded model (an error when it is missing). ``"random"``: the stand-in.
+    A named model (``marft models list``): its verified cached folder (fetched on first use).
     Anything else: a directory saved with ``save_pretrained``.
     """
+    from marft_agents.models import named
+
+    if choice in named.REGISTRY:
+        return named.resolve(choice), f"{choice} (named model; {named.lookup(choice).name} in the marft cache)"
     if choice in (None, EMBEDDED) and embedded_available():
         return EMBEDDED, f"embedded ({embedded_model_path()})"
     if choice == EMBEDDED:
@@ -146,14 +153,15 @@ def spread(xs: list[float]) -> dict:
 
 
 def bench_model(name: str, label: str, model, tokenizer, batch_sizes: list[int], repeats: int,
-                max_new_tokens: int) -> dict:
+                max_new_tokens: int, lora_targets: tuple[str, ...] = ("q_proj", "v_proj")) -> dict:
     """Interleaved engine/bare runs for one model; returns the JSON record (and prints progress)."""
     bare = copy.deepcopy(model).eval().requires_grad_(False)  # same weights, no peft wrapper
     probe = marft_envs.make(ENV_ID)
-    policy = LaMASPolicy(model, tokenizer, probe.possible_agents, mode="lora")
+    policy = LaMASPolicy(model, tokenizer, probe.possible_agents, mode="lora", lora_targets=lora_targets)
     n_params = sum(p.numel() for p in bare.parameters())
     pad_id, eos_id = tokenizer.pad_token_id, tokenizer.eos_token_id
-    record = {"model": name, "label": label, "parameters": n_params, "cases": []}
+    record = {"model": name, "label": label, "parameters": n_params, "lora_targets": list(lora_targets),
+              "dtype": str(next(bare.parameters()).dtype), "cases": []}
     print(f"\n[{name}] {label}; {n_params:,} parameters; torch threads {torch.get_num_threads()}", flush=True)
     for b in batch_sizes:
         envs = [marft_envs.make(ENV_ID) for _ in range(b)]
@@ -173,11 +181,14 @@ def bench_model(name: str, label: str, model, tokenizer, batch_sizes: list[int],
             same_prompts = res["engine"].pop("prompts") == warm["prompts"]
             res["same_prompts_as_warmup"] = same_prompts
             res["ratio"] = res["engine"]["tok_per_s"] / res["bare"]["tok_per_s"]
+            # tokens per CPU second: on shared cores wall time is mostly waiting for a core, CPU time is the work
+            res["ratio_cpu"] = ((res["engine"]["tokens"] / (res["engine"]["wall_s"] * res["engine"]["cpu_over_wall"]))
+                                / (res["bare"]["tokens"] / (res["bare"]["wall_s"] * res["bare"]["cpu_over_wall"])))
             res["order"] = list(order)
             pairs.append(res)
             print(f"  B={b:3d} rep {r}: engine {res['engine']['tok_per_s']:7.0f} tok/s ({res['engine']['tokens']} tok), "
                   f"bare {res['bare']['tok_per_s']:7.0f} tok/s ({res['bare']['tokens']} tok), "
-                  f"ratio {res['ratio']:.3f}; cpu/wall {res['engine']['cpu_over_wall']:.2f}/{res['bare']['cpu_over_wall']:.2f}, "
+                  f"ratio {res['ratio']:.3f} (per CPU s {res['ratio_cpu']:.3f}); cpu/wall {res['engine']['cpu_over_wall']:.2f}/{res['bare']['cpu_over_wall']:.2f}, "
                   f"load {os.getloadavg()[0]:.1f}", flush=True)
         eng = [p["engine"] for p in pairs]
         case = {
@@ -186,6 +197,7 @@ def bench_model(name: str, label: str, model, tokenizer, batch_sizes: list[int],
             "engine_tok_per_s": spread([e["tok_per_s"] for e in eng]),
             "bare_tok_per_s": spread([p["bare"]["tok_per_s"] for p in pairs]),
             "ratio_engine_over_bare": spread([p["ratio"] for p in pairs]),
+            "ratio_cpu_engine_over_bare": spread([p["ratio_cpu"] for p in pairs]),
             "engine_wall_s": spread([e["wall_s"] for e in eng]),
             "bare_wall_s": spread([p["bare"]["wall_s"] for p in pairs]),
             "engine_breakdown_s": {k: spread([e["timings"][k] for e in eng]) for k in eng[0]["timings"]},
@@ -208,20 +220,23 @@ def bench_model(name: str, label: str, model, tokenizer, batch_sizes: list[int],
 
 def table(records: list[dict], goal: float) -> str:
     head = (f"{'model':<9} {'params':>11} {'B':>4} {'tok/resp':>8} {'engine tok/s':>13} {'bare tok/s':>11} "
-            f"{'ratio (min-max)':>20} {'gen-only':>8}  {'engine split: generate / prompts / env / other (s)'}")
+            f"{'ratio (min-max)':>20} {'per CPU s (min-max)':>20} {'gen-only':>8}  "
+            f"{'engine split: generate / prompts / env / other (s)'}")
     lines = [head, "-" * len(head)]
     for rec in records:
         for c in rec["cases"]:
-            r = c["ratio_engine_over_bare"]
+            r, rc = c["ratio_engine_over_bare"], c["ratio_cpu_engine_over_bare"]
             bd = c["engine_breakdown_s"]
             total = sum(bd[k]["median"] for k in bd)
             split = " / ".join(f"{bd[k]['median']:.3f} ({bd[k]['median'] / total:4.0%})" for k in ("generate", "prompts", "env", "other"))
             lines.append(
                 f"{rec['model']:<9} {rec['parameters']:>11,} {c['batch_size']:>4} {c['mean_response_tokens']:>8.1f} "
                 f"{c['engine_tok_per_s']['median']:>13.0f} {c['bare_tok_per_s']['median']:>11.0f} "
-                f"{r['median']:>7.3f} ({r['min']:.3f}-{r['max']:.3f}) {c['engine_generate_only_ratio']['median']:>8.3f}  {split}"
+                f"{r['median']:>7.3f} ({r['min']:.3f}-{r['max']:.3f}) {rc['median']:>7.3f} ({rc['min']:.3f}-{rc['max']:.3f}) "
+                f"{c['engine_generate_only_ratio']['median']:>8.3f}  {split}"
                 + ("" if c["tokens_equal"] else "  [token counts differ]"))
-    lines.append(f"ratio = engine tok/s / bare tok/s per interleaved pair (goal >= {goal}); gen-only = tokens / "
+    lines.append(f"ratio = engine tok/s / bare tok/s per interleaved pair (goal >= {goal}); per CPU s: the same with "
+                 "tokens per CPU second (the steadier figure on shared cores); gen-only = tokens / "
                  "seconds inside policy.generate, over bare; medians of the repeats")
     lines.append("cpu/wall near the thread count means the cores were ours; well below it means another job shared "
                  "them (see the JSON per pair)")
@@ -235,9 +250,16 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
-    parser.add_argument("--skip-30m", action="store_true", help="only the tiny model")
-    parser.add_argument("--out", default=str(RESULTS / "rollout_throughput.json"))
+    parser.add_argument("--skip-30m", action="store_true", help="only the --model model (no 30M random Llama)")
+    parser.add_argument("--lora-targets", default="q_proj,v_proj",
+                        help="modules the engine's LoRA adapters wrap ('all': the trainer's default, every linear layer)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the base's dtype")
+    parser.add_argument("--out", default=None, help="default: benchmarks/results/rollout_throughput[-<named model>].json")
     args = parser.parse_args(argv)
+    from marft_agents.models import named
+
+    args.out = args.out or str(RESULTS / (f"rollout_throughput-{args.model}.json" if args.model in named.REGISTRY
+                                          else "rollout_throughput.json"))
     if args.threads:
         torch.set_num_threads(args.threads)
     batch_sizes = [int(x) for x in args.batch_sizes.split(",")]
@@ -246,8 +268,12 @@ def main(argv: list[str] | None = None) -> dict:
     records = []
     with tempfile.TemporaryDirectory(prefix="marft-bench-") as tmp:
         path, label = resolve_model(args.model, Path(tmp))
-        model, tokenizer = load_base(path)
-        records.append(bench_model("tiny", label, model, tokenizer, batch_sizes, args.repeats, args.max_new_tokens))
+        model, tokenizer = load_base(path, dtype=getattr(torch, args.dtype))
+        targets = (tuple(TrainConfig().lora_targets) if args.lora_targets == "all"
+                   else tuple(t.strip() for t in args.lora_targets.split(",")))
+        name = "tiny" if args.model in (None, EMBEDDED, "random") or Path(args.model).exists() else args.model
+        records.append(bench_model(name, label, model, tokenizer, batch_sizes, args.repeats, args.max_new_tokens,
+                                   targets))
         if not args.skip_30m:
             from marft_agents.models.tiny import build_model
 
@@ -256,7 +282,8 @@ def main(argv: list[str] | None = None) -> dict:
             mid_label = (f"random Llama d{MID_SHAPE['hidden_size']}, {MID_SHAPE['num_layers']} layers, "
                          f"{MID_SHAPE['num_heads']} heads, FF {MID_SHAPE['intermediate_size']}, "
                          f"vocab {len(tok)} (tokenizer of {label.split(':')[0].split(' (')[0]})")
-            records.append(bench_model("30M", mid_label, mid, tok, batch_sizes, args.repeats, args.max_new_tokens))
+            records.append(bench_model("30M", mid_label, mid, tok, batch_sizes, args.repeats, args.max_new_tokens,
+                                       targets))
     print()
     print(table(records, goal))
     result = {

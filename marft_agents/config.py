@@ -62,6 +62,8 @@ class TrainConfig:
     """Keyword arguments for the env (e.g. ``{"rounds": 3}``)."""
     model: str = "embedded"
     """Base model: "embedded" (the shipped tiny model), a named model (``marft models list``), a local folder, or a Hub id."""
+    dtype: str = "float32"
+    """The base model's dtype for training and rollouts: "float32" or "bfloat16" (LoRA adapters stay float32)."""
     adapter_mode: str = "lora"
     """"lora" (one adapter per agent), "shared" (one adapter for all), or "copies" (full copies)."""
     lora_r: int = 8
@@ -239,6 +241,8 @@ RULES: dict[str, str] = {
 CHOICES: dict[str, tuple[str, ...]] = {"adapter_mode": ("lora", "shared", "copies"), "engine": ("hf", "vllm"),
                                        "dtype": ("float32", "bfloat16", "float16")}
 """Field name -> its allowed values."""
+BASE_DTYPES = ("float32", "bfloat16")
+"""Values of ``dtype`` (the base model's dtype; ``generation.dtype`` is the vllm engine's own)."""
 
 
 def validate(config: TrainConfig) -> None:
@@ -246,6 +250,11 @@ def validate(config: TrainConfig) -> None:
     if config.generation.engine == "vllm" and config.adapter_mode == "copies":
         raise ConfigError("generation.engine=vllm serves LoRA adapters on one base: use adapter_mode=lora or shared "
                           "(or generation.engine=hf with adapter_mode=copies)")
+    if config.dtype not in BASE_DTYPES:  # no float16: without loss scaling its small gradients underflow
+        raise ConfigError(f"dtype must be one of {list(BASE_DTYPES)}, got {config.dtype!r}")
+    if config.dtype != "float32" and config.adapter_mode == "copies":  # bf16 copies would round Adam's small steps away
+        raise ConfigError(f"dtype={config.dtype} is for LoRA on a frozen base: use adapter_mode=lora or shared with it, "
+                          "or dtype=float32 with adapter_mode=copies")
     for key, value, _ in _items(config):
         name = key.rsplit(".", 1)[-1]
         if isinstance(value, bool) or value is None:

@@ -123,9 +123,12 @@ class LaMASPolicy:
             with warnings.catch_warnings():
                 # peft reads a transformers attribute that transformers 5 deprecates; not ours to fix, only noise
                 warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
-                peft_model = get_peft_model(model, config, adapter_name=self.adapters[0])
+                # float32 adapters on any base dtype (peft's autocast_adapter_dtype, spelt out): on a bf16
+                # base, bf16 LoRA weights would round away Adam's steps (~lr, below bf16's 2^-8 relative
+                # resolution); float32 costs a few MB and peft runs the LoRA branch in its weights' dtype.
+                peft_model = get_peft_model(model, config, adapter_name=self.adapters[0], autocast_adapter_dtype=True)
             for name in self.adapters[1:]:
-                peft_model.add_adapter(name, config)
+                peft_model.add_adapter(name, config, autocast_adapter_dtype=True)
             self.base = peft_model
             self.models = {name: peft_model for name in self.adapters}
             self._keep_trainable()

@@ -101,7 +101,7 @@ def seed_everything(seed: int) -> np.random.Generator:
 
 def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
     """The base model and one adapter per agent, as the config says."""
-    model, tokenizer = load_base(config.model)
+    model, tokenizer = load_base(config.model, dtype=getattr(torch, config.dtype))
     return LaMASPolicy(model, tokenizer, agents, mode=config.adapter_mode, lora_r=config.lora_r,
                        lora_alpha=config.lora_alpha, lora_targets=tuple(config.lora_targets))
 

@@ -19,6 +19,7 @@ from marft_agents.config import TrainConfig
 from marft_agents.models import named
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
+from marft_agents.trainer import build_policy
 
 pytestmark = pytest.mark.real_model
 LAYERS = 30  # SmolLM2-135M's decoder layers
@@ -145,6 +146,21 @@ def test_a_marft_update_changes_every_trainable_parameter_and_no_frozen_one(real
     assert all(np.isfinite(v) for v in metrics.values()), metrics
     assert_trained_exactly_the_trainable(before, snapshot(policy))
     assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.named_parameters())
+
+
+def test_in_bfloat16_a_marft_update_changes_every_trainable_parameter_and_no_frozen_one(real_cache):
+    envs = [marft_envs.make("marft/MathChain-v0") for _ in range(4)]
+    policy = build_policy(TrainConfig(model=REAL, dtype="bfloat16"), envs[0].possible_agents)
+    dtypes = {n: p.dtype for n, p in policy.base.named_parameters()}
+    assert {d for n, d in dtypes.items() if "lora_" in n} == {torch.float32}  # the adapters stay float32
+    assert {d for n, d in dtypes.items() if "lora_" not in n} == {torch.bfloat16}
+    algo = MARFT(policy, MARFTConfig(minibatch_size=2), temperature=0.7)
+    torch.manual_seed(0)
+    episodes = RolloutEngine(policy, Sampling(0.7, 8)).collect(envs, range(4))
+    before = snapshot(policy)
+    metrics = algo.update(episodes, 0, np.random.default_rng(0))
+    assert all(np.isfinite(v) for v in metrics.values()), metrics
+    assert_trained_exactly_the_trainable(before, snapshot(policy))
 
 
 def test_grpo_updates_change_every_trainable_parameter_and_no_frozen_one(real_cache):

@@ -1,0 +1,76 @@
+"""``dtype=bfloat16``: the base loads in bf16 for training and rollouts, the LoRA adapters stay float32."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import marft_envs
+from marft_agents.algorithms.marft import MARFT, MARFTConfig
+from marft_agents.cli import main as cli
+from marft_agents.config import ConfigError, TrainConfig, load, validate
+from marft_agents.policy import Sampling
+from marft_agents.rollout import RolloutEngine
+from marft_agents.trainer import build_policy
+
+
+def snapshot(policy):
+    return {n: (p.detach().clone(), p.requires_grad) for n, p in policy.base.named_parameters()}
+
+
+def test_the_default_is_float32_and_unchanged(tiny_model_dir):
+    config = TrainConfig(model=str(tiny_model_dir))
+    assert config.dtype == "float32"
+    policy = build_policy(config, ["reasoner_0", "actor_0"])
+    assert {p.dtype for p in policy.base.parameters()} == {torch.float32}
+
+
+def test_bfloat16_loads_the_base_in_bf16_and_keeps_the_adapters_in_float32(tiny_model_dir):
+    config = load(overrides=[f"model={tiny_model_dir}", "dtype=bfloat16"])
+    validate(config)
+    policy = build_policy(config, ["reasoner_0", "actor_0"])
+    lora = {n for n, _ in policy.base.named_parameters() if "lora_" in n}
+    assert lora
+    dtypes = {n: p.dtype for n, p in policy.base.named_parameters()}
+    assert {dtypes[n] for n in lora} == {torch.float32}
+    assert {d for n, d in dtypes.items() if n not in lora} == {torch.bfloat16}
+
+
+def test_a_bf16_update_changes_every_trainable_parameter_and_no_frozen_one(tiny_model_dir):
+    envs = [marft_envs.make("marft/MathChain-v0") for _ in range(4)]
+    policy = build_policy(TrainConfig(model=str(tiny_model_dir), dtype="bfloat16"), envs[0].possible_agents)
+    algo = MARFT(policy, MARFTConfig(minibatch_size=2), temperature=1.0)  # 2 steps per adapter: A moves once B has
+    torch.manual_seed(0)
+    episodes = RolloutEngine(policy, Sampling(1.0, 8)).collect(envs, range(4))
+    assert all(s.token_logps.dtype == torch.float32 for e in episodes for s in e.steps)
+    before = snapshot(policy)
+    metrics = algo.update(episodes, 0, np.random.default_rng(0))
+    assert all(np.isfinite(v) for v in metrics.values()), metrics
+    after = snapshot(policy)
+    trainable = {n for n, (_, grad) in before.items() if grad}
+    assert trainable and all("lora_" in n for n in trainable)
+    assert not [n for n in trainable if torch.equal(before[n][0], after[n][0])], "a trainable parameter did not move"
+    assert not [n for n in before.keys() - trainable if not torch.equal(before[n][0], after[n][0])]
+    assert {after[n][0].dtype for n in trainable} == {torch.float32}
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["dtype=float16"], "dtype must be one of ['float32', 'bfloat16'], got 'float16'"),
+    (["dtype=bf16"], "dtype must be one of ['float32', 'bfloat16'], got 'bf16'"),
+    (["dtype=bfloat16", "adapter_mode=copies"], "dtype=bfloat16 is for LoRA on a frozen base"),
+])
+def test_refused_dtypes_are_one_line(overrides, message):
+    with pytest.raises(ConfigError) as err:
+        validate(load(overrides=overrides))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_marft_train_with_bfloat16_records_it(tiny_model_dir, tmp_path):
+    run = tmp_path / "run"
+    args = ["train", f"model={tiny_model_dir}", "dtype=bfloat16", "updates=1", "episodes_per_update=4",
+            "eval_episodes=2", "eval_rounds=0", "eval_every=0", "max_new_tokens=8", f"run_dir={run}",
+            "marft.minibatch_size=2", "--no-progress"]
+    assert cli(args) == 0
+    assert json.loads((run / "config.json").read_text())["dtype"] == "bfloat16"
+    assert (run / "summary.json").is_file()
