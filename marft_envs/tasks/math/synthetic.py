@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import operator
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Callable
 
@@ -207,23 +207,6 @@ def _pair(rng, lo, hi):  # two independent counts
 # ---- the templates ------------------------------------------------------------------------------
 
 TEMPLATES: tuple[Template, ...] = (
-    # level 0 (opt-in): level 1's four wordings with numbers up to 20
-    Template("l0_gift", 0,
-             "{name} has {a} {thing}. {name2} gives {name} {b} more {thing}. "
-             "How many {thing} does {name} have now?",
-             lambda r: _pair(r, 2, 20), lambda n: chain(n["a"], ("+", n["b"]))),
-    Template("l0_giveaway", 0,
-             "{name} had {a} {thing} and gave {b} of them to {name2}. "
-             "How many {thing} does {name} have left?",
-             _draw_small_minus, lambda n: chain(n["a"], ("-", n["b"]))),
-    Template("l0_harvest", 0,
-             "{name} picked {a} {fruit} in the morning and {b} {fruit} in the afternoon. "
-             "How many {fruit} did {name} pick in total?",
-             lambda r: _pair(r, 2, 20), lambda n: chain(n["a"], ("+", n["b"]))),
-    Template("l0_compare", 0,
-             "This week {name} ran {a} {dist} and {name2} ran {b} {dist}. "
-             "How many more {dist} did {name} run than {name2}?",
-             _draw_small_minus, lambda n: chain(n["a"], ("-", n["b"]))),
     # level 1: one addition or subtraction
     Template("l1_gift", 1,
              "{name} has {a} {thing}. {name2} gives {name} {b} more {thing}. "
@@ -304,6 +287,15 @@ TEMPLATES: tuple[Template, ...] = (
              "On average, how many {dist} does {name} cycle per day?",
              _draw_average, lambda n: chain(n["a"], ("+", n["b"]), ("+", n["c"]), ("/", 3))),
 )
+
+
+def _small(template: Template) -> Template:
+    """Level 0: a level-1 template's wording with numbers from 2 to 20 (``l1_gift`` -> ``l0_gift``)."""
+    draw = _draw_small_minus if template.draw is _draw_minus else (lambda r: _pair(r, 2, 20))
+    return replace(template, tid="l0" + template.tid[2:], level=0, draw=draw)
+
+
+TEMPLATES += tuple(_small(t) for t in TEMPLATES if t.level == 1)  # opt-in: not in the default LEVELS
 
 
 def uid_of(template: Template, numbers: Numbers) -> str:
