@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from marft_envs.sandbox import Limits, SandboxPool, detect_isolation, run_python
-from marft_envs.tasks.code.harness import HARNESS, harness_files
+from marft_envs.tasks.code.harness import judge_run
 from marft_envs.tasks.code.tasks import corpus_tasks
 
 LIMITS = Limits(timeout_s=10.0, memory_mb=512)
@@ -32,9 +32,9 @@ LIMITS = Limits(timeout_s=10.0, memory_mb=512)
 
 def programs() -> dict[str, dict]:
     task = next(t for t in corpus_tasks("all").tasks if t.entry_point == "binary_search")
-    files, _ = harness_files(task.solution, task.tests, task.entry_point, task.setup)
+    run, _ = judge_run(task.solution, task.tests, task.entry_point, task.setup)
     return {"trivial program": {"source": "print(1)"},
-            f"test run ({len(task.tests)} tests of {task.entry_point})": {"source": HARNESS, "files": files}}
+            f"test run ({len(task.tests)} tests of {task.entry_point})": run}
 
 
 def check(result) -> None:
@@ -45,7 +45,7 @@ def check(result) -> None:
 def fresh(program: dict, runs: int) -> float:
     start = time.perf_counter()
     for _ in range(runs):
-        check(run_python(program["source"], files=program.get("files"), limits=LIMITS))
+        check(run_python(**program, limits=LIMITS))
     return runs / (time.perf_counter() - start)
 
 

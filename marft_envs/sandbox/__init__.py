@@ -9,8 +9,9 @@ Each run is a fresh process with resource limits (CPU time, address space, file 
 processes), a root of its own that holds the standard library (read-only), a private working
 directory in a private tmpfs ``/tmp`` and a private ``/dev/shm`` and nothing else of the host's files,
 a scrubbed environment, an unprivileged uid, no network, its own IPC objects, a syscall filter (no new
-namespaces, keyrings or mounts), stdin at EOF; at its deadline its whole process tree is killed and
-reaped (a PID namespace), double-forked daemons included. What this machine allows is detected at run time (:func:`detect_isolation`);
+namespaces, keyrings, mounts or other processes' memory), stdin at EOF unless the caller gives
+sealed input (``stdin=``: in no process's memory before the program reads it); at its deadline
+its whole process tree is killed and reaped (a PID namespace), double-forked daemons included. What this machine allows is detected at run time (:func:`detect_isolation`);
 without contained isolation the sandbox refuses untrusted code unless the caller opts in.
 :class:`SandboxPool` keeps warm workers for throughput. Standard library only, torch-free.
 See ``docs/envs/code.md`` for the guarantees and what it does not protect against.

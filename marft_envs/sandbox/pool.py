@@ -49,7 +49,7 @@ class SandboxPool:
 
     def run(self, source: str, *, files: Mapping[str, str | bytes] | None = None, limits: Limits | None = None,
             env: Mapping[str, str] | None = None, timeout_s: float | None = None,
-            memory_mb: int | None = None) -> RunResult:
+            memory_mb: int | None = None, stdin: str | bytes | None = None) -> RunResult:
         """Run one program on an idle worker (waits for one); same arguments as ``run_python``."""
         if self._closed:
             raise SandboxError("this SandboxPool is closed")
@@ -60,7 +60,7 @@ class SandboxPool:
         try:
             if worker is None or not worker.alive:
                 worker = self._start()
-            result = run_on(worker, self.isolation, source, files, limits, env)
+            result = run_on(worker, self.isolation, source, files, limits, env, stdin)
         except SandboxError:
             if worker is not None:
                 worker.kill()

@@ -92,14 +92,19 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, request: dict, timeout_s: float) -> dict:
-        """Send one run request and wait for its answer (at most ``timeout_s + GRACE_S``)."""
+    def run(self, request: dict, timeout_s: float, stdin: bytes = b"") -> dict:
+        """Send one run request and wait for its answer (at most ``timeout_s + GRACE_S``).
+
+        ``stdin`` is the run's sealed input: the worker reads it only after forking the run and
+        feeds it to the program's stdin, so no process of the run holds it before the program reads it.
+        """
         if not self.alive:
             raise SandboxError("the sandbox worker has exited")
         header = json.dumps({k: v for k, v in request.items() if k not in PAYLOAD_KEYS}).encode()
         payload = json.dumps({k: request[k] for k in PAYLOAD_KEYS}).encode()
+        message = b"".join(struct.pack(">I", len(part)) + part for part in (header, payload, bytes(stdin)))
         try:
-            _write_all(self._in, struct.pack(">I", len(header)) + header + struct.pack(">I", len(payload)) + payload)
+            _write_all(self._in, message)
         except (BrokenPipeError, OSError) as err:
             self.kill()
             raise SandboxError(f"the sandbox worker is gone ({err})") from None

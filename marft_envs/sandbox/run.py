@@ -31,8 +31,13 @@ def run_python(
     env: Mapping[str, str] | None = None,
     pool=None,
     allow_weak_isolation: bool | None = None,
+    stdin: str | bytes | None = None,
 ) -> RunResult:
     """Run ``source`` as ``main.py`` in a fresh sandboxed process; ``files`` go in its working directory.
+
+    ``stdin`` (default: none, the program reads EOF) is *sealed input*: the worker feeds it to the
+    program's stdin after the run's processes have started, so it is in no process's memory until
+    the program reads it; anything the program forks before reading it never sees it.
 
     ``timeout_s`` and ``memory_mb`` override those fields of ``limits`` (default :class:`Limits`).
     With ``pool`` (a :class:`~marft_envs.sandbox.pool.SandboxPool`) a warm worker serves the run;
@@ -43,12 +48,12 @@ def run_python(
     """
     limits = resolve_limits(limits, timeout_s, memory_mb)
     if pool is not None:
-        return pool.run(source, files=files, limits=limits, env=env)
+        return pool.run(source, files=files, limits=limits, env=env, stdin=stdin)
     isolation = detect_isolation()
     require(isolation, allow_weak_isolation)
     worker = WorkerProcess()
     try:
-        return run_on(worker, isolation, source, files, limits, env)
+        return run_on(worker, isolation, source, files, limits, env, stdin)
     finally:
         worker.close()
 
@@ -62,10 +67,11 @@ def resolve_limits(limits: Limits | None, timeout_s: float | None, memory_mb: in
     return dataclasses.replace(limits, **changes) if changes else limits
 
 
-def run_on(worker: WorkerProcess, isolation: Isolation, source: str, files, limits: Limits, env) -> RunResult:
+def run_on(worker: WorkerProcess, isolation: Isolation, source: str, files, limits: Limits, env,
+           stdin: str | bytes | None = None) -> RunResult:
     """Send one run to ``worker`` and turn its answer into a :class:`RunResult`."""
     request = build_request(source, files, limits, env, isolation, worker.slot)
-    answer = worker.run(request, limits.timeout_s)
+    answer = worker.run(request, limits.timeout_s, _sealed(stdin))
     if answer.get("setup_error"):
         raise SandboxError(f"the sandbox could not set up the run ({isolation.tier} tier): {answer['setup_error']}")
     return RunResult(
@@ -95,6 +101,16 @@ def build_request(source: str, files, limits: Limits, env, isolation: Isolation,
         run_env[key] = value
     return {"source": source, "files": wire_files, "env": run_env, "limits": limits.to_wire(),
             "plan": isolation.plan(slot, limits)}
+
+
+def _sealed(stdin) -> bytes:
+    if stdin is None:
+        return b""
+    if isinstance(stdin, str):
+        return stdin.encode()
+    if isinstance(stdin, (bytes, bytearray)):
+        return bytes(stdin)
+    raise TypeError(f"stdin must be str or bytes, got {type(stdin).__name__}")
 
 
 def _check_name(name: str) -> str:

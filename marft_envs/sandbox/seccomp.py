@@ -5,7 +5,9 @@ SysV IPC and POSIX message queues it creates die with it. Two kinds of kernel ob
 keyrings belong to a uid (and every run of a worker has the same one), and a new user namespace
 would hand the program every capability inside it. This filter makes those syscalls fail with
 ``EPERM`` (``clone3``, whose flags a filter cannot read, fails with ``ENOSYS`` so that the C
-library falls back to ``clone``), along with mounting and a few rarely needed kernel interfaces
+library falls back to ``clone``), along with another process's memory and file descriptors (``ptrace``, ``process_vm_readv``,
+``pidfd_getfd``: the code-repair judge shares its run with the program it grades), mounting and a
+few rarely needed kernel interfaces
 that have been the way into kernel bugs (``bpf``, ``io_uring``, ``userfaultfd``, ``perf_event_open``).
 
 The filter is compiled by libseccomp (``libseccomp.so.2``, through ctypes), which knows each
@@ -27,6 +29,9 @@ BLOCKED = {
     "keyrings": ("add_key", "request_key", "keyctl"),
     "mounts": ("mount", "umount2", "umount", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen",
                "fsconfig", "fsmount", "fspick", "mount_setattr"),
+    # The code-repair judge and the program it grades are two processes of one run with one uid:
+    # neither may read or write the other's memory or take its file descriptors.
+    "other processes": ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp"),
     "kernel interfaces": ("bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
                           "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
                           "delete_module"),

@@ -5,10 +5,17 @@ This file runs as its own Python process (``python -s -S -B worker.py``), starte
 must start fast and its memory is what every sandboxed program inherits (nothing secret is in it:
 see ``read_payload``).
 
-Protocol: length-prefixed messages (4-byte big-endian length) on stdin and stdout. A request is two
+Protocol: length-prefixed messages (4-byte big-endian length) on stdin and stdout. A request is three
 messages: the run's plan and limits (JSON), then its payload (JSON of the program, its files and
-environment), which the worker never decodes (see ``read_payload``); one JSON response per request;
-EOF on stdin ends the worker.
+environment), which the worker never decodes (see ``read_payload``), then its sealed input (raw
+bytes for the program's stdin, often empty); one JSON response per request; EOF on stdin ends the
+worker.
+
+The sealed input is read from the host only *after* the run's first process has been forked, and
+the worker feeds it into the program's stdin pipe from its own buffer (then wipes it): no process
+of the run has it in memory until the program itself reads it. The code-repair judge relies on
+this to keep a program's tests out of the memory of the program it forks
+(``marft_envs/tasks/code/judge.py``).
 
 One run, for the strongest tier (``"root"``: namespaces plus an unprivileged uid)::
 
@@ -89,13 +96,12 @@ for _name in LINKED:
 # -- the program's own process (U) -------------------------------------------------------------------
 
 
-def user_main(req: dict, workdir: str, out_w: int, err_w: int, status_w: int) -> None:
+def user_main(req: dict, workdir: str, in_r: int, out_w: int, err_w: int, status_w: int) -> None:
     """Process U: limits, identity, stdio, then the program. Never returns."""
     plan, limits = req["plan"], req["limits"]
     try:
         os.setsid()
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
+        os.dup2(in_r, 0)  # the sealed input, fed by the worker (EOF at once when there is none)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         program.set_limits(limits, plan)
@@ -104,6 +110,7 @@ def user_main(req: dict, workdir: str, out_w: int, err_w: int, status_w: int) ->
             linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # after the uid change, which clears it
         os.chdir(workdir)
         program.write_files(workdir, req["files"])
+        req["files"].clear()  # on disk now; not kept in this process's objects
         with open("main.py", "w") as f:
             f.write(req["source"])
         os.environ.clear()
@@ -140,7 +147,7 @@ def _filter() -> int:
 # -- the run's init (I) and the namespace creator (C) ------------------------------------------------
 
 
-def init_main(req: dict, out_w: int, err_w: int, status_w: int) -> None:
+def init_main(req: dict, in_r: int, out_w: int, err_w: int, status_w: int) -> None:
     """Process I: PID 1 of the run (in the strong tiers). Never returns."""
     linux.prctl(linux.PR_SET_PDEATHSIG, signal.SIGKILL)  # dies with C, which dies with the worker
     plan = req["plan"]
@@ -151,9 +158,10 @@ def init_main(req: dict, out_w: int, err_w: int, status_w: int) -> None:
     upid = os.fork()
     if upid == 0:
         try:
-            user_main(req, workdir, out_w, err_w, status_w)
+            user_main(req, workdir, in_r, out_w, err_w, status_w)
         finally:
             os._exit(71)  # never fall through into init's code
+    os.close(in_r)
     os.close(out_w)
     os.close(err_w)
     while True:  # as PID 1, also reap the orphans re-parented to us
@@ -168,7 +176,7 @@ def init_main(req: dict, out_w: int, err_w: int, status_w: int) -> None:
     os._exit(0)  # as PID 1, this kills every process left in the namespace
 
 
-def creator_main(req: dict, worker_pid: int, out_w: int, err_w: int, status_w: int) -> None:
+def creator_main(req: dict, worker_pid: int, in_r: int, out_w: int, err_w: int, status_w: int) -> None:
     """Process C: enter the new namespaces, start the run's init, wait for it. Never returns."""
     plan = req["plan"]
     stage = "entering namespaces"
@@ -194,13 +202,13 @@ def creator_main(req: dict, worker_pid: int, out_w: int, err_w: int, status_w: i
         ipid = os.fork()
         if ipid == 0:
             try:
-                init_main(req, out_w, err_w, status_w)
+                init_main(req, in_r, out_w, err_w, status_w)
             except BaseException as err:
                 wire.send_status(status_w, setup_error=f"setting up the run: {type(err).__name__}: {err}")
             finally:
                 os._exit(70)
         wire.send_status(status_w, init_pid=ipid)
-        for fd in (out_w, err_w, status_w):
+        for fd in (in_r, out_w, err_w, status_w):
             os.close(fd)
     except BaseException as err:
         wire.send_status(status_w, setup_error=f"{stage}: {type(err).__name__}: {err}")
@@ -214,6 +222,7 @@ def creator_main(req: dict, worker_pid: int, out_w: int, err_w: int, status_w: i
 
 
 def serve_run(req: dict, payload: bytearray) -> dict:
+    """One run: fork it, feed its sealed input (read from fd 0 only now), watch it, answer."""
     plan, limits = req["plan"], req["limits"]
     if plan.get("syscall_filter"):
         _filter()
@@ -221,6 +230,7 @@ def serve_run(req: dict, payload: bytearray) -> dict:
     deadline = started + limits["timeout_s"]
     if "mount" not in plan["namespaces"]:
         plan["host_workdir"] = _host_workdir(plan)
+    in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     status_r, status_w = os.pipe()
@@ -230,15 +240,26 @@ def serve_run(req: dict, payload: bytearray) -> dict:
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1):  # the worker's request and response pipes stay with the worker
             os.dup2(devnull, fd)
-        for fd in (out_r, err_r, status_r, devnull):
+        for fd in (in_w, out_r, err_r, status_r, devnull):
             os.close(fd)
         try:
-            creator_main({**req, **json.loads(bytes(payload))}, worker_pid, out_w, err_w, status_w)
+            creator_main({**req, **json.loads(bytes(payload))}, worker_pid, in_r, out_w, err_w, status_w)
         finally:
             os._exit(70)
     wire.wipe(payload)  # the run has its own copy
-    for fd in (out_w, err_w, status_w):
+    for fd in (in_r, out_w, err_w, status_w):
         os.close(fd)
+    sealed = wire.read_payload(0)  # only now: the run's processes never had it in memory
+    feeder = _Feeder(in_w, sealed if sealed is not None else bytearray())  # None: the host left; main() sees EOF next
+    try:
+        return _watch_run(req, cpid, started, deadline, feeder, out_r, err_r, status_r)
+    finally:
+        feeder.close()
+
+
+def _watch_run(req: dict, cpid: int, started: float, deadline: float, feeder, out_r: int, err_r: int,
+               status_r: int) -> dict:
+    plan, limits = req["plan"], req["limits"]
 
     streams = {out_r: bytearray(), err_r: bytearray()}
     status_buf = bytearray()
@@ -248,6 +269,7 @@ def serve_run(req: dict, payload: bytearray) -> dict:
     poller = select.poll()
     for fd in open_fds:
         poller.register(fd, select.POLLIN)
+    feeder.register(poller)
     while open_fds:
         messages = wire.parse_statuses(status_buf)
         if any("setup_error" in m for m in messages):
@@ -259,7 +281,10 @@ def serve_run(req: dict, payload: bytearray) -> dict:
         if left <= 0:
             timed_out, killed_by = True, "timeout"
             break
-        for fd, _ in poller.poll(max(1, int(left * 1000))):
+        for fd, event in poller.poll(max(1, int(left * 1000))):
+            if fd == feeder.fd:
+                feeder.feed(poller, event)
+                continue
             chunk = os.read(fd, teardown.READ_CHUNK)
             if not chunk:
                 poller.unregister(fd)
@@ -273,6 +298,7 @@ def serve_run(req: dict, payload: bytearray) -> dict:
         if killed_by:
             break
 
+    feeder.close(poller)
     init_pid = next((m["init_pid"] for m in wire.parse_statuses(status_buf) if "init_pid" in m), None)
     teardown.end_run(cpid, init_pid, plan, swept)
     teardown.drain(open_fds - {status_r}, streams, cap)
@@ -305,6 +331,50 @@ def serve_run(req: dict, payload: bytearray) -> dict:
         "duration_s": time.monotonic() - started,
         "setup_error": setup_error,
     }
+
+
+class _Feeder:
+    """Writes a run's sealed input into its stdin pipe as the program reads it, then wipes the buffer."""
+
+    def __init__(self, fd: int, data: bytearray):
+        self.fd, self.data, self.sent = fd, data, 0
+        os.set_blocking(fd, False)
+        # A program that exits without reading must not kill the worker with SIGPIPE; the runs it
+        # forks later are forked with the default disposition again (``close``).
+        self._sigpipe = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+    def register(self, poller) -> None:
+        if self.sent >= len(self.data):
+            self.close(poller, registered=False)
+        else:
+            poller.register(self.fd, select.POLLOUT)
+
+    def feed(self, poller, event: int) -> None:
+        if event & select.POLLOUT:
+            try:
+                with memoryview(self.data) as view:
+                    self.sent += os.write(self.fd, view[self.sent:self.sent + teardown.READ_CHUNK])
+            except BlockingIOError:
+                return
+            except OSError:  # the program closed its stdin
+                self.sent = len(self.data)
+        else:
+            self.sent = len(self.data)
+        if self.sent >= len(self.data):
+            self.close(poller)
+
+    def close(self, poller=None, registered: bool = True) -> None:
+        if self.fd is None:
+            return
+        if registered and poller is not None:
+            try:
+                poller.unregister(self.fd)
+            except KeyError:
+                pass
+        os.close(self.fd)
+        self.fd = None
+        wire.wipe(self.data)
+        signal.signal(signal.SIGPIPE, self._sigpipe)
 
 
 def _host_workdir(plan: dict) -> str:

@@ -278,3 +278,39 @@ def test_the_syscall_filter_is_installed_where_libseccomp_is(isolation):
     assert isolation.syscall_filter
     status = run_python("print(open('/proc/self/status').read())", timeout_s=5, allow_weak_isolation=True).stdout
     assert "Seccomp:\t2" in status
+
+
+def test_sealed_stdin_is_in_no_process_that_forked_before_reading_it():
+    """What a run reads from stdin was in nobody's memory before: a child forked first never has it."""
+    import os
+
+    if not detect_isolation().contained:
+        pytest.skip("the guarantee is about a contained run's processes")
+    marker = "sealed-" + os.urandom(8).hex()
+    program = f'''
+import os, sys
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.read(r, 1)  # wait until the parent has read its stdin
+    import ctypes
+    found, scanned = False, 0
+    with open("/proc/self/maps") as maps:  # every readable page of this process (/proc/self/mem is not
+        for line in maps:                  # readable here: the run is not dumpable after its uid change)
+            span, perms = line.split()[:2]
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if perms.startswith("r") and "vvar" not in line and "vsyscall" not in line:
+                data = ctypes.string_at(lo, hi - lo)
+                scanned += len(data)
+                found = found or {marker[:7]!r}.encode() + {marker[7:]!r}.encode() in data
+    print("child found it" if found else "child did not find it", scanned > 1 << 20)
+    sys.stdout.flush()
+    os._exit(0)
+data = sys.stdin.read()
+print("parent read", len(data))
+os.write(w, b"x")
+os.waitpid(pid, 0)
+'''
+    result = run_python(program, timeout_s=10, stdin=marker * 3)
+    assert f"parent read {len(marker) * 3}" in result.stdout, result
+    assert "child did not find it True" in result.stdout, result

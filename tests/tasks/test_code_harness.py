@@ -4,7 +4,7 @@ import pytest
 
 import marft_envs
 from marft_envs.sandbox import Limits, detect_isolation
-from marft_envs.tasks.code.harness import TestRunner, harden_test
+from marft_envs.tasks.code.harness import TestRunner
 
 from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
 
@@ -63,8 +63,6 @@ def test_strict_equality_is_only_for_plain_data(runner):
                "def add(a, b):\n    return V(a + b)\n")
     report = runner.run(program, ("assert add(1, 2) == V(3)", "assert add(1, 2) == 3"), "add")
     assert report.passed == (True, False)  # two objects compare as they say; an object never equals plain 3
-    assert harden_test("assert f(x) == 3, 'msg'") == "assert __marft_eq__(f(x), 3), 'msg'"
-    assert harden_test("assert abs(f(x) - 3) < 1e-6") == "assert abs(f(x) - 3) < 1e-06"
 
 
 def test_setup_runs_before_each_test_and_tests_are_independent(runner):

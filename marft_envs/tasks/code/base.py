@@ -180,7 +180,7 @@ class CodeRepairTask(AttemptsTask):
             return Graded("syntax_error", f"line {err.lineno}: {err.msg}", components=self._zero())
         except PatchError as err:
             return Graded("no_patch", str(err), components=self._zero())
-        report = self.runner.run(program, task.tests, task.entry_point, task.setup)
+        report = self.runner.run(program, task.tests, task.entry_point, task.setup, context=task.buggy)
         components = repair_reward(report.status, report.passed, task.fail_to_pass, task.pass_to_pass,
                                    self.reward_mode)
         return Graded(report.status, report.reason, program, report, components)
@@ -214,8 +214,9 @@ class CodeRepairTask(AttemptsTask):
         tests = assert_lines(text)
         if not tests or task.solution is None:
             return 0.0
-        on_solution = self.runner.run(task.solution, tests, task.entry_point, task.setup)
-        on_buggy = self.runner.run(task.buggy, tests, task.entry_point, task.setup)
+        # the asserts are the model's, the programs are the task's: each assert runs alone
+        on_solution = self.runner.run(task.solution, tests, task.entry_point, task.setup, untrusted="tests")
+        on_buggy = self.runner.run(task.buggy, tests, task.entry_point, task.setup, untrusted="tests")
         if on_solution.status != "ok":
             return 0.0
         buggy_passed = on_buggy.passed if on_buggy.status == "ok" else (False,) * len(tests)

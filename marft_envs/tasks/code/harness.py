@@ -1,23 +1,12 @@
 """Run a program's unit tests in the sandbox: one run per (program, tests), results cached.
 
-Inside the sandbox a small trusted harness (``HARNESS``) loads the program as module ``candidate``
-and runs each test snippet in its own copy of the module's namespace (``candidate`` is bound to the
-entry point, as HumanEval's checks expect). A test passes when it runs without raising. The harness
-closes the cheap ways for a program to fake a pass:
-
-* the tests and a per-run nonce are read from a file that is deleted before the program is loaded,
-  and the report goes to a duplicate of stdout prefixed with the nonce, while the program's own
-  prints go to stderr — printing "all passed" or exiting early (``sys.exit(0)``, ``os._exit``)
-  yields no report, which counts as a crash;
-* ``assert x == y`` is checked with a strict equality when either side is plain data (numbers,
-  strings, lists, dicts, ...): an object that claims to equal everything does not pass.
-
-What the program can read: in the sandbox's contained tiers, nothing on disk but the standard
-library and its working directory (no task file, so no solution: the harness is never sent one
-for a fix). The tests, the setup and the nonce are in the harness's own memory in the same
-interpreter, so a program that deliberately inspects the harness's objects (its frames, ``gc``) can
-read its own run's tests and forge the report; the sandbox guarantees containment, not honesty
-(see ``docs/envs/code.md``).
+Each run is the judge (``judge.py``, with ``judge_wire.py`` and ``judge_program.py``): the tests
+run in a process that never loads the program and reaches it only by plain-data requests to a
+second process that does, and the tests reach the judge as sealed input, after that second process
+was forked, so the program can neither read them nor decide a verdict (the threat model is in
+``docs/envs/code.md``). A test passes when it runs without raising. Here, on the host, a report
+counts only when it is the run's one stdout line, carries the run's nonce, and holds exactly one
+result per test asked for; anything else is a crash.
 """
 
 from __future__ import annotations
@@ -29,82 +18,20 @@ import secrets
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 from marft_envs.sandbox import Limits, SandboxPool, shared_pool
 
 STATUSES = ("ok", "syntax_error", "import_error", "missing_entry_point", "timeout", "crash")
 """``TestReport.status``: ``ok`` means the tests ran (some may have failed); the others score 0."""
-
-HARNESS = r'''
-import json, os, sys, types
-
-def _main():
-    with open(".marft_tests.json") as f:
-        spec = json.load(f)
-    os.unlink(".marft_tests.json")  # the program never sees the tests or the nonce
-    nonce, write, exit_, dumps = spec.pop("nonce"), os.write, os._exit, json.dumps
-    out = os.dup(1)
-    os.dup2(2, 1)  # the program's prints go to stderr; stdout carries the report only
-
-    def describe(err):
-        text = str(err)
-        return (f"{type(err).__name__}: {text}" if text else type(err).__name__)[:200]
-
-    def report(**fields):
-        write(out, (nonce + dumps(fields) + "\n").encode())
-        exit_(0)
-
-    plain = (int, float, complex, str, bytes, bool, type(None))
-
-    def is_plain(x, depth=0):
-        t = type(x)
-        if t in plain:
-            return True
-        if depth > 50:
-            return False
-        if t in (list, tuple, set, frozenset):
-            return all(is_plain(v, depth + 1) for v in x)
-        if t is dict:
-            return all(is_plain(k, depth + 1) and is_plain(v, depth + 1) for k, v in x.items())
-        return False
-
-    def strict_eq(a, b):
-        if is_plain(a) != is_plain(b):
-            return False  # e.g. an object whose __eq__ always says True
-        return a == b
-
-    tests = [compile(t, f"<test {k}>", "exec") for k, t in enumerate(spec["tests"])]
-    setup = compile(spec["setup"], "<setup>", "exec")
-    try:
-        with open("candidate.py") as f:
-            code = compile(f.read(), "candidate.py", "exec")
-    except SyntaxError as err:
-        report(status="syntax_error", reason=f"line {err.lineno}: {err.msg}")
-    module = types.ModuleType("candidate")
-    module.__file__ = "candidate.py"
-    sys.modules["candidate"] = module
-    try:
-        exec(code, module.__dict__)
-    except BaseException as err:
-        report(status="import_error", reason=describe(err))
-    entry = module.__dict__.get(spec["entry_point"])
-    if entry is None:
-        report(status="missing_entry_point", reason=f"the program defines no {spec['entry_point']!r}")
-    results = []
-    for test in tests:
-        namespace = dict(module.__dict__, candidate=entry, __marft_eq__=strict_eq)
-        try:
-            exec(setup, namespace)
-            exec(test, namespace)
-            results.append(["pass", ""])
-        except AssertionError as err:
-            results.append(["fail", describe(err)])
-        except BaseException as err:
-            results.append(["error", describe(err)])
-    report(status="ok", results=results)
-
-_main()
-'''
+VERDICTS = ("pass", "fail", "error")
+UNTRUSTED = ("program", "tests")
+"""``TestRunner.run(untrusted=...)``: whose code may be hostile, the program's (a patch) or the tests' (a tester's)."""
+JUDGE_FILES = ("judge.py", "judge_wire.py", "judge_program.py")
+"""The judge's sources (``judge.py`` is the run's ``main.py``; the others are imported before the program loads)."""
+_HERE = Path(__file__).parent
+HARNESS = (_HERE / "judge.py").read_text()
+_JUDGE_MODULES = {name: (_HERE / name).read_text() for name in JUDGE_FILES[1:]}
 
 
 @dataclass(frozen=True)
@@ -133,29 +60,35 @@ class TestReport:
         return self.status == "ok" and bool(self.passed) and all(self.passed)
 
 
-class _StrictEquality(ast.NodeTransformer):
-    """``assert a == b`` -> ``assert __marft_eq__(a, b)`` (top-level comparisons of asserts only)."""
-
-    def visit_Assert(self, node: ast.Assert) -> ast.Assert:
-        test = node.test
-        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
-            node.test = ast.Call(func=ast.Name("__marft_eq__", ast.Load()), args=[test.left, test.comparators[0]],
-                                 keywords=[])
-            ast.fix_missing_locations(node)
-        return node
-
-
-def harden_test(test: str) -> str:
-    """A test with its ``assert a == b`` statements using the harness's strict equality."""
-    tree = _StrictEquality().visit(ast.parse(test))
-    return ast.unparse(tree)
-
-
-def harness_files(program: str, tests, entry_point: str, setup: str = "") -> tuple[dict[str, str], str]:
-    """The files a ``HARNESS`` run needs, and the nonce that marks its report."""
+def judge_run(program: str, tests, entry_point: str, setup: str = "", context: str = "",
+              untrusted: str = "program") -> tuple[dict, str]:
+    """The sandbox run (``run_python`` keyword arguments) that judges ``program``, and its report's nonce."""
     nonce = secrets.token_hex(16)
-    spec = {"tests": [harden_test(t) for t in tests], "setup": setup, "entry_point": entry_point, "nonce": nonce}
-    return {"candidate.py": program, ".marft_tests.json": json.dumps(spec)}, nonce
+    spec = {"tests": list(tests), "setup": setup, "context": context, "entry_point": entry_point, "nonce": nonce}
+    run = {"source": HARNESS, "files": {**_JUDGE_MODULES, "candidate.py": program},
+           "env": {"MARFT_JUDGE_UNTRUSTED": untrusted}, "stdin": json.dumps(spec).encode()}
+    return run, nonce
+
+
+def read_report(stdout: str, nonce: str, n_tests: int) -> dict | None:
+    """The judge's report from a run's stdout, or ``None`` when it is not exactly one well-formed report."""
+    lines = stdout.splitlines()
+    if len(lines) != 1 or not lines[0].startswith(nonce):
+        return None
+    try:
+        data = json.loads(lines[0][len(nonce):])
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("status") not in STATUSES:
+        return None
+    if data["status"] != "ok":
+        return data if isinstance(data.get("reason"), str) else None
+    results = data.get("results")
+    if not isinstance(results, list) or len(results) != n_tests:
+        return None  # one result per test asked for, never more or fewer
+    if not all(isinstance(r, list) and len(r) == 2 and r[0] in VERDICTS and isinstance(r[1], str) for r in results):
+        return None
+    return data
 
 
 class TestRunner:
@@ -180,40 +113,49 @@ class TestRunner:
             return runner_for(limits)
         return TestRunner(limits, pool=self.pool, cache_size=self.cache_size)
 
-    def run(self, program: str, tests: tuple[str, ...] | list[str], entry_point: str, setup: str = "") -> TestReport:
-        """Run ``tests`` against ``program``; a syntax error is caught here, without a sandbox run."""
+    def run(self, program: str, tests: tuple[str, ...] | list[str], entry_point: str, setup: str = "", *,
+            context: str = "", untrusted: str = "program") -> TestReport:
+        """Run ``tests`` against ``program``; a syntax error is caught here, without a sandbox run.
+
+        ``context`` is trusted source (the task's own program) that defines helpers the tests use
+        besides the entry point; ``untrusted="tests"`` runs tests that may be hostile (a tester's
+        asserts) against a trusted program, each test in a process of its own.
+        """
+        if untrusted not in UNTRUSTED:
+            raise ValueError(f"untrusted must be one of {UNTRUSTED}, got {untrusted!r}")
         tests = tuple(tests)
-        key = hashlib.sha256(json.dumps([program, tests, setup, entry_point, repr(self.limits)]).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps([program, tests, setup, entry_point, context, untrusted,
+                                         repr(self.limits)]).encode()).hexdigest()
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
                 return self._cache[key]
-        report = self._run(program, tests, entry_point, setup)
+        report = self._run(program, tests, entry_point, setup, context, untrusted)
         with self._lock:
             self._cache[key] = report
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return report
 
-    def _run(self, program: str, tests: tuple[str, ...], entry_point: str, setup: str) -> TestReport:
+    def _run(self, program: str, tests: tuple[str, ...], entry_point: str, setup: str, context: str,
+             untrusted: str) -> TestReport:
         try:
             ast.parse(program)
         except SyntaxError as err:
             return TestReport(status="syntax_error", reason=f"line {err.lineno}: {err.msg}")
-        files, nonce = harness_files(program, tests, entry_point, setup)
+        run, nonce = judge_run(program, tests, entry_point, setup, context, untrusted)
         pool = self.pool or shared_pool()
-        result = pool.run(HARNESS, files=files, limits=self.limits)
+        result = pool.run(**run, limits=self.limits)
         self.runs += 1
         if result.timed_out:
             return TestReport(status="timeout", reason=f"the tests did not finish within {self.limits.timeout_s:g} s",
                               duration_s=result.duration_s)
-        line = next((ln for ln in result.stdout.splitlines() if ln.startswith(nonce)), None)
-        if line is None:
+        data = read_report(result.stdout, nonce, len(tests))
+        if data is None:
             why = result.killed_by or f"exit status {result.returncode}"
             tail = result.stderr.strip().splitlines()[-1:] or [""]
             return TestReport(status="crash", reason=f"the program ended the test run ({why}) {tail[0][:200]}".strip(),
                               duration_s=result.duration_s)
-        data = json.loads(line[len(nonce):])
         if data["status"] != "ok":
             return TestReport(status=data["status"], reason=data["reason"], duration_s=result.duration_s)
         return TestReport(
