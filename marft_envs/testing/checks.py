@@ -208,35 +208,47 @@ def check_branching(make: Callable[[], FlexEnv], seeds: Iterable[int], policy: P
         env = make()
         env.reset(seed=seed)
         for k in range(len(actions) + 1):
+            where = f"{env.name}: seed {seed}: a branch taken before step {k}"
             same, other = env.branch(), env.branch()
             if same is env or other is env or same is other:
                 raise AssertionError(f"{env.name}: branch() must return a new env, not the same object")
-            replayed = _play(same, _replay(actions[k:], f"seed {seed}: a branch taken before step {k}"), max_rounds)
+            replayed = _guarded(where, lambda: _play(same, _replay(actions[k:], where), max_rounds))
             for j, (a, b) in enumerate(zip(replayed, reference[k:])):
                 if not data_equivalence(a, b):
-                    raise AssertionError(f"{env.name}: seed {seed}: a branch taken before step {k} diverges from the "
-                                         f"original at step {k + j}: {a!r} != {b!r}; a branch must copy all of the "
-                                         "episode's state (and the random generator)")
+                    raise AssertionError(f"{where} diverges from the original at step {k + j}: {a!r} != {b!r}; "
+                                         "a branch must copy all of the episode's state (and the random generator)")
             if len(replayed) != len(reference) - k:
-                raise AssertionError(f"{env.name}: seed {seed}: a branch taken before step {k} played "
-                                     f"{len(replayed)} more steps, the original {len(reference) - k}")
-            if not data_equivalence(_next_episode(same), reference_next):
-                raise AssertionError(f"{env.name}: seed {seed}: a branch taken before step {k} draws another next "
-                                     "episode than the original (reset without a seed): copy np_random with the state")
-            _play(other, _acting(policy, np.random.default_rng([seed, k]), one_at_a_time, []), max_rounds)
+                raise AssertionError(f"{where} played {len(replayed)} more steps, the original {len(reference) - k}")
+            if not data_equivalence(_guarded(where, lambda: _next_episode(same)), reference_next):
+                raise AssertionError(f"{where} draws another next episode than the original (reset without a seed): "
+                                     "copy np_random with the state")
+            rng = np.random.default_rng([seed, k])
+            _guarded(f"{where}, played with other actions,", lambda: _play(other, _acting(policy, rng, one_at_a_time, []),
+                                                                           max_rounds))
             same.close()
             other.close()
             if k < len(actions):
-                step = _play(env, _replay(actions[k:k + 1], f"seed {seed}: the original"), max_rounds, steps=1)
+                changed = f"{env.name}: seed {seed}: playing a branch changed the original at step {k}"
+                step = _guarded(changed + ":", lambda: _play(env, _replay(actions[k:k + 1], changed), max_rounds, steps=1))
                 if not step or not data_equivalence(step[0], reference[k]):
                     got = f"{step[0]!r} != {reference[k]!r}" if step else "its episode ended"
-                    raise AssertionError(f"{env.name}: seed {seed}: playing a branch changed the original at step {k} "
-                                         f"({got}); a branch must share no mutable state with its original "
-                                         "(branch_shared is for read-only resources)")
+                    raise AssertionError(f"{changed} ({got}); a branch must share no mutable state with its original "
+                                         "(branch_shared is for objects never changed in place)")
         if not data_equivalence(_next_episode(env), reference_next):
             raise AssertionError(f"{env.name}: seed {seed}: playing branches changed the original's random generator "
                                  "(its next episode differs)")
         env.close()
+
+
+def _guarded(where: str, play: Callable[[], Any]) -> Any:
+    """Run ``play``; an error raised by the env (often: state shared with a branch) fails the check, saying where."""
+    try:
+        return play()
+    except AssertionError:
+        raise
+    except Exception as err:
+        raise AssertionError(f"{where} raised {type(err).__name__}: {err}; a branch must be in its original's "
+                             "exact state and share no mutable state with it") from err
 
 
 def _acting(policy: Policy, rng: np.random.Generator, one_at_a_time: bool, record: list[dict[str, str]]):
