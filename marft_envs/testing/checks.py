@@ -212,24 +212,23 @@ def check_branching(make: Callable[[], FlexEnv], seeds: Iterable[int], policy: P
             same, other = env.branch(), env.branch()
             if same is env or other is env or same is other:
                 raise AssertionError(f"{env.name}: branch() must return a new env, not the same object")
-            replayed = _guarded(where, lambda: _play(same, _replay(actions[k:], where), max_rounds))
+            replayed = _guarded(where, _play, same, _replay(actions[k:], where), max_rounds)
             for j, (a, b) in enumerate(zip(replayed, reference[k:])):
                 if not data_equivalence(a, b):
                     raise AssertionError(f"{where} diverges from the original at step {k + j}: {a!r} != {b!r}; "
                                          "a branch must copy all of the episode's state (and the random generator)")
             if len(replayed) != len(reference) - k:
                 raise AssertionError(f"{where} played {len(replayed)} more steps, the original {len(reference) - k}")
-            if not data_equivalence(_guarded(where, lambda: _next_episode(same)), reference_next):
+            if not data_equivalence(_guarded(where, _next_episode, same), reference_next):
                 raise AssertionError(f"{where} draws another next episode than the original (reset without a seed): "
                                      "copy np_random with the state")
-            rng = np.random.default_rng([seed, k])
-            _guarded(f"{where}, played with other actions,", lambda: _play(other, _acting(policy, rng, one_at_a_time, []),
-                                                                           max_rounds))
+            other_actions = _acting(policy, np.random.default_rng([seed, k]), one_at_a_time, [])
+            _guarded(f"{where}, played with other actions,", _play, other, other_actions, max_rounds)
             same.close()
             other.close()
             if k < len(actions):
                 changed = f"{env.name}: seed {seed}: playing a branch changed the original at step {k}"
-                step = _guarded(changed + ":", lambda: _play(env, _replay(actions[k:k + 1], changed), max_rounds, steps=1))
+                step = _guarded(changed + ":", _play, env, _replay(actions[k:k + 1], changed), max_rounds, 1)
                 if not step or not data_equivalence(step[0], reference[k]):
                     got = f"{step[0]!r} != {reference[k]!r}" if step else "its episode ended"
                     raise AssertionError(f"{changed} ({got}); a branch must share no mutable state with its original "
@@ -240,10 +239,10 @@ def check_branching(make: Callable[[], FlexEnv], seeds: Iterable[int], policy: P
         env.close()
 
 
-def _guarded(where: str, play: Callable[[], Any]) -> Any:
-    """Run ``play``; an error raised by the env (often: state shared with a branch) fails the check, saying where."""
+def _guarded(where: str, play: Callable[..., Any], *args: Any) -> Any:
+    """``play(*args)``; an error raised by the env (often: state shared with a branch) fails the check, saying where."""
     try:
-        return play()
+        return play(*args)
     except AssertionError:
         raise
     except Exception as err:
@@ -279,12 +278,19 @@ def _play(env: FlexEnv, act: Callable[[FlexEnv, int], dict[str, str]], max_round
         if len(trace) >= limit:
             raise AssertionError(f"{env.name}: the episode did not end within {max_rounds} rounds")
         ready = env.ready_agents()
-        seen = (env.round, ready, {a: env.observe(a) for a in ready}, env.infos)
+        seen = (env.round, ready, {a: env.observe(a) for a in ready}, env.infos, _state(env))
         actions = act(env, len(trace))
         result = env.step(actions)
         outcome = None if result is None else (result.rewards, result.terminations, result.truncations, result.infos)
         trace.append((seen, actions, outcome))
     return trace
+
+
+def _state(env: FlexEnv) -> str | None:
+    try:
+        return env.state()
+    except NotImplementedError:  # state() is optional
+        return None
 
 
 def _next_episode(env: FlexEnv) -> tuple:
