@@ -378,3 +378,23 @@ class FlexEnv:
     def _require_started(self) -> None:
         if not self._started:
             raise FlexEnvError(f"{self.name}: call reset() before using the env")
+
+    # -- branching (tree sampling) --------------------------------------------------------------
+
+    branchable: bool = True
+    """Whether :meth:`branch` can copy this env; a task whose state cannot be copied sets False."""
+    branch_shared: tuple[str, ...] = ("_observation_spaces", "_action_spaces")
+    """Attributes a branch shares with its original instead of copying: objects never changed in place
+    (a problem source, role prompts, the spaces). The names add up along the class hierarchy."""
+
+    def branch(self) -> FlexEnv:
+        """An independent env in this env's exact state (mid-round included), its random generator copied.
+
+        Given the same actions, the branch and this env produce the same observations, rewards and
+        infos; acting on one never changes the other. A deep copy except ``branch_shared``; a task
+        holding more than Python objects copies it in its ``__deepcopy__`` (the booking database).
+        ``close()`` a branch you no longer need. See :mod:`marft_envs.branching`.
+        """
+        from marft_envs.branching import branch_copy
+
+        return branch_copy(self)

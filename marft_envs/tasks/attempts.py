@@ -35,6 +35,7 @@ class AttemptsTask(FlexEnv):
     problem_type: type = object
     """What ``reset(options={"problem": ...})`` accepts."""
     reset_options = ("problem",)
+    branch_shared = ("problems", "profile")  # read-only; a source may hold a lock and a test runner
 
     def __init__(
         self,

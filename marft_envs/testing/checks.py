@@ -11,7 +11,11 @@ It runs, as applicable:
    any number of times, changes nothing (side effects belong in ``on_action``);
 6. Dec-POMDP equivalence: for an always-empty graph, the AEC and Parallel views give identical
    observations, rewards, terminations, truncations and infos for the same seed and actions, over
-   whole episodes and several seeds.
+   whole episodes and several seeds;
+7. branching: a copy (``env.branch()``) taken before any step of an episode, mid-round included,
+   given the same actions gives the same observations, rewards and infos as the original (and the
+   same next episode: the random generator is copied), and playing a copy leaves the original
+   untouched. Skipped for an env that declares ``branchable = False``.
 
 Actions come from ``policy(agent, observation, rng) -> str`` (default: random printable strings
 from the action space, which exercise the malformed-input paths; pass a scripted policy to also
@@ -98,6 +102,9 @@ def check_env(
     if probe.metadata.get("is_parallelizable", False):
         check_dec_pomdp_equivalence(make, seeds, policy, max_rounds)
         report.passed.append("marft.dec_pomdp_equivalence")
+    if probe.branchable:
+        check_branching(make, seeds, policy, max_rounds)
+        report.passed.append("marft.branching")
     return report
 
 
@@ -179,6 +186,117 @@ def check_dec_pomdp_equivalence(
             for what, x, y in zip(("observations", "rewards", "terminations", "truncations", "infos"), a, p):
                 if not data_equivalence(x, y):
                     raise AssertionError(f"seed {seed}, round {t}: AEC and Parallel {what} differ: {x!r} != {y!r}")
+
+
+def check_branching(make: Callable[[], FlexEnv], seeds: Iterable[int], policy: Policy, max_rounds: int = 1000) -> None:
+    """A branch taken before any step replays the rest of the episode exactly; playing a branch leaves the original be.
+
+    Even seeds step whole layers, odd seeds one agent at a time (a tree rollout branches at every
+    agent node, mid-round). Before each step of the original, one branch replays the original's
+    actions to the end and must match it step by step, then draw the same next episode from an
+    unseeded ``reset`` (its random generator is a copy); another branch plays other actions to the
+    end, and the original, going on, must not notice either.
+    """
+    for seed in seeds:
+        one_at_a_time = seed % 2 == 1
+        reference_env = make()
+        reference_env.reset(seed=seed)
+        actions: list[dict[str, str]] = []
+        reference = _play(reference_env, _acting(policy, np.random.default_rng(seed), one_at_a_time, actions), max_rounds)
+        reference_next = _next_episode(reference_env)
+        reference_env.close()
+        env = make()
+        env.reset(seed=seed)
+        for k in range(len(actions) + 1):
+            where = f"{env.name}: seed {seed}: a branch taken before step {k}"
+            same, other = env.branch(), env.branch()
+            if same is env or other is env or same is other:
+                raise AssertionError(f"{env.name}: branch() must return a new env, not the same object")
+            replayed = _guarded(where, _play, same, _replay(actions[k:], where), max_rounds)
+            for j, (a, b) in enumerate(zip(replayed, reference[k:])):
+                if not data_equivalence(a, b):
+                    raise AssertionError(f"{where} diverges from the original at step {k + j}: {a!r} != {b!r}; "
+                                         "a branch must copy all of the episode's state (and the random generator)")
+            if len(replayed) != len(reference) - k:
+                raise AssertionError(f"{where} played {len(replayed)} more steps, the original {len(reference) - k}")
+            if not data_equivalence(_guarded(where, _next_episode, same), reference_next):
+                raise AssertionError(f"{where} draws another next episode than the original (reset without a seed): "
+                                     "copy np_random with the state")
+            other_actions = _acting(policy, np.random.default_rng([seed, k]), one_at_a_time, [])
+            _guarded(f"{where}, played with other actions,", _play, other, other_actions, max_rounds)
+            same.close()
+            other.close()
+            if k < len(actions):
+                changed = f"{env.name}: seed {seed}: playing a branch changed the original at step {k}"
+                step = _guarded(changed + ":", _play, env, _replay(actions[k:k + 1], changed), max_rounds, 1)
+                if not step or not data_equivalence(step[0], reference[k]):
+                    got = f"{step[0]!r} != {reference[k]!r}" if step else "its episode ended"
+                    raise AssertionError(f"{changed} ({got}); a branch must share no mutable state with its original "
+                                         "(branch_shared is for objects never changed in place)")
+        if not data_equivalence(_next_episode(env), reference_next):
+            raise AssertionError(f"{env.name}: seed {seed}: playing branches changed the original's random generator "
+                                 "(its next episode differs)")
+        env.close()
+
+
+def _guarded(where: str, play: Callable[..., Any], *args: Any) -> Any:
+    """``play(*args)``; an error raised by the env (often: state shared with a branch) fails the check, saying where."""
+    try:
+        return play(*args)
+    except AssertionError:
+        raise
+    except Exception as err:
+        raise AssertionError(f"{where} raised {type(err).__name__}: {err}; a branch must be in its original's "
+                             "exact state and share no mutable state with it") from err
+
+
+def _acting(policy: Policy, rng: np.random.Generator, one_at_a_time: bool, record: list[dict[str, str]]):
+    """Who acts and how, per step: the policy's actions for the ready agents (or the first of them), recorded."""
+    def act(env: FlexEnv, k: int) -> dict[str, str]:
+        ready = env.ready_agents()[:1] if one_at_a_time else env.ready_agents()
+        actions = {a: policy(a, env.observe(a), rng) for a in ready}
+        record.append(actions)
+        return actions
+    return act
+
+
+def _replay(actions: list[dict[str, str]], who: str):
+    """Step with these recorded actions, in order; an env that wants more steps than they have fails."""
+    def act(env: FlexEnv, k: int) -> dict[str, str]:
+        if k >= len(actions):
+            raise AssertionError(f"{env.name}: {who} goes on after the original's episode ended")
+        return actions[k]
+    return act
+
+
+def _play(env: FlexEnv, act: Callable[[FlexEnv, int], dict[str, str]], max_rounds: int,
+          steps: int | None = None) -> list[tuple]:
+    """Step ``env`` from where it is (to the end, or ``steps`` steps); per step, what was seen and what came of it."""
+    trace = []
+    limit = max_rounds * len(env.possible_agents)
+    while env.agents and len(trace) != steps:
+        if len(trace) >= limit:
+            raise AssertionError(f"{env.name}: the episode did not end within {max_rounds} rounds")
+        ready = env.ready_agents()
+        seen = (env.round, ready, {a: env.observe(a) for a in ready}, env.infos, _state(env))
+        actions = act(env, len(trace))
+        result = env.step(actions)
+        outcome = None if result is None else (result.rewards, result.terminations, result.truncations, result.infos)
+        trace.append((seen, actions, outcome))
+    return trace
+
+
+def _state(env: FlexEnv) -> str | None:
+    try:
+        return env.state()
+    except NotImplementedError:  # state() is optional
+        return None
+
+
+def _next_episode(env: FlexEnv) -> tuple:
+    """What an unseeded ``reset`` draws next (from the env's own random generator)."""
+    infos = env.reset()
+    return infos, {a: env.observe(a) for a in env.agents}
 
 
 def _aec_rounds(env: AECView, seed: int, policy: Policy, max_rounds: int) -> list[tuple]:

@@ -20,7 +20,8 @@ def test_each_kind_has_at_least_one_id():
 @pytest.mark.parametrize("env_id", AEC_IDS)
 def test_registered_env_passes_every_checker(env_id):
     report = check_env(env_id, seeds=range(10), num_cycles=200)
-    expected = {"pettingzoo.api_test", "pettingzoo.seed_test", "marft.determinism"}
+    expected = {"pettingzoo.api_test", "pettingzoo.seed_test", "marft.determinism", "marft.pure_queries",
+                "marft.branching"}  # branching: a copy mid-episode, the SQLite world and sandboxed grading included
     if env_id in marft_envs.list_envs("parallel"):
         expected |= {"pettingzoo.parallel_api_test", "pettingzoo.parallel_seed_test", "marft.dec_pomdp_equivalence"}
     if env_id in marft_envs.list_envs("gym"):

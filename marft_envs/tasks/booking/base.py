@@ -21,6 +21,10 @@ Options: ``max_rounds`` (default 6), ``credit`` (default "team"), ``kinds`` (tas
 ``storage`` ("memory" or "file"), ``profile`` (the role prompts: ``"default"``, this package's
 ``profiles/default.json``, a JSON file, or a dict ``{"roles": {...}}``).
 ``reset(options={"kind": "clarify"})`` draws a task of that kind.
+
+``env.branch()`` (tree sampling) copies the env mid-episode, database included: SQLite's backup API
+copies it into a new connection (a new temp file with ``storage="file"``), so each branch's tool
+calls write to its own database.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ class Entry:
 class BookingTask(FlexEnv):
     """Base of the booking envs: SQLite state, tool-call actions, a scripted user, τ²-style grading."""
     reset_options = ("kind",)
+    # Frozen or never changed in place (a reset replaces them); the database is copied (BookingDB.__deepcopy__).
+    branch_shared = ("profile", "world", "task", "user")
 
     def __init__(
         self,

@@ -21,6 +21,10 @@ reviewer  ``ACCEPT`` or ``REJECT`` of the fixer's patch      1 if the verdict ma
 The team reward is the team patch's :func:`~marft_envs.rewards.code.repair_reward`: the fraction of
 tests passing (``reward="partial"``) or 1 only when all pass (``reward="resolved"``); a patch that does
 not apply or parse, crashes or times out scores 0 and says why in ``info["status"]`` / ``info["reason"]``.
+
+``env.branch()`` (tree sampling) copies only the episode (the task, the attempts, this round's
+answers): the runner and its sandbox pool are process-wide and are never copied, and their cache
+holds reports that depend only on the program and the tests.
 """
 
 from __future__ import annotations
