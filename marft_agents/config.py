@@ -25,6 +25,7 @@ from typing import Any
 import tomllib
 
 from marft_agents import algorithms
+from marft_agents.cpu import BASE_DTYPES
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.config import check as check_distributed
 from marft_agents.generation_config import EngineConfig
@@ -47,7 +48,7 @@ class TrainConfig:
     model: str = "embedded"
     """Base model: "embedded" (the shipped tiny model), a named model (``marft models list``), a local folder, or a Hub id."""
     dtype: str = "float32"
-    """The base model's dtype for training and rollouts: "float32" or "bfloat16" (LoRA adapters stay float32)."""
+    """The base model's dtype for training and rollouts: "float32", "bfloat16" or "auto" (bfloat16 only on a CPU with native bf16; LoRA adapters stay float32)."""
     adapter_mode: str = "lora"
     """"lora" (one adapter per agent), "shared" (one adapter for all), or "copies" (full copies)."""
     lora_r: int = 8
@@ -225,8 +226,6 @@ RULES: dict[str, str] = {
 CHOICES: dict[str, tuple[str, ...]] = {"adapter_mode": ("lora", "shared", "copies"), "engine": ("hf", "vllm"),
                                        "dtype": ("float32", "bfloat16", "float16")}
 """Field name -> its allowed values."""
-BASE_DTYPES = ("float32", "bfloat16")
-"""Values of ``dtype`` (the base model's dtype; ``generation.dtype`` is the vllm engine's own)."""
 
 
 def validate(config: TrainConfig) -> None:
@@ -236,7 +235,7 @@ def validate(config: TrainConfig) -> None:
                           "(or generation.engine=hf with adapter_mode=copies)")
     if config.dtype not in BASE_DTYPES:  # no float16: without loss scaling its small gradients underflow
         raise ConfigError(f"dtype must be one of {list(BASE_DTYPES)}, got {config.dtype!r}")
-    if config.dtype != "float32" and config.adapter_mode == "copies":  # bf16 copies would round Adam's small steps away
+    if config.dtype == "bfloat16" and config.adapter_mode == "copies":  # bf16 copies would round Adam's small steps away
         raise ConfigError(f"dtype={config.dtype} is for LoRA on a frozen base: use adapter_mode=lora or shared with it, "
                           "or dtype=float32 with adapter_mode=copies")
     for key, value, _ in _items(config):
@@ -250,7 +249,7 @@ def validate(config: TrainConfig) -> None:
             raise ConfigError(f"{key} must be a number, got {value!r}")
         if isinstance(value, (int, float)) and rule and not _holds(value, rule):
             raise ConfigError(f"{key} must be {rule}, got {value}")
-        if name in CHOICES and value not in CHOICES[name]:
+        if name in CHOICES and key != "dtype" and value not in CHOICES[name]:  # the base's: BASE_DTYPES above
             raise ConfigError(f"{key} must be one of {list(CHOICES[name])}, got {value!r}")
     try:
         check_distributed(config.distributed, config.generation.engine)

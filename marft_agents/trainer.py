@@ -33,6 +33,7 @@ from marft_agents.config import (
 from marft_agents.engines import Engine, make_engine
 from marft_agents.env_options import check_env_kwargs
 from marft_agents.evaluation import evaluate, summarize
+from marft_agents.cpu import resolve_dtype
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine, check_on_policy
 from marft_agents.distributed.sampling import EpisodeSeededEngine, episode_seed
@@ -101,7 +102,9 @@ def seed_everything(seed: int) -> np.random.Generator:
 
 def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
     """The base model and one adapter per agent, as the config says."""
-    model, tokenizer = load_base(config.model, dtype=getattr(torch, config.dtype))
+    # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
+    dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
+    model, tokenizer = load_base(config.model, dtype=getattr(torch, resolve_dtype(dtype, cuda=torch.cuda.is_available())))
     return LaMASPolicy(model, tokenizer, agents, mode=config.adapter_mode, lora_r=config.lora_r,
                        lora_alpha=config.lora_alpha, lora_targets=tuple(config.lora_targets))
 

@@ -56,8 +56,8 @@ def test_a_bf16_update_changes_every_trainable_parameter_and_no_frozen_one(tiny_
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["dtype=float16"], "dtype must be one of ['float32', 'bfloat16'], got 'float16'"),
-    (["dtype=bf16"], "dtype must be one of ['float32', 'bfloat16'], got 'bf16'"),
+    (["dtype=float16"], "dtype must be one of ['float32', 'bfloat16', 'auto'], got 'float16'"),
+    (["dtype=bf16"], "dtype must be one of ['float32', 'bfloat16', 'auto'], got 'bf16'"),
     (["dtype=bfloat16", "adapter_mode=copies"], "dtype=bfloat16 is for LoRA on a frozen base"),
 ])
 def test_refused_dtypes_are_one_line(overrides, message):
@@ -74,3 +74,40 @@ def test_marft_train_with_bfloat16_records_it(tiny_model_dir, tmp_path):
     assert cli(args) == 0
     assert json.loads((run / "config.json").read_text())["dtype"] == "bfloat16"
     assert (run / "summary.json").is_file()
+
+
+AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
+SAPPHIRE = AVX2 | {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}
+
+
+@pytest.mark.parametrize("dtype, flags, cuda, resolved", [
+    ("auto", AVX2, False, "float32"),  # emulated bf16 was 3-6x slower than fp32 there
+    ("auto", SAPPHIRE, False, "bfloat16"),
+    ("auto", frozenset({"avx512_bf16"}), False, "bfloat16"),
+    ("auto", AVX2, True, "bfloat16"),
+    ("float32", SAPPHIRE, False, "float32"),
+    ("bfloat16", SAPPHIRE, False, "bfloat16"),
+])
+def test_auto_picks_bf16_only_where_the_hardware_has_it(dtype, flags, cuda, resolved):
+    from marft_agents.cpu import resolve_dtype
+
+    assert resolve_dtype(dtype, cuda=cuda, flags=flags) == resolved
+
+
+def test_explicit_bf16_on_a_cpu_without_it_warns_once_in_one_line():
+    from marft_agents import cpu
+
+    cpu._warn_once.cache_clear()
+    with pytest.warns(RuntimeWarning) as caught:
+        for _ in range(3):
+            assert cpu.resolve_dtype("bfloat16", flags=AVX2) == "bfloat16"
+    assert len(caught) == 1 and "\n" not in str(caught[0].message) and "dtype=float32" in str(caught[0].message)
+
+
+def test_auto_is_accepted_and_copies_stay_float32(tiny_model_dir):
+    config = load(overrides=[f"model={tiny_model_dir}", "dtype=auto", "adapter_mode=copies"])
+    validate(config)
+    policy = build_policy(config, ["reasoner_0", "actor_0"])
+    assert {p.dtype for p in policy.base.parameters()} == {torch.float32}
+    with pytest.raises(ConfigError, match="dtype must be one of"):
+        validate(load(overrides=["dtype=float16"]))

@@ -1,0 +1,57 @@
+"""What this CPU does natively, and the base model's dtype that follows from it (``dtype=auto``).
+
+bfloat16 halves the memory a base model's weights take, and on CPUs with native bf16 arithmetic
+(AVX-512 BF16, AMX) it also runs faster; elsewhere PyTorch emulates it and it is several times
+*slower* than float32 (a new user's measurement on an AMD EPYC with AVX2 only: an evaluation 3.3 vs
+1.2 min, a first update 672 vs 102 s; ``/work/shared/EXPERIMENTS.md``-style notes in
+docs/real-models.md). So ``dtype=auto`` picks bfloat16 only where the CPU has it, and an explicit
+``dtype=bfloat16`` on a CPU without it warns once.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+"""``/proc/cpuinfo`` flags that mean bf16 matrix arithmetic in hardware."""
+BASE_DTYPES = ("float32", "bfloat16", "auto")
+"""Values of ``dtype``: the base model's dtype, or ``auto`` (bfloat16 where the CPU has native bf16)."""
+SLOW_BF16 = ("dtype=bfloat16 on a CPU without native bf16 (no avx512_bf16/amx_bf16 flag): bf16 is emulated "
+             "here and was 3-6x slower than float32 on such a CPU (docs/real-models.md); use dtype=float32 or dtype=auto")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_flags() -> frozenset[str]:
+    """This machine's CPU flags (empty where ``/proc/cpuinfo`` cannot be read, e.g. off Linux)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def native_bf16(flags: frozenset[str] | None = None) -> bool:
+    """Whether the CPU computes bf16 matrix products in hardware."""
+    flags = cpu_flags() if flags is None else flags
+    return any(f in flags for f in NATIVE_BF16_FLAGS)
+
+
+def resolve_dtype(dtype: str, *, cuda: bool = False, flags: frozenset[str] | None = None) -> str:
+    """The dtype a run loads its base in: ``auto`` resolved by the hardware, anything else as given."""
+    if dtype not in BASE_DTYPES:
+        raise ValueError(f"dtype must be one of {list(BASE_DTYPES)}, got {dtype!r}")
+    native = cuda or native_bf16(flags)
+    if dtype == "auto":
+        return "bfloat16" if native else "float32"
+    if dtype == "bfloat16" and not native:
+        _warn_once(SLOW_BF16)
+    return dtype
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
