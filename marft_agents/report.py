@@ -77,7 +77,7 @@ def summary_table(summary: dict) -> str:
 def zero_reward_warning(updates_seen: int, model: str = "embedded", options: list[str] | None = None) -> str:
     """The warning for a run whose every reward so far was exactly 0; ``options``: the ways to get a signal to name."""
     unable = ("the embedded model knows only arithmetic prompts; try a real model such as model=smollm2-135m-instruct"
-              if model == "embedded" else f"model={model} may solve too few of these problems")
+              if model == "embedded" else f"{model} may solve too few of these problems")
     todo = (f" Ways to get a signal, in the order to try: {'; '.join(options)} "
             '(docs/real-models.md, "When the reward is zero").' if options else "")
     return (f"warning: every reward of the first {updates_seen} updates was exactly 0, so there is nothing to "
