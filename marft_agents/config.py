@@ -28,8 +28,7 @@ from marft_agents import algorithms
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.config import check as check_distributed
 from marft_agents.generation_config import EngineConfig
-from marft_agents.signal_config import SignalConfig
-from marft_agents.signal_config import check as check_signal
+from marft_agents.signal_config import SignalConfig, check as check_signal
 
 
 class ConfigError(ValueError):
@@ -263,8 +262,6 @@ def validate(config: TrainConfig) -> None:
         check_signal(config.signal)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    if config.init_from is not None and not isinstance(config.init_from, str):
-        raise ConfigError(f"init_from must be a run folder (a string), got {config.init_from!r}")
 
 
 def _holds(value: float, rule: str) -> bool:

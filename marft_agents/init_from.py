@@ -31,6 +31,8 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
     Raises :class:`ConfigError` (one line) for a folder that is not a run, a different base or adapter
     layout, or missing adapters.
     """
+    if not isinstance(config.init_from, str) or not config.init_from:
+        raise ConfigError(f"init_from must be a run folder (a path), got {config.init_from!r}")
     run = Path(config.init_from).expanduser()
     if (run / "pretrain.json").is_file():
         raise ConfigError(f"init_from={run} is a whole model written by `marft pretrain` (an SFT of every weight), "

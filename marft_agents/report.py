@@ -64,13 +64,13 @@ def summary_table(summary: dict) -> str:
              *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows)]
     spread = (f"±{before['accuracy_stderr']:.1%} standard error per accuracy" if key == "accuracy"
               else f"±{before.get('mean_return_stderr', 0.0):.2f} standard error of the mean return")
-    lines.append(f"{spread} on {before['episodes']} episodes; "
-                 f"{summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
     signal = summary.get("signal") or {}
     if "rewarded_frac" in signal:  # absent from summaries written before it was added
         lines.append(f"training signal: {signal['rewarded_frac']:.1%} of episodes rewarded, "
                      f"{signal['zero_spread_frac']:.1%} of groups with equal rewards, "
                      f"{signal['updates_without_signal']} of {signal['updates']} updates without signal")
+    lines.append(f"{spread} on {before['episodes']} episodes; "
+                 f"{summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
     return "\n".join(lines)
 
 
