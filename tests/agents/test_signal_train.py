@@ -63,6 +63,18 @@ def test_a_run_without_signal_warns_once_naming_options_not_in_use(tiny_model_di
     assert "try a real model" not in warning  # a model given by path is not the embedded one
 
 
+def test_an_update_without_signal_after_rewards_warns_once(tiny_model_dir, tmp_path):
+    run = tmp_path / "run"
+    summary = train(config_for(tiny_model_dir, run, algo="grpo", env=PARITY, updates=6), progress=False, quiet=True)
+    logged = rows(run)
+    rewarded = [k for k, row in enumerate(logged) if row["signal/rewarded_frac"] > 0]
+    flat = [k for k, row in enumerate(logged) if row["signal/zero_spread_frac"] == 1.0 and k >= rewarded[0]]
+    assert flat, "this seed has an update without signal once rewards have come"
+    (warning,) = summary["warnings"]  # once, however many such updates there were
+    assert warning.startswith(f"warning: update {flat[0]} had no reward signal") and "\n" not in warning
+    assert "signal.dynamic_sampling=true" in warning and "signal.curriculum=true" in warning
+
+
 def test_dynamic_sampling_trains_on_informative_groups(tiny_model_dir, tmp_path):
     run = tmp_path / "run"
     config = config_for(tiny_model_dir, run, algo="grpo", env=PARITY, env_kwargs={"levels": False},
@@ -111,6 +123,8 @@ def test_the_curriculum_follows_the_running_success_and_resumes(tiny_model_dir, 
     assert tried and all(row["signal/level_1/success"] == 0.0 for row in tried)
     assert any(row["signal/level_1/p"] == 0.0 for row in tried)
     assert "signal" in ckpt.load_checkpoint(ckpt.latest_checkpoint(straight / "checkpoints"))
+    assert all(any(v.abs().sum() > 0 for k, v in state.items() if "lora_B" in k)
+               for state in final_adapters(straight).values())  # level 0's signal trained the adapters
 
     resumed = tmp_path / "resumed"
     train(config_for(tiny_model_dir, resumed, **{**overrides, "updates": 2, "checkpoint_every": 1}), progress=False,
