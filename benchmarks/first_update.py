@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/first_update.py OUT.json [--updates 1] [--only marft/s0,grpo]
 
 Trains every run of :func:`compare.run_specs` (seed 0) for ``--updates`` updates with a small
-held-out evaluation and writes each run's ``metrics.jsonl`` rows (timings dropped) to ``OUT.json``.
+held-out evaluation and writes each run's ``metrics.jsonl`` rows (timings and ``signal/*`` diagnostics
+dropped) to ``OUT.json``.
 Run it on two commits and compare the files: a change that keeps the algorithms' behaviour gives the
 same numbers, bit for bit (``cmp a.json b.json``).
 """
@@ -45,7 +46,8 @@ def main() -> None:
             overrides = {**spec["overrides"], "eval_episodes": 8, "eval_every": 0, "run_dir": f"{tmp}/{spec['name']}"}
             train(from_dict(overrides), progress=False, quiet=True)
             rows = [json.loads(line) for line in Path(overrides["run_dir"], "metrics.jsonl").read_text().splitlines()]
-            results[spec["name"]] = [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+            # timings vary run to run; the signal/ diagnostics are read-only views of the batch, added later
+            results[spec["name"]] = [{k: v for k, v in r.items() if not k.startswith(("time/", "signal/"))} for r in rows]
             print(spec["name"], json.dumps(results[spec["name"]][0])[:120], flush=True)
     Path(args.out).write_text(json.dumps(results, indent=1, sort_keys=True))
 

@@ -20,7 +20,8 @@ Phases (the default runs them in order and writes ``results/real_model/``):
    trained by supervised learning for as many seconds as MARFT's updates took (the sum of its
    ``time/update_s``): the reasoner on each training problem's worked solution (``12+7=19``), the actor
    on ``\\boxed{gold}`` after the gold working, batches of 16 per agent, AdamW at MARFT's lr. Then the
-   same held-out evaluation.
+   same held-out evaluation. Its adapters are saved as a run folder, ``sft_s<seed>_run``, that
+   ``marft train init_from=...`` starts RL from (``marft_agents/init_from.py``).
 4. **report** — ``table.md`` (accuracy before/after with standard errors, the change, per-role
    diagnostics, wall times) and ``curves.png`` (MARFT's training solve rate per update).
 
@@ -158,6 +159,12 @@ def run_sft(out: Path, problems: str, seed: int, seconds: float | None, lr: floa
             losses.append((agent, step, loss.item()))
         step += 1
     wall = time.perf_counter() - started
+    from marft_agents.config import TrainConfig
+    from marft_agents.init_from import save_adapters_run
+
+    # the adapters as a run folder, so RL can start from them: marft train init_from=<out>/sft_s<seed>_run
+    save_adapters_run(out / f"sft_s{seed}_run", TrainConfig(model=MODEL, env=ENV, env_kwargs=env_kwargs(problems),
+                                                            threads=1, seed=seed), policy)
     after = held_out(policy, problems)
     result = {"seed": seed, "seconds": seconds if seconds is not None else marft_seconds(out, seed), "wall_s": wall, "steps": step, "lr": lr, "losses": losses,
               "eval_after": after}

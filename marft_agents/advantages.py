@@ -189,3 +189,12 @@ def token_advantages(
     out_adv, out_ret = torch.zeros_like(values, dtype=torch.float32), torch.zeros_like(values, dtype=torch.float32)
     out_adv[step, tok], out_ret[step, tok] = adv[r_idx, c_idx], ret[r_idx, c_idx]
     return out_adv, out_ret
+
+
+def spread(advantages: torch.Tensor, mask: torch.Tensor | None = None) -> float:
+    """The population std of the entries where ``mask`` is true (every entry without one); 0 with fewer than two.
+
+    Logged before normalisation (``signal/advantage_std``): 0 means the update has nothing to learn from.
+    """
+    valid = advantages[mask] if mask is not None else advantages.reshape(-1)
+    return float(valid.double().std(unbiased=False)) if valid.numel() > 1 else 0.0

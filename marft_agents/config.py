@@ -29,6 +29,7 @@ from marft_agents.cpu import BASE_DTYPES
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.config import check as check_distributed
 from marft_agents.generation_config import EngineConfig
+from marft_agents.signal_config import SignalConfig, check as check_signal
 
 
 class ConfigError(ValueError):
@@ -88,6 +89,10 @@ class TrainConfig:
     """The generation engine and its settings."""
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     """Rollout workers on Ray (``distributed.workers=0``: none, everything in this process)."""
+    signal: SignalConfig = field(default_factory=SignalConfig)
+    """Ways to get a learning signal when most rewards are 0 (dynamic sampling, a curriculum); all off by default."""
+    init_from: str | None = None
+    """An earlier run folder whose latest checkpoint's adapters this run starts from (fresh optimizers; same model and agents; None: the untuned adapters)."""
 
     def __post_init__(self):
         if self.algo_args is None:
@@ -253,6 +258,7 @@ def validate(config: TrainConfig) -> None:
             raise ConfigError(f"{key} must be one of {list(CHOICES[name])}, got {value!r}")
     try:
         check_distributed(config.distributed, config.generation.engine)
+        check_signal(config.signal)
     except ValueError as err:
         raise ConfigError(str(err)) from None
 

@@ -64,19 +64,27 @@ def summary_table(summary: dict) -> str:
              *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows)]
     spread = (f"±{before['accuracy_stderr']:.1%} standard error per accuracy" if key == "accuracy"
               else f"±{before.get('mean_return_stderr', 0.0):.2f} standard error of the mean return")
+    signal = summary.get("signal") or {}
+    if "rewarded_frac" in signal:  # absent from summaries written before it was added
+        lines.append(f"training signal: {signal['rewarded_frac']:.1%} of episodes rewarded, "
+                     f"{signal['zero_spread_frac']:.1%} of groups with equal rewards, "
+                     f"{signal['updates_without_signal']} of {signal['updates']} updates without signal")
     lines.append(f"{spread} on {before['episodes']} episodes; "
                  f"{summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
     return "\n".join(lines)
 
 
-def zero_reward_warning(updates_seen: int) -> str:
-    """The warning for a run whose every reward so far was exactly 0."""
+def zero_reward_warning(updates_seen: int, model: str = "embedded", options: list[str] | None = None) -> str:
+    """The warning for a run whose every reward so far was exactly 0; ``options``: the ways to get a signal to name."""
+    unable = ("the embedded model knows only arithmetic prompts; try a real model such as model=smollm2-135m-instruct"
+              if model == "embedded" else f"{model} may solve too few of these problems")
+    todo = (f" Ways to get a signal, in the order to try: {'; '.join(options)} "
+            '(docs/real-models.md, "When the reward is zero").' if options else "")
     return (f"warning: every reward of the first {updates_seen} updates was exactly 0, so there is nothing to "
-            "learn from. Likely causes: the model cannot do the task at all (the embedded model knows only "
-            "arithmetic prompts; try a real model such as model=smollm2-135m-instruct), max_new_tokens is too "
+            f"learn from. Likely causes: the model cannot do the task at all ({unable}), max_new_tokens is too "
             "short to finish an answer, or the env never rewards success (check its reward on a hand-written "
             "right answer). Transcripts of the evaluation episodes are in the run's samples/ folder "
-            "(marft show RUN).")
+            f"(marft show RUN).{todo}")
 
 
 # -- transcripts ------------------------------------------------------------------------------------

@@ -21,8 +21,10 @@ import torch
 
 import marft_envs
 from marft_agents import checkpoint as ckpt
-from marft_agents import report, run_folder
+from marft_agents import report, reward_signal, run_folder
 from marft_agents.algorithms import build_learner
+from marft_agents.batch_collection import BatchCollector
+from marft_agents.batch_collection import check as check_signal_options
 from marft_agents.config import (
     ConfigError,
     TrainConfig,
@@ -36,7 +38,8 @@ from marft_agents.evaluation import evaluate, summarize
 from marft_agents.cpu import resolve_dtype
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine, check_on_policy
-from marft_agents.distributed.sampling import EpisodeSeededEngine, episode_seed
+from marft_agents.distributed.sampling import EpisodeSeededEngine
+from marft_agents.init_from import load_init_adapters
 from marft_agents.tis import recompute_behaviour
 from marft_envs.plugins import resolve as resolve_env
 
@@ -153,11 +156,14 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     if context is not None and config.max_new_tokens >= context:
         raise ConfigError(f"max_new_tokens={config.max_new_tokens} does not fit the model's context of {context} "
                           f"tokens: use at most {context // 2}")
+    if config.init_from is not None and not resume:  # on resume the checkpoint holds the adapters
+        load_init_adapters(config, policy)
     algo = build_learner(config.algo, policy, config.algo_args, config.temperature, config.generation.tis_cap)
     group = max(int(algo.group_size), 1)
     if config.episodes_per_update % group:
         raise ValueError(f"episodes_per_update={config.episodes_per_update} must be a multiple of {config.algo}'s "
                          f"group size {group}, so no group of episodes is split across updates")
+    check_signal_options(config.signal, probe, group_size=group, workers=config.distributed.workers, algo=config.algo)
     start, latest = 0, None
     if resume:
         latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
@@ -195,6 +201,12 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         generator.sync(start)  # the resumed adapter weights
     engine = pool if pool else RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
                                              record_state=algo.needs_state, engine=generator)  # centralised critics
+    collector = BatchCollector(engine, envs, generator, config.signal, seed=config.seed,
+                               episodes_per_update=config.episodes_per_update, updates=config.updates,
+                               group_size=group, workers=config.distributed.workers, algo=config.algo)
+    if latest is not None:
+        collector.load_state_dict(state.get("signal", {}))
+    signal_options = _signal_options(config, probe, group)
     evaluate_fn = pool.evaluate if pool else evaluate
     # A learner may evaluate on other env options (CORY: each policy alone, without the reference).
     eval_kwargs = {**config.env_kwargs, **algo.eval_env_kwargs}
@@ -211,18 +223,13 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     bar = _progress(range(start, config.updates), progress, f"{config.algo} updates")
     warnings: list[str] = []
     rewarded = start > 0  # on resume, the earlier updates were checked when they ran
+    warned_no_signal = start > 0
     for update in bar:
         timings = Timings()
         t0 = time.perf_counter()
-        first = update * config.episodes_per_update
         engine.reset_timings()
         algo.before_collect(envs, update)
-        if isinstance(generator, EpisodeSeededEngine):  # the seeds a worker would use for these episodes
-            generator.seed_episodes({i: episode_seed(config.seed, update, i)
-                                     for i in range(first, first + config.episodes_per_update)})
-        # episodes of one group share a seed, hence a problem
-        episodes = engine.collect(envs, range(first, first + config.episodes_per_update),
-                                  seed_of=lambda i: config.seed * 1_000_003 + i // group)
+        episodes, sampling = collector.collect(update)  # signal.* options: marft_agents/batch_collection.py
         check_on_policy(episodes, update)
         timings.generation = engine.timings["generate"]
         timings.prompts = engine.timings["prompts"]
@@ -254,19 +261,26 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
             if "own_accuracy" in r:
                 metrics[f"train/{agent}/own_accuracy"] = r["own_accuracy"]
             metrics[f"train/{agent}/response_length"] = r["mean_response_tokens"]
+        metrics.update({**reward_signal.signal_metrics(episodes, group), **sampling})
         if config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates:
             metrics["eval/accuracy"] = evaluate_fn(policy, **eval_args)["accuracy"]
         log.write(update, metrics)
         rewarded = rewarded or any(s.reward != 0 for e in episodes for s in e.steps)
         if not rewarded and update + 1 == min(ZERO_REWARD_UPDATES, config.updates):
-            warnings.append(report.zero_reward_warning(update + 1))
+            warnings.append(report.zero_reward_warning(update + 1, config.model, signal_options))
+            _say(warnings[-1], bar)
+        elif rewarded and not warned_no_signal and reward_signal.no_signal(metrics):  # once per run
+            warned_no_signal = True
+            warnings.append(reward_signal.no_signal_warning(update, metrics, signal_options))
             _say(warnings[-1], bar)
         if hasattr(bar, "set_postfix"):
             bar.set_postfix(solved=f"{metrics['train/solved']:.2f}", refresh=False)
         if (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates:
             ckpt.save_checkpoint(run_dir / "checkpoints", update + 1,
-                                 {"algo": algo.state_dict(), "rng": ckpt.rng_state(rng), "config": to_dict(config)})
+                                 {"algo": algo.state_dict(), "rng": ckpt.rng_state(rng), "config": to_dict(config),
+                                  **({"signal": collector.state_dict()} if collector.state_dict() else {})})
     log.close()
+    signal_summary = reward_signal.summary_of([json.loads(line) for line in log.path.read_text().splitlines()])
 
     eval_after = _evaluate_all(evaluate_fn, policy, config, eval_args, run_dir, "eval_after")
     generator.close()
@@ -282,6 +296,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         "improvement": eval_after["accuracy"] - eval_before["accuracy"],
         "improvement_mean_return": eval_after["mean_return"] - eval_before["mean_return"],
         "warnings": warnings,
+        "signal": signal_summary,
         "wall_time_s": time.perf_counter() - started,
         "resumed_from_update": start if latest is not None else None,
     }
@@ -295,6 +310,15 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
     if not quiet:
         print(report.summary_table(summary))
     return summary
+
+
+def _signal_options(config: TrainConfig, env, group: int) -> list[str]:
+    """The ways to get a reward signal that the warnings name: those this run does not use yet."""
+    return reward_signal.options_to_try(
+        model=config.model, env_kwargs=config.env_kwargs, dynamic_sampling=config.signal.dynamic_sampling,
+        curriculum=config.signal.curriculum, init_from=config.init_from, grouped=group >= 2,
+        has_difficulties=bool(env.difficulties()) if hasattr(env, "difficulties") else False,
+        has_format_reward=hasattr(env, "format_reward"))
 
 
 def _check_resumable(run_dir: Path, config: TrainConfig) -> None:

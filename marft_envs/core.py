@@ -159,6 +159,15 @@ class FlexEnv:
         """
         return [{} for _ in range(n)]
 
+    def difficulties(self) -> tuple:
+        """The difficulty levels this env can play on request, easiest first; optional, empty by default.
+
+        An env that returns levels accepts ``reset(options={"difficulty": d})`` for each ``d`` of them
+        and plays an episode at that level; trainers use it to draw levels by the team's running
+        success (``signal.curriculum``, ``marft_agents/curriculum.py``). Empty: the env declares none.
+        """
+        return ()
+
     def end_round(self, actions: dict[str, str]) -> RoundResult:
         """Apply the joint action of a finished round: rewards, terminations, next state."""
         raise NotImplementedError

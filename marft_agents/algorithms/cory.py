@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.advantages import at_last_token, normalize, token_advantages
+from marft_agents.advantages import at_last_token, normalize, spread, token_advantages
 from marft_agents.algorithms.base import (
     Learner,
     adapter_optimizers,
@@ -151,6 +151,7 @@ class CORY(Learner):
         rewards = at_last_token(torch.tensor([s.reward for s in steps], dtype=torch.float32), batch.lengths,
                                 batch.mask.shape[1])  # (N, R): the cooperative reward on the last token
         advantages = torch.zeros_like(batch.old_logp)  # (N, R), filled per agent
+        raw = torch.zeros_like(batch.old_logp)  # (N, R): the same before normalisation, for signal/advantage_std
         metrics: dict[str, float] = {"cory/pioneer": float(self.agents.index(self.pioneer))}
         plans = {}
         for adapter in self.policy.adapters:
@@ -168,6 +169,7 @@ class CORY(Learner):
                 gamma=cfg.gamma, gamma_agent=cfg.gamma, gamma_token=cfg.gamma, lam=cfg.gae_lambda,
             )
             advantages[rows] = normalize(adv, mask) if cfg.normalize_advantages else adv
+            raw[rows] = adv
             plans[adapter] = (idx, rows, mask, values_old, ret)
             kl = float(kl_tok[rows].sum(1).mean())  # KL per response, as TRL logs it
             metrics[f"{adapter}/kl_ref"] = kl
@@ -177,6 +179,7 @@ class CORY(Learner):
             if cfg.kl_target is not None:
                 self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target,
                                                           cfg.kl_horizon, len(idx))
+        metrics["signal/advantage_std"] = spread(raw, batch.mask)
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
             metrics.update(train_adapter(  # the KL penalty is in the reward, not the loss
                 self.policy, adapter, self.optimizers[adapter], steps, idx, rng,

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.advantages import group_relative
+from marft_agents.advantages import group_relative, spread
 from marft_agents.algorithms.base import (
     Learner,
     adapter_optimizers,
@@ -129,6 +129,7 @@ class GRPO(Learner):
         metrics: dict[str, float] = {
             # Groups whose members all scored the same give no signal; this says how much of the batch did.
             "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
+            "signal/advantage_std": spread(advantages),
         }
         for adapter in self.policy.adapters:
             idx = steps_of(self.policy, steps, adapter)

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from marft_agents.advantages import chain_gae, normalize
+from marft_agents.advantages import chain_gae, normalize, spread
 from marft_agents.algorithms.base import (
     CriticLearner,
     PPOSettings,
@@ -137,6 +137,7 @@ class IPPO(CriticLearner):
         with torch.no_grad():
             values_old = self.critic(feats, heads)  # (N,)
         advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)
+        raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         metrics: dict[str, float] = {}
@@ -154,6 +155,7 @@ class IPPO(CriticLearner):
                                   epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
+        metrics["signal/advantage_std"] = raw_spread
         return metrics
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.advantages import chain_gae, normalize
+from marft_agents.advantages import chain_gae, normalize, spread
 from marft_agents.algorithms.base import (
     ChainSettings,
     CriticLearner,
@@ -78,6 +78,7 @@ class MARFT(CriticLearner):
         advantages, returns = compute_advantages(
             steps, values_old, gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda
         )
+        raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         learning = self.learning_adapters(update)
@@ -97,6 +98,7 @@ class MARFT(CriticLearner):
                                   epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
+        metrics["signal/advantage_std"] = raw_spread
         return metrics
 
     def learning_adapters(self, update: int) -> list[str]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.advantages import at_last_token, normalize, token_advantages
+from marft_agents.advantages import at_last_token, normalize, spread, token_advantages
 from marft_agents.algorithms.base import (
     ChainSettings,
     CriticLearner,
@@ -93,6 +93,7 @@ class MARFTToken(CriticLearner):
             torch.tensor([s.round_end for s in steps]), torch.tensor([s.done for s in steps]),
             gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, gamma_token=cfg.gamma_token, lam=cfg.gae_lambda,
         )
+        raw_spread = spread(advantages, batch.mask)  # before normalisation: 0 when there is nothing to learn
         if cfg.normalize_advantages:
             advantages = normalize(advantages, batch.mask)
 
@@ -121,6 +122,7 @@ class MARFTToken(CriticLearner):
                                   epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm, mask=batch.mask))
         metrics["advantage_std"] = float(advantages[batch.mask].std()) if batch.mask.sum() > 1 else 0.0
+        metrics["signal/advantage_std"] = raw_spread
         return metrics
 
     def learning_adapters(self, update: int) -> list[str]:

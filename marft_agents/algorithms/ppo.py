@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.advantages import chain_gae, normalize
+from marft_agents.advantages import chain_gae, normalize, spread
 from marft_agents.algorithms.base import (
     CriticLearner,
     PPOSettings,
@@ -71,6 +71,7 @@ class PPO(CriticLearner):
             torch.tensor([s.round_end for s in steps]), torch.tensor([s.done for s in steps]),
             gamma=cfg.gamma, gamma_agent=cfg.gamma, lam=cfg.gae_lambda,
         )
+        raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         (adapter,) = self.policy.adapters
@@ -84,4 +85,5 @@ class PPO(CriticLearner):
                                   epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
+        metrics["signal/advantage_std"] = raw_spread
         return metrics

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from marft_envs.core import RoundResult
+from marft_envs.rewards.format import boxed_format
 from marft_envs.rewards.math import answers_match, extract_answer
 from marft_envs.tasks import profiles
 from marft_envs.tasks.attempts import AttemptsTask
@@ -30,6 +31,7 @@ class MathTask(AttemptsTask):
 
     profile_package = "marft_envs.tasks.math"
     problem_type = Problem
+    reset_options = ("problem", "difficulty")
 
     def __init__(
         self,
@@ -43,11 +45,26 @@ class MathTask(AttemptsTask):
         credit: str = "team",
         render_mode: str | None = None,
         max_cycles: int | None = None,
+        format_reward: float = 0.0,
     ):
         super().__init__(possible_agents, profile=profile, rounds=rounds, feedback=feedback, credit=credit,
                          render_mode=render_mode, max_cycles=max_cycles)
+        if isinstance(format_reward, bool) or not isinstance(format_reward, (int, float)) or not 0 <= format_reward <= 1:
+            raise ValueError(f"format_reward must be a number in [0, 1] (0: off), got {format_reward!r}")
         self.problems = load_problems(problems, split=split)
         self.problem: Problem | None = None
+        self.format_reward = float(format_reward)
+        """Weight of the gold-free bonus for a parsable ``\\boxed{}`` answer (``rewards.format``); 0: off."""
+
+    def difficulties(self) -> tuple:
+        """The problem source's levels (synthetic levels, a MATH file's ``level`` column); empty if it has none."""
+        return tuple(self.problems.levels)
+
+    def problem_option(self, options: dict[str, Any]) -> Any:
+        """``options["problem"]``, else a problem of ``options["difficulty"]``, else None (draw one)."""
+        if options.get("problem") is None and options.get("difficulty") is not None:
+            return self.problems.sample_at(self.np_random, options["difficulty"])
+        return options.get("problem")
 
     def state_text(self) -> str:
         past = "\n".join(f"attempt {k + 1}: {a['answer']} ({'right' if a['correct'] else 'wrong'})"
@@ -87,7 +104,13 @@ class MathTask(AttemptsTask):
             if extracted[a] is None:
                 info["parse"] = NO_ANSWER_NOTE
             infos[a] = info
-        return self.attempt_result(solved, team_reward, {a: float(correct[a]) for a in actions}, infos)
+        result = self.attempt_result(solved, team_reward, {a: float(correct[a]) for a in actions}, infos)
+        if self.format_reward > 0:  # the answering agents' bonus for a readable box, right or wrong
+            for a in answering:
+                bonus = self.format_reward * boxed_format(actions[a])
+                infos[a]["reward_components"]["format"] = bonus
+                result.rewards[a] = result.rewards.get(a, 0.0) + bonus
+        return result
 
     # -- text helpers ----------------------------------------------------------------------------
 

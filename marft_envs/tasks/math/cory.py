@@ -25,6 +25,9 @@ Version history:
         role prompts written for general instruct models (the answer format stated plainly, one
         worked example); see ``marft_envs/tasks/math/profiles/``. ``problems="synthetic:0"``: level 1's
         wordings with numbers from 2 to 20 (opt-in; the default mix is unchanged).
+    v0, additions under the same id (default behaviour unchanged): ``format_reward=w`` (0 by default) adds
+        ``w * rewards.format.boxed_format(action)`` to each answering agent's reward (component ``format``);
+        ``difficulties()`` lists the problem source's levels and ``reset(options={"difficulty": d})`` plays one.
 """
 
 from __future__ import annotations
@@ -90,6 +93,7 @@ class MathCORY(MathTask):
         # The cooperative reward: the sum of both agents' own task rewards, given to each of them.
         own = {a: result.infos[a]["reward_components"]["own_correct"] for a in actions}
         total = float(sum(own.values()))
+        total += sum(result.infos[a]["reward_components"].get("format", 0.0) for a in actions)  # format_reward
         result.rewards = dict.fromkeys(actions, total)
         for a in actions:
             result.infos[a]["reward_components"]["cooperative"] = total

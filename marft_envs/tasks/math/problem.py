@@ -28,6 +28,8 @@ class ProblemSource(ABC):
     """Where MATH-family envs get their problems."""
 
     name: str = ""
+    levels: tuple[int, ...] = ()
+    """The difficulty levels :meth:`sample_at` can draw from, easiest first; empty (the default): none."""
 
     @abstractmethod
     def sample(self, rng: np.random.Generator) -> Problem:
@@ -36,3 +38,8 @@ class ProblemSource(ABC):
     @abstractmethod
     def heldout(self, n: int, seed: int = 0) -> list[Problem]:
         """A deterministic evaluation set of (up to) ``n`` distinct problems."""
+
+    def sample_at(self, rng: np.random.Generator, level: int) -> Problem:
+        """One problem of difficulty ``level`` (one of :attr:`levels`); all randomness from ``rng``."""
+        raise ValueError(f"{self.name or type(self).__name__} has no difficulty levels; "
+                         "use a source that has (e.g. 'synthetic' or a MATH file with a level column)")

@@ -60,6 +60,8 @@ class FileProblems(ProblemSource):
             raise ProblemSpecError(f"{name}: no usable problems (every row lacks a problem or a gold answer)")
         self.problems = tuple(problems)
         self.name = name
+        self.levels = tuple(sorted({p.level for p in self.problems if p.level is not None}))
+        self._by_level = {lvl: [p for p in self.problems if p.level == lvl] for lvl in self.levels}
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> FileProblems:
@@ -117,6 +119,13 @@ class FileProblems(ProblemSource):
 
     def sample(self, rng: np.random.Generator) -> Problem:
         return self.problems[int(rng.integers(len(self.problems)))]
+
+    def sample_at(self, rng: np.random.Generator, level: int) -> Problem:
+        """One problem of ``level`` (the file's ``level`` column; rows without one are never drawn here)."""
+        if level not in self._by_level:
+            raise ValueError(f"{self.name} has levels {list(self.levels)}, not {level!r}")
+        pool = self._by_level[level]
+        return pool[int(rng.integers(len(pool)))]
 
     def heldout(self, n: int, seed: int = 0) -> list[Problem]:
         order = np.random.default_rng(seed).permutation(len(self.problems))[:n]

@@ -16,6 +16,9 @@ Version history:
         role prompts written for general instruct models (the answer format stated plainly, one
         worked example); see ``marft_envs/tasks/math/profiles/``. ``problems="synthetic:0"``: level 1's
         wordings with numbers from 2 to 20 (opt-in; the default mix is unchanged).
+    v0, additions under the same id (default behaviour unchanged): ``format_reward=w`` (0 by default) adds
+        ``w * rewards.format.boxed_format(action)`` to each answering agent's reward (component ``format``);
+        ``difficulties()`` lists the problem source's levels and ``reset(options={"difficulty": d})`` plays one.
 """
 
 from __future__ import annotations

@@ -336,6 +336,12 @@ class SyntheticMath(ProblemSource):
     def sample(self, rng: np.random.Generator) -> Problem:
         return self._draw(rng, self.split)
 
+    def sample_at(self, rng: np.random.Generator, level: int) -> Problem:
+        """One problem of ``level`` (one of ``self.levels``) from this source's split."""
+        if level not in self.levels:
+            raise ValueError(f"{self.name} has levels {list(self.levels)}, not {level!r}")
+        return self._draw(rng, self.split, levels=(level,))
+
     def heldout(self, n: int, seed: int = 0) -> list[Problem]:
         rng = np.random.default_rng(seed)
         out: dict[str, Problem] = {}
@@ -346,10 +352,11 @@ class SyntheticMath(ProblemSource):
             out.setdefault(problem.uid, problem)
         raise ValueError(f"{self.name}: found only {len(out)} distinct test problems; ask for fewer")
 
-    def _draw(self, rng: np.random.Generator, split: str) -> Problem:
+    def _draw(self, rng: np.random.Generator, split: str, levels: tuple[int, ...] | None = None) -> Problem:
         # Level, template and numbers are all redrawn on rejection, so each stays uniform.
+        levels = self.levels if levels is None else levels
         for _ in range(_MAX_TRIES):
-            templates = self._by_level[self.levels[rng.integers(len(self.levels))]]
+            templates = self._by_level[levels[rng.integers(len(levels))]]
             template = templates[rng.integers(len(templates))]
             numbers = template.draw(rng)
             if split_of(uid_of(template, numbers)) == split:

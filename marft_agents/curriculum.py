@@ -1,0 +1,111 @@
+"""Difficulty that follows the model: draw each group's level by the team's running success on it.
+
+An env that declares difficulty levels (``FlexEnv.difficulties()``; MATH: its synthetic levels, or
+the ``level`` column of a MATH file) plays a level on request (``reset(options={"difficulty": d})``).
+With ``signal.curriculum`` the trainer keeps, per level, the outcomes of the last ``window`` training
+episodes at that level (solved: the env's ``solved``, or a positive return where it reports none),
+and draws every group's level with weights:
+
+- 1 for a level not tried yet, or whose running success lies strictly inside ``(low, high)`` — the
+  levels the team sometimes solves, where a group's rewards can differ;
+- ``floor`` for a level at or below ``low`` (too hard) or at or above ``high`` (too easy), so it is
+  still tried now and then and comes back once the model has moved.
+
+The weights are normalised to probabilities; every episode of a group plays the same level (and, from
+its shared seed, the same problem). The sampler's state is saved in checkpoints, and its draws come
+from a generator seeded by (run seed, update), so a resumed run draws the same levels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import numpy as np
+
+from marft_agents.rollout import Episode
+
+
+def running_success(outcomes: Sequence[bool]) -> float | None:
+    """The share of ``outcomes`` that succeeded; None when there are none (the level was never tried)."""
+    return sum(outcomes) / len(outcomes) if outcomes else None
+
+
+def level_weights(rates: dict[Hashable, float | None], *, low: float, high: float,
+                  floor: float) -> dict[Hashable, float]:
+    """Draw probabilities of the levels from their running success rates (see the module docstring)."""
+    raw = {level: 1.0 if rate is None or low < rate < high else floor for level, rate in rates.items()}
+    total = sum(raw.values())
+    if total == 0:  # floor 0 and every level out of the band: fall back to uniform rather than divide by 0
+        return {level: 1 / len(raw) for level in raw}
+    return {level: w / total for level, w in raw.items()}
+
+
+def succeeded(episode: Episode) -> bool:
+    """Whether an episode counts as solved: the env's ``solved``, or a positive return where it reports none."""
+    if episode.solved is not None:
+        return episode.solved
+    return sum(s.reward for s in episode.steps) > 0
+
+
+class DifficultySampler:
+    """Per-level running success over a window, and the levels each group of an update plays."""
+
+    def __init__(self, levels: Sequence[Hashable], *, window: int, low: float, high: float, floor: float):
+        if not levels:
+            raise ValueError("the curriculum needs at least one difficulty level")
+        self.levels = list(levels)
+        self.window, self.low, self.high, self.floor = window, low, high, floor
+        self.outcomes: dict[Hashable, list[bool]] = {level: [] for level in self.levels}
+        """The last ``window`` outcomes (True: solved) of each level, oldest first."""
+        self.level_of: dict[int, Hashable] = {}
+        """The level each pending episode index was asked to play (forgotten once its outcome is recorded)."""
+
+    def probabilities(self) -> dict[Hashable, float]:
+        """The current draw probability of every level."""
+        rates = {level: running_success(self.outcomes[level]) for level in self.levels}
+        return level_weights(rates, low=self.low, high=self.high, floor=self.floor)
+
+    def assign(self, indices: Sequence[int], group_size: int, rng: np.random.Generator) -> dict[int, Hashable]:
+        """Draw one level per group of ``indices`` (``index // group_size``), remember and return them per index."""
+        probs = self.probabilities()
+        groups = list(dict.fromkeys(i // max(group_size, 1) for i in indices))
+        drawn = rng.choice(len(self.levels), size=len(groups), p=[probs[level] for level in self.levels])
+        by_group = {g: self.levels[int(k)] for g, k in zip(groups, drawn)}
+        out = {i: by_group[i // max(group_size, 1)] for i in indices}
+        self.level_of.update(out)
+        return out
+
+    def record(self, episodes: Sequence[Episode]) -> None:
+        """Add the outcomes of finished episodes to their levels' windows."""
+        for e in episodes:
+            level = self.level_of.pop(e.index, None)
+            if level is None:
+                continue
+            window = self.outcomes[level]
+            window.append(succeeded(e))
+            del window[:-self.window]
+
+    def metrics(self) -> dict[str, float]:
+        """``signal/level_<d>/success`` (running success; only for tried levels) and ``/p`` (draw probability)."""
+        out = {}
+        for level, p in self.probabilities().items():
+            rate = running_success(self.outcomes[level])
+            if rate is not None:
+                out[f"signal/level_{level}/success"] = rate
+            out[f"signal/level_{level}/p"] = p
+        return out
+
+    def state_dict(self) -> dict:
+        """The windows, for checkpoints (levels as they are: plain ints or strings)."""
+        return {"levels": list(self.levels), "outcomes": [list(self.outcomes[level]) for level in self.levels]}
+
+    def load_state_dict(self, state: dict) -> None:
+        if list(state["levels"]) != self.levels:
+            raise ValueError(f"the checkpoint's curriculum levels {state['levels']} are not the env's {self.levels}")
+        self.outcomes = {level: list(o) for level, o in zip(self.levels, state["outcomes"])}
+        self.level_of = {}
+
+
+def sampler_rng(seed: int, update: int, draw: int) -> np.random.Generator:
+    """The generator that draws the levels of collection ``draw`` of ``update`` (independent of the trainer's)."""
+    return np.random.default_rng([seed, update, draw, 0xC0FFEE])

@@ -1,0 +1,81 @@
+"""RL from a checkpoint: ``init_from=RUN_DIR`` starts a run from the adapters of an earlier one.
+
+The earlier run is a ``marft train`` run folder (``config.json`` and ``checkpoints/``), whatever it
+trained on: an RL run, a run with a format warm start (``env_kwargs.format_reward``), or a supervised
+warm start saved with :func:`save_adapters_run`. Only the adapters are taken (from its latest
+checkpoint): optimizers, critics, RNG states and the data position start fresh, as in a new run.
+
+The two runs must build the same adapters on the same base: the same ``model``, ``adapter_mode``,
+``lora_r``, ``lora_alpha`` and ``lora_targets``, and a checkpoint with an adapter for each of this
+run's. Anything else is refused in one line before the run writes a file. A folder written by
+``marft pretrain`` is a whole model, not adapters: start from it with ``model=DIR``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from marft_agents import checkpoint as ckpt
+from marft_agents.config import ConfigError, TrainConfig, to_dict
+from marft_agents.policy import LaMASPolicy
+
+MATCHING_KEYS = ("model", "adapter_mode", "lora_r", "lora_alpha", "lora_targets")
+"""Config keys that must be equal in both runs: they decide the adapters' shapes and what they adapt."""
+
+
+def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, Any]:
+    """Load the adapters of ``config.init_from``'s latest checkpoint into ``policy``; returns what was used.
+
+    Raises :class:`ConfigError` (one line) for a folder that is not a run, a different base or adapter
+    layout, or missing adapters.
+    """
+    if not isinstance(config.init_from, str) or not config.init_from:
+        raise ConfigError(f"init_from must be a run folder (a path), got {config.init_from!r}")
+    run = Path(config.init_from).expanduser()
+    if (run / "pretrain.json").is_file():
+        raise ConfigError(f"init_from={run} is a whole model written by `marft pretrain` (an SFT of every weight), "
+                          f"not a run's adapters: start from it with model={run}")
+    saved_path = run / "config.json"
+    if not saved_path.is_file():
+        raise ConfigError(f"init_from={run} is not a run folder (no config.json): give a `marft train` run_dir")
+    try:
+        saved = json.loads(saved_path.read_text())
+    except ValueError as err:
+        raise ConfigError(f"init_from: cannot read {saved_path}: {err}") from None
+    ours = to_dict(config)
+    for key in MATCHING_KEYS:
+        theirs = saved.get(key)
+        if theirs != ours[key]:
+            raise ConfigError(f"init_from={run} was trained with {key}={theirs!r}, this run has {key}={ours[key]!r}: "
+                              f"set {key} to the earlier run's, or drop init_from")
+    latest = ckpt.latest_checkpoint(run / "checkpoints")
+    if latest is None:
+        raise ConfigError(f"init_from={run} has no checkpoint in {run / 'checkpoints'}: let that run finish "
+                          "(it writes one at its end)")
+    adapters = ckpt.load_checkpoint(latest).get("algo", {}).get("adapters", {})
+    missing = [a for a in policy.adapters if a not in adapters]
+    if missing:
+        raise ConfigError(f"init_from={run} has adapters {sorted(adapters)}, this run's env needs {policy.adapters}: "
+                          "start from a run of an env with the same agents")
+    try:
+        for adapter in policy.adapters:
+            policy.load_adapter_state(adapter, adapters[adapter])
+    except (KeyError, RuntimeError) as err:
+        raise ConfigError(f"init_from={run}: its adapters do not fit this model ({type(err).__name__}: "
+                          f"{str(err).splitlines()[0][:120]})") from None
+    return {"run": str(run), "checkpoint": latest.name}
+
+
+def save_adapters_run(run_dir: str | Path, config: TrainConfig, policy: LaMASPolicy) -> Path:
+    """Write ``policy``'s adapters as a run folder ``init_from`` reads (``config.json``, one checkpoint).
+
+    For adapters trained outside ``marft train`` (a supervised warm start such as
+    ``benchmarks/real_model.py``'s control): ``config`` must describe how ``policy`` was built.
+    """
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "config.json").write_text(json.dumps(to_dict(config), indent=2))
+    state = {"algo": {"adapters": {a: policy.adapter_state(a) for a in policy.adapters}}, "config": to_dict(config)}
+    return ckpt.save_checkpoint(run / "checkpoints", 0, state)

@@ -1,0 +1,119 @@
+"""Is there anything to learn from? The reward-signal diagnostics every run logs, and its warning.
+
+A policy-gradient update learns from reward *differences*: GRPO standardises returns inside each
+group of episodes that played one problem, so a group whose returns are all equal contributes exactly
+nothing; a critic-based learner sees a batch whose rewards are all equal as pure value noise. With a
+weak model most episodes score 0 (SmolLM2-135M solves ~4 % of its training episodes at T 0.7,
+``docs/real-models.md``), so these are logged on every update, under ``signal/``:
+
+- ``signal/rewarded_frac``: the share of the batch's episodes with some non-zero reward;
+- ``signal/zero_spread_frac``: the share of groups (consecutive ``group_size`` episodes, one problem)
+  whose episode returns are all equal; for a learner without groups (``group_size`` 1) the batch is
+  one group, so this is 1 exactly when every episode returned the same;
+- ``signal/<agent>/reward``: the mean reward of each agent's steps;
+- ``signal/advantage_std`` (logged by the learner): the spread of the advantages before normalisation.
+
+An update whose every group has zero spread has no signal; the trainer then prints
+:func:`no_signal_warning` once, which names the ways to get one (``docs/real-models.md``, "When the
+reward is zero") that the run does not already use.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from marft_agents.rollout import Episode
+
+RECIPE_DOC = 'docs/real-models.md, "When the reward is zero"'
+"""Where the recipe is written down."""
+REAL_MODEL = "smollm2-135m-instruct"
+"""The named real model the warning suggests to a run on the embedded model."""
+
+
+def episode_return(episode: Episode) -> float:
+    """The sum of an episode's rewards."""
+    return float(sum(s.reward for s in episode.steps))
+
+
+def groups_of(episodes: Sequence[Episode], group_size: int) -> list[list[Episode]]:
+    """The batch's groups in order of first appearance: episodes with the same ``index // group_size``.
+
+    ``group_size <= 1`` (no groups): the whole batch is one group.
+    """
+    if group_size <= 1:
+        return [list(episodes)] if episodes else []
+    groups: dict[int, list[Episode]] = defaultdict(list)
+    for e in episodes:
+        groups[e.index // group_size].append(e)
+    return list(groups.values())
+
+
+def has_spread(returns: Sequence[float]) -> bool:
+    """Whether the returns differ (a group of fewer than two never does)."""
+    return len(returns) > 1 and max(returns) != min(returns)
+
+
+def signal_metrics(episodes: Sequence[Episode], group_size: int) -> dict[str, float]:
+    """The ``signal/*`` diagnostics of one batch (see the module docstring); empty for an empty batch."""
+    if not episodes:
+        return {}
+    groups = groups_of(episodes, group_size)
+    flat = [g for g in groups if not has_spread([episode_return(e) for e in g])]
+    out = {
+        "signal/rewarded_frac": sum(any(s.reward != 0 for s in e.steps) for e in episodes) / len(episodes),
+        "signal/zero_spread_frac": len(flat) / len(groups),
+    }
+    rewards: dict[str, list[float]] = defaultdict(list)
+    for e in episodes:
+        for s in e.steps:
+            rewards[s.agent].append(s.reward)
+    for agent, values in rewards.items():
+        out[f"signal/{agent}/reward"] = sum(values) / len(values)
+    return out
+
+
+def no_signal(metrics: dict[str, float]) -> bool:
+    """Whether an update's metrics say every group had zero spread (nothing to learn from)."""
+    return metrics.get("signal/zero_spread_frac", 0.0) >= 1.0
+
+
+def options_to_try(*, model: str, env_kwargs: dict, dynamic_sampling: bool, curriculum: bool,
+                   init_from: str | None, grouped: bool, has_difficulties: bool, has_format_reward: bool) -> list[str]:
+    """The recipe's options, in the order to try them, less those the run already uses or cannot use."""
+    out = []
+    if has_format_reward and not env_kwargs.get("format_reward"):
+        out.append("env_kwargs.format_reward=0.1 (a gold-free bonus for a parsable \\boxed{} answer)")
+    if has_difficulties and not curriculum:
+        out.append("signal.curriculum=true (draw the levels the team sometimes solves)")
+    if grouped and not dynamic_sampling:
+        out.append("signal.dynamic_sampling=true (replace all-equal groups with fresh problems)")
+    if not grouped:
+        out.append("algo=grpo with signal.dynamic_sampling=true")
+    if init_from is None:
+        out.append("init_from=RUN_DIR (start from an earlier run's adapters, e.g. a format warm start)")
+    if model == "embedded":
+        out.append(f"model={REAL_MODEL} (the embedded model knows only arithmetic prompts)")
+    return out
+
+
+def no_signal_warning(update: int, metrics: dict[str, float], options: list[str]) -> str:
+    """One line: update ``update`` had no reward signal, and what to try (``options``)."""
+    rewarded = metrics.get("signal/rewarded_frac", 0.0)
+    what = ("every reward was exactly 0" if rewarded == 0 else
+            f"{rewarded:.0%} of its episodes were rewarded, but every group's returns were equal")
+    todo = "; ".join(options) if options else "every option of the recipe is already in use"
+    return (f"warning: update {update} had no reward signal ({what}), so it learnt nothing; "
+            f"try, in this order: {todo} ({RECIPE_DOC})")
+
+
+def summary_of(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Means over a run's updates of the batch-level ``signal/*`` metrics, and how many updates had no signal."""
+    if not rows:
+        return {}
+    keys = ("signal/rewarded_frac", "signal/zero_spread_frac", "signal/advantage_std")
+    out = {k.split("/", 1)[1]: sum(r[k] for r in rows if k in r) / max(sum(k in r for r in rows), 1)
+           for k in keys if any(k in r for r in rows)}
+    out["updates_without_signal"] = sum(no_signal(r) for r in rows)
+    out["updates"] = len(rows)
+    return out
