@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import struct
+
+CHUNK = 1 << 16
+"""Bytes a ``Feeder`` writes at a time."""
 
 
 def read_message(fd: int) -> dict | None:
@@ -81,3 +86,47 @@ def parse_statuses(buf: bytearray) -> list[dict]:
             except ValueError:
                 pass  # a partial line: the rest is still in the pipe
     return out
+
+
+class Feeder:
+    """Writes a run's sealed input into its stdin pipe as the program reads it, then wipes the buffer."""
+
+    def __init__(self, fd: int, data: bytearray):
+        self.fd, self.data, self.sent = fd, data, 0
+        os.set_blocking(fd, False)
+        # A program that exits without reading must not kill the worker with SIGPIPE; the runs it
+        # forks later are forked with the default disposition again (``close``).
+        self._sigpipe = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+    def register(self, poller) -> None:
+        if self.sent >= len(self.data):
+            self.close(poller, registered=False)
+        else:
+            poller.register(self.fd, select.POLLOUT)
+
+    def feed(self, poller, event: int) -> None:
+        if event & select.POLLOUT:
+            try:
+                with memoryview(self.data) as view:
+                    self.sent += os.write(self.fd, view[self.sent:self.sent + CHUNK])
+            except BlockingIOError:
+                return
+            except OSError:  # the program closed its stdin
+                self.sent = len(self.data)
+        else:
+            self.sent = len(self.data)
+        if self.sent >= len(self.data):
+            self.close(poller)
+
+    def close(self, poller=None, registered: bool = True) -> None:
+        if self.fd is None:
+            return
+        if registered and poller is not None:
+            try:
+                poller.unregister(self.fd)
+            except KeyError:
+                pass
+        os.close(self.fd)
+        self.fd = None
+        wipe(self.data)
+        signal.signal(signal.SIGPIPE, self._sigpipe)

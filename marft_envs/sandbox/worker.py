@@ -250,7 +250,7 @@ def serve_run(req: dict, payload: bytearray) -> dict:
     for fd in (in_r, out_w, err_w, status_w):
         os.close(fd)
     sealed = wire.read_payload(0)  # only now: the run's processes never had it in memory
-    feeder = _Feeder(in_w, sealed if sealed is not None else bytearray())  # None: the host left; main() sees EOF next
+    feeder = wire.Feeder(in_w, sealed if sealed is not None else bytearray())  # None: the host left; main() sees EOF next
     try:
         return _watch_run(req, cpid, started, deadline, feeder, out_r, err_r, status_r)
     finally:
@@ -331,50 +331,6 @@ def _watch_run(req: dict, cpid: int, started: float, deadline: float, feeder, ou
         "duration_s": time.monotonic() - started,
         "setup_error": setup_error,
     }
-
-
-class _Feeder:
-    """Writes a run's sealed input into its stdin pipe as the program reads it, then wipes the buffer."""
-
-    def __init__(self, fd: int, data: bytearray):
-        self.fd, self.data, self.sent = fd, data, 0
-        os.set_blocking(fd, False)
-        # A program that exits without reading must not kill the worker with SIGPIPE; the runs it
-        # forks later are forked with the default disposition again (``close``).
-        self._sigpipe = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-
-    def register(self, poller) -> None:
-        if self.sent >= len(self.data):
-            self.close(poller, registered=False)
-        else:
-            poller.register(self.fd, select.POLLOUT)
-
-    def feed(self, poller, event: int) -> None:
-        if event & select.POLLOUT:
-            try:
-                with memoryview(self.data) as view:
-                    self.sent += os.write(self.fd, view[self.sent:self.sent + teardown.READ_CHUNK])
-            except BlockingIOError:
-                return
-            except OSError:  # the program closed its stdin
-                self.sent = len(self.data)
-        else:
-            self.sent = len(self.data)
-        if self.sent >= len(self.data):
-            self.close(poller)
-
-    def close(self, poller=None, registered: bool = True) -> None:
-        if self.fd is None:
-            return
-        if registered and poller is not None:
-            try:
-                poller.unregister(self.fd)
-            except KeyError:
-                pass
-        os.close(self.fd)
-        self.fd = None
-        wire.wipe(self.data)
-        signal.signal(signal.SIGPIPE, self._sigpipe)
 
 
 def _host_workdir(plan: dict) -> str:
