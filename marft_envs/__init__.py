@@ -6,7 +6,7 @@
 
 from marft_envs.core import FlexEnv, FlexEnvError, RoundResult, TaskError
 from marft_envs.graph import DependencyGraph, GraphError
-from marft_envs.registration import list_envs, make, register, spec
+from marft_envs.registration import RegistrationError, list_envs, make, register, spec
 from marft_envs.views import AECView, GymView, ParallelView
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "GraphError",
     "GymView",
     "ParallelView",
+    "RegistrationError",
     "RoundResult",
     "TaskError",
     "list_envs",
