@@ -4,7 +4,8 @@
 ``parallel`` for Dec-POMDP ones) and Gymnasium's (one-agent ones). Torch-free.
 """
 
-from marft_envs.core import FlexEnv, FlexEnvError, RoundResult, TaskError
+from marft_envs.core import FlexEnv, RoundResult
+from marft_envs.errors import EnvUsageError, FlexEnvError, TaskError
 from marft_envs.graph import DependencyGraph, GraphError
 from marft_envs.registration import RegistrationError, list_envs, make, register, spec
 from marft_envs.views import AECView, GymView, ParallelView
@@ -12,6 +13,7 @@ from marft_envs.views import AECView, GymView, ParallelView
 __all__ = [
     "AECView",
     "DependencyGraph",
+    "EnvUsageError",
     "FlexEnv",
     "FlexEnvError",
     "GraphError",

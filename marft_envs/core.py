@@ -52,24 +52,13 @@ import numpy as np
 from gymnasium.utils import seeding
 
 from marft_envs import spaces
+from marft_envs.errors import EnvUsageError, FlexEnvError, TaskError, UnknownOptionWarning  # noqa: F401 (re-exported)
 from marft_envs.graph import DependencyGraph
 from marft_envs.text import valid_text
 
 
 RENDER_MODES = ("human", "ansi")
 """What every FlexEnv renders: ``"ansi"`` returns the transcript, ``"human"`` prints it (and returns None)."""
-
-
-class FlexEnvError(RuntimeError):
-    """The env was used out of order (stepped before reset, after the end, or by a waiting agent)."""
-
-
-class UnknownOptionWarning(UserWarning):
-    """A ``reset(options=...)`` key the task does not read (often a misspelling): it is ignored."""
-
-
-class TaskError(RuntimeError):
-    """A task method raised while the base class stepped the env; the episode is abandoned, ``reset()`` starts anew."""
 
 
 @dataclass
@@ -193,6 +182,10 @@ class FlexEnv:
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, dict]:
         """Start an episode; returns ``infos`` for every agent."""
+        seed = _check_seed(self.name, seed)
+        if options is not None and not isinstance(options, Mapping):
+            raise EnvUsageError(f"{self.name}.reset: options must be a dict (or None), got "
+                                f"{type(options).__name__}: pass options={{'key': value}}")
         # PettingZoo's api_test passes options no task knows, so an unknown key is a loud warning, not an error.
         unknown = sorted(set(options or {}) - set(self.reset_options)) if self.reset_options is not None else []
         for key in unknown:
@@ -238,11 +231,12 @@ class FlexEnv:
         """``agent``'s observation: ``{"instructions": role prompt, "text": what it sees now}``, as valid text."""
         self._require_started()
         if agent not in self.possible_agents:
-            raise FlexEnvError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
+            raise EnvUsageError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
         return {"instructions": valid_text(self.instructions(agent)), "text": valid_text(self.observe_text(agent))}
 
     def state(self) -> str:
         """The global state (the task's ``state_text()``) as valid text, for centralised critics."""
+        self._require_started()
         return valid_text(self.state_text())
 
     def info(self, agent: str) -> dict[str, Any]:
@@ -260,33 +254,43 @@ class FlexEnv:
     def step(self, actions: Mapping[str, str | None]) -> RoundResult | None:
         """Act for some ready agents; returns the round's result when it completes, else ``None``.
 
-        ``actions`` maps ready agents to strings (any string is valid; the task grades it, with any
-        lone surrogate replaced by U+FFFD). Finished agents may be passed with ``None`` and are ignored.
+        ``actions`` maps ready agents to strings (any string up to the action space's ``max_length``
+        characters is valid; the task grades it, with any lone surrogate replaced by U+FFFD; a longer
+        one is refused). Finished agents may be passed with ``None`` and are ignored.
         """
         self._require_started()
+        if not isinstance(actions, Mapping):
+            ready = self.ready_agents()
+            example = f"{{{ready[0]!r}: '...'}}" if ready else "{agent: '...'}"
+            raise EnvUsageError(f"{self.name}.step takes a dict of actions by agent, got {type(actions).__name__}: "
+                                f"pass e.g. {example} (ready now: {ready})")
         if self._abandoned is not None:
-            raise FlexEnvError(f"{self.name}: the episode was abandoned ({self._abandoned}); call reset()")
+            raise EnvUsageError(f"{self.name}: the episode was abandoned ({self._abandoned}); call reset()")
         if not self.agents:
-            raise FlexEnvError(f"{self.name}: the episode is over; call reset() to start a new one")
+            raise EnvUsageError(f"{self.name}: the episode is over; call reset() to start a new one")
         ready = set(self.ready_agents())
         acting: dict[str, str] = {}
         for agent, action in actions.items():
             if agent not in self.possible_agents:
-                raise FlexEnvError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
+                raise EnvUsageError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
             if agent not in self.agents:
                 if action is not None:
-                    raise FlexEnvError(f"agent {agent!r} has finished its episode: its only valid action is None")
+                    raise EnvUsageError(f"agent {agent!r} has finished its episode: its only valid action is None")
                 continue
             if not isinstance(action, str):
-                raise FlexEnvError(
+                raise EnvUsageError(
                     f"the action of agent {agent!r} must be a string, got {type(action).__name__} "
                     "(None is only for finished agents)"
                 )
             if agent not in ready:
-                raise FlexEnvError(self._why_not_ready(agent))
+                raise EnvUsageError(self._why_not_ready(agent))
+            limit = getattr(self.action_space(agent), "max_length", None)
+            if limit is not None and len(action) > limit:
+                raise EnvUsageError(f"the action of agent {agent!r} has {len(action):,} characters; its action space "
+                                    f"allows at most {limit:,}: cut it (a generation limit) before stepping")
             acting[agent] = valid_text(action)
         if not acting:
-            raise FlexEnvError(f"{self.name}.step() got no action for a ready agent; ready: {sorted(ready)}")
+            raise EnvUsageError(f"{self.name}.step() got no action for a ready agent; ready: {sorted(ready)}")
         try:
             return self._apply(acting)
         except BaseException as err:
@@ -377,4 +381,13 @@ class FlexEnv:
 
     def _require_started(self) -> None:
         if not self._started:
-            raise FlexEnvError(f"{self.name}: call reset() before using the env")
+            raise EnvUsageError(f"{self.name}: call reset() before using the env")
+
+
+def _check_seed(name: str, seed: Any) -> int | None:
+    """``seed`` as Gymnasium's seeding takes it (None or an int >= 0; numpy integers too)."""
+    if seed is None:
+        return None
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return int(seed)
+    raise EnvUsageError(f"{name}.reset: seed must be None or an integer >= 0, got {seed!r}")

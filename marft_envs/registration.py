@@ -26,6 +26,7 @@ import gymnasium
 import pettingzoo
 
 from marft_envs.core import FlexEnv
+from marft_envs.errors import EnvUsageError
 from marft_envs.views import AECView, GymView, ParallelView
 
 KINDS = ("aec", "parallel", "gym")
@@ -151,10 +152,10 @@ def spec(id: str) -> EnvEntry:
 def make(id: str, *, view: str = "layered", **kwargs: Any):
     """Build a registered env: the FlexEnv itself (``view="layered"``) or its ``aec``/``parallel``/``gym`` view."""
     if view not in VIEWS:
-        raise ValueError(f"unknown view {view!r}: use one of {list(VIEWS)}")
+        raise EnvUsageError(f"unknown view {view!r}: use one of {list(VIEWS)}")
     entry = spec(id)
     if view == "gym" and not entry.gym:
-        raise ValueError(f"{id} has no Gymnasium view (it is multi-agent); use view='aec' or 'layered'")
+        raise EnvUsageError(f"{id} has no Gymnasium view (it is multi-agent); use view='aec' or 'layered'")
     return _view_factory(entry, view)(**kwargs)
 
 
