@@ -36,7 +36,9 @@ agent has acted, ``end_round`` applies the joint action.
 Every action a task receives and every observation it emits are valid Unicode text
 (:func:`marft_envs.text.valid_text`). An exception raised by a task method while the base class
 steps the env abandons the episode: it is re-raised as a :class:`TaskError` naming the method, the
-env has no active agents, and ``reset()`` starts a fresh episode.
+env has no active agents, and ``reset()`` starts a fresh episode. Misusing the env (using it
+before ``reset()``, a wrong action or agent, an action longer than the action space allows) raises
+:class:`~marft_envs.errors.EnvUsageError` and changes nothing.
 """
 
 from __future__ import annotations
@@ -287,7 +289,7 @@ class FlexEnv:
             limit = getattr(self.action_space(agent), "max_length", None)
             if limit is not None and len(action) > limit:
                 raise EnvUsageError(f"the action of agent {agent!r} has {len(action):,} characters; its action space "
-                                    f"allows at most {limit:,}: cut it (a generation limit) before stepping")
+                                    f"allows at most {limit:,}: shorten it (a lower generation limit) before stepping")
             acting[agent] = valid_text(action)
         if not acting:
             raise EnvUsageError(f"{self.name}.step() got no action for a ready agent; ready: {sorted(ready)}")

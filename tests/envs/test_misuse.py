@@ -41,7 +41,7 @@ def _too_long(view) -> str:
 BEFORE_RESET = "call reset\\(\\) before using the env"
 NOT_A_DICT = "takes a dict of actions by agent, got {}"
 NOT_A_STRING = "must be a string, got {}"
-TOO_LONG = "characters; its action space allows at most 1,048,576: cut it"
+TOO_LONG = "characters; its action space allows at most 1,048,576: shorten it"
 BAD_OPTIONS = "options must be a dict \\(or None\\), got list: pass options="
 BAD_SEED = "seed must be None or an integer >= 0, got"
 
