@@ -6,7 +6,8 @@ that has the view. After the error the env is as it was: the test then steps it 
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -94,7 +95,7 @@ MISUSES = {
 
 
 def _cases():
-    for view, misuses in MISUSES.items():
+    for view in MISUSES:
         ids = IDS if view in ("layered", "aec") else marft_envs.list_envs(view)
         for env_id in ids:
             yield pytest.param(env_id, view, id=f"{env_id}-{view}")
