@@ -4,19 +4,22 @@
 ``parallel`` for Dec-POMDP ones) and Gymnasium's (one-agent ones). Torch-free.
 """
 
-from marft_envs.core import FlexEnv, FlexEnvError, RoundResult, TaskError
+from marft_envs.core import FlexEnv, RoundResult
+from marft_envs.errors import EnvUsageError, FlexEnvError, TaskError
 from marft_envs.graph import DependencyGraph, GraphError
-from marft_envs.registration import list_envs, make, register, spec
+from marft_envs.registration import RegistrationError, list_envs, make, register, spec
 from marft_envs.views import AECView, GymView, ParallelView
 
 __all__ = [
     "AECView",
     "DependencyGraph",
+    "EnvUsageError",
     "FlexEnv",
     "FlexEnvError",
     "GraphError",
     "GymView",
     "ParallelView",
+    "RegistrationError",
     "RoundResult",
     "TaskError",
     "list_envs",

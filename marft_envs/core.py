@@ -36,7 +36,9 @@ agent has acted, ``end_round`` applies the joint action.
 Every action a task receives and every observation it emits are valid Unicode text
 (:func:`marft_envs.text.valid_text`). An exception raised by a task method while the base class
 steps the env abandons the episode: it is re-raised as a :class:`TaskError` naming the method, the
-env has no active agents, and ``reset()`` starts a fresh episode.
+env has no active agents, and ``reset()`` starts a fresh episode. Misusing the env (using it
+before ``reset()``, a wrong action or agent, an action longer than the action space allows) raises
+:class:`~marft_envs.errors.EnvUsageError` and changes nothing.
 """
 
 from __future__ import annotations
@@ -52,24 +54,14 @@ import numpy as np
 from gymnasium.utils import seeding
 
 from marft_envs import spaces
+from marft_envs.errors import EnvUsageError, FlexEnvError, TaskError, UnknownOptionWarning  # noqa: F401 (re-exported)
 from marft_envs.graph import DependencyGraph
 from marft_envs.text import valid_text
+from marft_envs.validation import check_seed as _check_seed, checked_actions
 
 
 RENDER_MODES = ("human", "ansi")
 """What every FlexEnv renders: ``"ansi"`` returns the transcript, ``"human"`` prints it (and returns None)."""
-
-
-class FlexEnvError(RuntimeError):
-    """The env was used out of order (stepped before reset, after the end, or by a waiting agent)."""
-
-
-class UnknownOptionWarning(UserWarning):
-    """A ``reset(options=...)`` key the task does not read (often a misspelling): it is ignored."""
-
-
-class TaskError(RuntimeError):
-    """A task method raised while the base class stepped the env; the episode is abandoned, ``reset()`` starts anew."""
 
 
 @dataclass
@@ -202,6 +194,10 @@ class FlexEnv:
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> dict[str, dict]:
         """Start an episode; returns ``infos`` for every agent."""
+        seed = _check_seed(self.name, seed)
+        if options is not None and not isinstance(options, Mapping):
+            raise EnvUsageError(f"{self.name}.reset: options must be a dict (or None), got "
+                                f"{type(options).__name__}: pass options={{'key': value}}")
         # PettingZoo's api_test passes options no task knows, so an unknown key is a loud warning, not an error.
         unknown = sorted(set(options or {}) - set(self.reset_options)) if self.reset_options is not None else []
         for key in unknown:
@@ -247,11 +243,12 @@ class FlexEnv:
         """``agent``'s observation: ``{"instructions": role prompt, "text": what it sees now}``, as valid text."""
         self._require_started()
         if agent not in self.possible_agents:
-            raise FlexEnvError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
+            raise EnvUsageError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
         return {"instructions": valid_text(self.instructions(agent)), "text": valid_text(self.observe_text(agent))}
 
     def state(self) -> str:
         """The global state (the task's ``state_text()``) as valid text, for centralised critics."""
+        self._require_started()
         return valid_text(self.state_text())
 
     def info(self, agent: str) -> dict[str, Any]:
@@ -269,33 +266,12 @@ class FlexEnv:
     def step(self, actions: Mapping[str, str | None]) -> RoundResult | None:
         """Act for some ready agents; returns the round's result when it completes, else ``None``.
 
-        ``actions`` maps ready agents to strings (any string is valid; the task grades it, with any
-        lone surrogate replaced by U+FFFD). Finished agents may be passed with ``None`` and are ignored.
+        ``actions`` maps ready agents to strings (any string up to the action space's ``max_length``
+        characters is valid; the task grades it, with any lone surrogate replaced by U+FFFD; a longer
+        one is refused). Finished agents may be passed with ``None`` and are ignored.
         """
         self._require_started()
-        if self._abandoned is not None:
-            raise FlexEnvError(f"{self.name}: the episode was abandoned ({self._abandoned}); call reset()")
-        if not self.agents:
-            raise FlexEnvError(f"{self.name}: the episode is over; call reset() to start a new one")
-        ready = set(self.ready_agents())
-        acting: dict[str, str] = {}
-        for agent, action in actions.items():
-            if agent not in self.possible_agents:
-                raise FlexEnvError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
-            if agent not in self.agents:
-                if action is not None:
-                    raise FlexEnvError(f"agent {agent!r} has finished its episode: its only valid action is None")
-                continue
-            if not isinstance(action, str):
-                raise FlexEnvError(
-                    f"the action of agent {agent!r} must be a string, got {type(action).__name__} "
-                    "(None is only for finished agents)"
-                )
-            if agent not in ready:
-                raise FlexEnvError(self._why_not_ready(agent))
-            acting[agent] = valid_text(action)
-        if not acting:
-            raise FlexEnvError(f"{self.name}.step() got no action for a ready agent; ready: {sorted(ready)}")
+        acting = checked_actions(self, actions)
         try:
             return self._apply(acting)
         except BaseException as err:
@@ -386,7 +362,7 @@ class FlexEnv:
 
     def _require_started(self) -> None:
         if not self._started:
-            raise FlexEnvError(f"{self.name}: call reset() before using the env")
+            raise EnvUsageError(f"{self.name}: call reset() before using the env")
 
     # -- branching (tree sampling) --------------------------------------------------------------
 
@@ -407,3 +383,4 @@ class FlexEnv:
         from marft_envs.branching import branch_copy
 
         return branch_copy(self)
+

@@ -53,11 +53,12 @@ def load_entry_points() -> list[str]:
     for point in points:
         try:
             loaded = point.load()
+            if callable(loaded) and not isinstance(loaded, type):
+                loaded()  # its registrations may fail too (an id that is already taken): the same one line
         except Exception as err:
             raise PluginError(f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINT_GROUP!r} failed: "
-                              f"{type(err).__name__}: {err}") from None
-        if callable(loaded) and not isinstance(loaded, type):
-            loaded()
+                              f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                              .rstrip(": ")) from None
     return [p.name for p in points]
 
 

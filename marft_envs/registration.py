@@ -26,6 +26,7 @@ import gymnasium
 import pettingzoo
 
 from marft_envs.core import FlexEnv
+from marft_envs.errors import EnvUsageError
 from marft_envs.views import AECView, GymView, ParallelView
 
 KINDS = ("aec", "parallel", "gym")
@@ -57,6 +58,10 @@ class EnvEntry:
 _registry: dict[str, EnvEntry] = {}
 
 
+class RegistrationError(ValueError):
+    """An env id registered a second time to a different env (or with different options)."""
+
+
 def register(
     id: str,
     factory: Callable[..., FlexEnv],
@@ -70,6 +75,9 @@ def register(
     """Register a FlexEnv factory under ``id`` in our registry, PettingZoo's and (if ``gym``) Gymnasium's.
 
     ``parallel`` defaults to the factory's ``metadata["is_parallelizable"]`` when it is a FlexEnv class.
+    An id is registered once: registering it again with the same entry point (:func:`entry_point`, e.g.
+    a module imported twice or reloaded) and the same options changes nothing; with a different env or
+    other options it raises :class:`RegistrationError` (a ValueError) and leaves the registry as it was.
     ``eval_kwargs`` and ``attempts_option`` declare how held-out evaluation builds the env (see
     :class:`EnvEntry`); leave them out and the env is evaluated as configured, in a single protocol.
     """
@@ -79,9 +87,11 @@ def register(
         raise ValueError(f"attempts_option must be the name of a constructor option, got {attempts_option!r}")
     entry = EnvEntry(id=id, factory=factory, kwargs=dict(kwargs or {}), parallel=parallel, gym=gym,
                      eval_kwargs=None if eval_kwargs is None else dict(eval_kwargs), attempts_option=attempts_option)
+    if id in _registry:
+        _refuse_a_different_env(_registry[id], entry)
     _registry[id] = entry
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # re-registering on module reload is expected
+        warnings.simplefilter("ignore")  # the same registration again (a module reload) is expected
         pettingzoo.register("aec", id, entry_point=_view_factory(entry, "aec"))
         if parallel:
             pettingzoo.register("parallel", id, entry_point=_view_factory(entry, "parallel"))
@@ -89,6 +99,31 @@ def register(
             if id in gymnasium.registry:
                 del gymnasium.registry[id]
             gymnasium.register(id=id, entry_point=_view_factory(entry, "gym"), disable_env_checker=False)
+
+
+def entry_point(factory: Callable[..., Any]) -> str:
+    """``module:qualname`` of a factory, the name a registration is known by (a reloaded module's class keeps it)."""
+    module = getattr(factory, "__module__", None)
+    name = getattr(factory, "__qualname__", None)
+    return f"{module}:{name}" if module and name else repr(factory)
+
+
+def _refuse_a_different_env(old: EnvEntry, new: EnvEntry) -> None:
+    """A second registration of an id must be the same one (a module imported twice, or reloaded).
+
+    Anything else would silently put another env under a known id, and its results would be
+    reported under that id's name (a user's module, or an installed entry point, replacing
+    ``marft/MathChain-v0``).
+    """
+    old_point, new_point = entry_point(old.factory), entry_point(new.factory)
+    if old_point != new_point:
+        raise RegistrationError(f"env id {old.id!r} is already registered to {old_point}; refusing to re-register it "
+                                f"to {new_point}: register your env under an id of its own (e.g. 'you/Name-v0')")
+    changed = [f for f in ("kwargs", "parallel", "gym", "eval_kwargs", "attempts_option")
+               if getattr(old, f) != getattr(new, f)]
+    if changed:
+        raise RegistrationError(f"env id {old.id!r} is already registered to {old_point} with other {', '.join(changed)}; "
+                                "refusing to change it: register the variant under an id of its own (e.g. a new version)")
 
 
 def list_envs(kind: str | None = None) -> list[str]:
@@ -117,10 +152,10 @@ def spec(id: str) -> EnvEntry:
 def make(id: str, *, view: str = "layered", **kwargs: Any):
     """Build a registered env: the FlexEnv itself (``view="layered"``) or its ``aec``/``parallel``/``gym`` view."""
     if view not in VIEWS:
-        raise ValueError(f"unknown view {view!r}: use one of {list(VIEWS)}")
+        raise EnvUsageError(f"unknown view {view!r}: use one of {list(VIEWS)}")
     entry = spec(id)
     if view == "gym" and not entry.gym:
-        raise ValueError(f"{id} has no Gymnasium view (it is multi-agent); use view='aec' or 'layered'")
+        raise EnvUsageError(f"{id} has no Gymnasium view (it is multi-agent); use view='aec' or 'layered'")
     return _view_factory(entry, view)(**kwargs)
 
 

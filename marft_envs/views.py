@@ -6,17 +6,20 @@
   graph is always empty (a Dec-POMDP); otherwise a clear error names the dependencies.
 - :class:`GymView` — Gymnasium ``Env`` for one-agent configurations.
 
-The layered interface (``ready_agents``/``observe``/``step``) is the FlexEnv itself.
+The layered interface (``ready_agents``/``observe``/``step``) is the FlexEnv itself. Every view
+raises :class:`~marft_envs.errors.EnvUsageError` on misuse, with the same messages as the FlexEnv.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
 from pettingzoo import AECEnv, ParallelEnv
 
-from marft_envs.core import FlexEnv, FlexEnvError
+from marft_envs.core import FlexEnv
+from marft_envs.errors import EnvUsageError
 
 
 class _Delegating:
@@ -66,11 +69,18 @@ class AECView(_Delegating, AECEnv):
     def observe(self, agent: str) -> dict[str, str]:
         return self.env.observe(agent)
 
+    def last(self, observe: bool = True):
+        self.env._require_started()  # PettingZoo's own `last` fails on a missing attribute
+        return super().last(observe)
+
     def step(self, action: str | None) -> None:
+        self.env._require_started()
         if not self.agents:
-            raise FlexEnvError(f"{self.env.name}: the episode is over; call reset() to start a new one")
+            raise EnvUsageError(f"{self.env.name}: the episode is over; call reset() to start a new one")
         agent = self.agent_selection
         if self.terminations[agent] or self.truncations[agent]:
+            if action is not None:
+                raise EnvUsageError(f"agent {agent!r} has finished its episode: its only valid action is None")
             self._was_dead_step(action)
             return
         self._cumulative_rewards[agent] = 0.0
@@ -95,7 +105,7 @@ class ParallelView(_Delegating, ParallelEnv):
 
     def __init__(self, env: FlexEnv):
         if not env.metadata.get("is_parallelizable", False):
-            raise ValueError(_dependency_message(env))
+            raise EnvUsageError(_dependency_message(env))
         self._attach(env)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -105,11 +115,19 @@ class ParallelView(_Delegating, ParallelEnv):
         return {a: self.env.observe(a) for a in self.agents}, infos
 
     def step(self, actions: dict[str, str]):
+        self.env._require_started()
         if not self.agents:
-            raise FlexEnvError(f"{self.env.name}: the episode is over; call reset() to start a new one")
+            raise EnvUsageError(f"{self.env.name}: the episode is over; call reset() to start a new one")
+        if not isinstance(actions, Mapping):
+            raise EnvUsageError(f"ParallelEnv.step takes a dict of actions by agent, got {type(actions).__name__}: "
+                                f"pass one action for each of {self.agents}")
+        unknown = [a for a in actions if a not in self.possible_agents]
+        if unknown:
+            raise EnvUsageError(f"ParallelEnv.step got actions for unknown agents {unknown}: pass one action for "
+                                f"each active agent, {self.agents}")
         missing = [a for a in self.agents if a not in actions]
         if missing:
-            raise FlexEnvError(f"ParallelEnv.step needs an action for every active agent; missing {missing}")
+            raise EnvUsageError(f"ParallelEnv.step needs an action for every active agent; missing {missing}")
         acting = self.agents
         result = self.env.step({a: actions[a] for a in acting})
         assert result is not None, "an empty graph lets every agent act in one step"
@@ -134,7 +152,7 @@ class GymView(gymnasium.Env):
 
     def __init__(self, env: FlexEnv):
         if len(env.possible_agents) != 1:
-            raise ValueError(
+            raise EnvUsageError(
                 f"{env.name} has {len(env.possible_agents)} agents {env.possible_agents}; "
                 "the Gymnasium view needs exactly one: use the AEC or Parallel view"
             )
@@ -153,8 +171,9 @@ class GymView(gymnasium.Env):
         return self.env.observe(self.agent), infos[self.agent]
 
     def step(self, action: str):
+        self.env._require_started()
         if self._done:
-            raise FlexEnvError(f"{self.env.name}: the episode is over (or not started); call reset()")
+            raise EnvUsageError(f"{self.env.name}: the episode is over; call reset() to start a new one")
         result = self.env.step({self.agent: action})
         assert result is not None, "a one-agent round ends when its agent acts"
         terminated = result.terminations[self.agent]

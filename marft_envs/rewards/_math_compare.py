@@ -1,5 +1,6 @@
 """Whether two readings of answers (`rewards._math_read.Answer`) are equivalent, by the rules of `rewards.math`.
 
+    compare(as, bs)    whether any reading of one answer is equivalent to any of the other's
     equivalent(a, b)   equal keys; else by kind: scalars by value, tuples in order, lists and unions
                        as multisets, sets as sets, equations and relations side by side
 
@@ -8,6 +9,9 @@ their numeric values agree to a relative `_REL_TOL` at the same fixed points.
 """
 
 from __future__ import annotations
+
+import threading
+from typing import NamedTuple
 
 from marft_envs.rewards._latex_normalise import word_key
 from marft_envs.rewards._math_evaluate import (
@@ -116,22 +120,67 @@ def _equations_proportional(eq_a, eq_b) -> bool:
     return ratio is not None
 
 
+class _Facts(NamedTuple):
+    """What a comparison needs to know about one scalar tree, computed once per `compare` call."""
+
+    exact: object  # Fraction | None
+    decimal: bool
+    infinity: int
+    symbols: frozenset[str]
+
+
+_memo = threading.local()  # per `compare` call: tree id -> _Facts, (tree id, names) -> values
+
+
+def compare(preds: tuple[Answer, ...], golds: tuple[Answer, ...]) -> bool:
+    """Whether any reading of one answer is equivalent to any reading of the other.
+
+    Each scalar's facts and numeric values are computed once per call (a set of 64 elements compares
+    each with up to 64 others). They are keyed by the tree's id, which is stable while the readings
+    are alive, so the memo lives for this call only.
+    """
+    _memo.facts, _memo.values = {}, {}
+    try:
+        return any(equivalent(p, g) for p in preds for g in golds)
+    finally:
+        _memo.facts = _memo.values = None
+
+
+def _facts(tree: tuple) -> _Facts:
+    memo = getattr(_memo, "facts", None)
+    if memo is not None and id(tree) in memo:
+        return memo[id(tree)]
+    facts = _Facts(exact(tree), has_decimal(tree), infinity(tree), symbols(tree))
+    if memo is not None:
+        memo[id(tree)] = facts
+    return facts
+
+
+def _values(tree: tuple, names: frozenset[str]) -> tuple[complex | None, ...]:
+    memo = getattr(_memo, "values", None)
+    key = (id(tree), names)
+    if memo is not None and key in memo:
+        return memo[key]
+    values = tuple(numeric(tree, env) for env in environments(names))
+    if memo is not None:
+        memo[key] = values
+    return values
+
+
 def _scalars_equal(a: tuple, b: tuple) -> bool:
     if a == b:
         return True
-    exact_a, exact_b = exact(a), exact(b)
-    if exact_a is not None and exact_b is not None:
-        return exact_a == exact_b
-    if (exact_a is not None and has_decimal(a)) or (exact_b is not None and has_decimal(b)):
+    fa, fb = _facts(a), _facts(b)
+    if fa.exact is not None and fb.exact is not None:
+        return fa.exact == fb.exact
+    if (fa.exact is not None and fa.decimal) or (fb.exact is not None and fb.decimal):
         return False  # a finite decimal only approximates an irrational value
-    inf_a, inf_b = infinity(a), infinity(b)
-    if inf_a or inf_b:
-        return inf_a == inf_b
-    names = symbols(a) | symbols(b)
+    if fa.infinity or fb.infinity:
+        return fa.infinity == fb.infinity
+    names = fa.symbols | fb.symbols
     if len(names) > MAX_VARS:
         return False
-    for env in environments(names):
-        v_a, v_b = numeric(a, env), numeric(b, env)
+    for v_a, v_b in zip(_values(a, names), _values(b, names)):
         if v_a is None or v_b is None or not _close(v_a, v_b):
             return False
     return True

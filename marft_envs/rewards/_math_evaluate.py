@@ -5,8 +5,11 @@
     environments(names)      the fixed points at which expressions in variables are compared
     symbols / has_decimal / infinity / is_node   what the comparison needs to know about a tree
 
-Bounded on any tree: exact powers stop at `_MAX_EXACT_BITS` bits and factorials at `_MAX_FACTORIAL`,
-and float overflow gives None instead of raising.
+Bounded on any tree: no exact intermediate (a sum, product, power, root, factorial or binomial)
+grows past `_MAX_EXACT_BITS` bits in its numerator or denominator; each is refused (None) before it
+is computed, from the sizes of its operands, so the work per node is that of arithmetic on numbers of
+at most that size. Factorials stop at `_MAX_FACTORIAL` (whose value fits the budget), and float
+overflow gives None instead of raising.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import random
 from fractions import Fraction
 
 MAX_VARS = 8  # variables in one comparison
-_MAX_EXACT_BITS = 4096  # exact powers larger than this are refused
-_MAX_FACTORIAL = 300
+_MAX_EXACT_BITS = 4096  # exact values larger than this (numerator or denominator) are refused
+_MAX_FACTORIAL = 300  # 300! has 2,041 bits
 _N_POINTS = 3  # points at which expressions in variables are compared
 
 
@@ -77,16 +80,33 @@ _EXACT_UNARY = {
 }
 
 
+def _bits(v: Fraction) -> int:
+    return max(v.numerator.bit_length(), v.denominator.bit_length())
+
+
+def _fits_sum(a: Fraction, b: Fraction) -> bool:
+    """a + b = (p s + r q) / (q s) stays within the budget (bounds from the operands, before adding)."""
+    da, db = a.denominator.bit_length(), b.denominator.bit_length()
+    return max(a.numerator.bit_length() + db, b.numerator.bit_length() + da) + 1 <= _MAX_EXACT_BITS \
+        and da + db <= _MAX_EXACT_BITS
+
+
+def _fits_product(a: Fraction, b: Fraction) -> bool:
+    return (a.numerator.bit_length() + b.numerator.bit_length() <= _MAX_EXACT_BITS
+            and a.denominator.bit_length() + b.denominator.bit_length() <= _MAX_EXACT_BITS)
+
+
 def exact(node: tuple) -> Fraction | None:
     """The exact rational value of a tree, or None (irrational, symbolic, or too big to compute)."""
     kind = node[0]
     if kind == "num":
-        return node[1]
+        return node[1] if _bits(node[1]) <= _MAX_EXACT_BITS else None
     if kind in ("add", "mul"):
         total = Fraction(0 if kind == "add" else 1)
+        fits = _fits_sum if kind == "add" else _fits_product
         for child in node[1]:
             v = exact(child)
-            if v is None:
+            if v is None or not fits(total, v):  # 240 factors of 300! stop at the third
                 return None
             total = total + v if kind == "add" else total * v
         return total
@@ -120,8 +140,7 @@ def _exact_pow(base: Fraction | None, exp: Fraction | None) -> Fraction | None:
         return None if n < 0 else Fraction(int(n == 0))
     if abs(base) == 1:
         return base ** (n % 2)
-    bits = max(base.numerator.bit_length(), base.denominator.bit_length())
-    return base ** n if bits * abs(n) <= _MAX_EXACT_BITS else None  # 9^9^9 stops here
+    return base ** n if _bits(base) * abs(n) <= _MAX_EXACT_BITS else None  # 9^9^9 stops here
 
 
 def _exact_root(v: Fraction, n: int) -> Fraction | None:

@@ -107,18 +107,40 @@ def _bare_answer(text: str) -> str | None:
 
 
 def _last_number(text: str) -> str | None:
+    # Read backwards, one piece at a time: the last piece that holds a number holds the last one.
+    # No number contains whitespace, so the left-to-right scan of a piece that starts and ends at
+    # whitespace (or the text's ends) finds the same numbers as the scan of the whole text; the work
+    # is then one piece's scan plus a C-speed search of the pieces after it, not a Python step per
+    # number of a 1 MB `0.0.0.…`. A stretch without whitespace longer than a piece is cut.
+    end = len(text)
+    while end > 0:
+        start = max(0, end - _PIECE)
+        if start and (space := _WHITESPACE.search(text, start, end)):
+            start = space.start()
+        if found := _last_number_in(text, start, end):
+            return found
+        end = start
+    return None
+
+
+_PIECE = 8192  # characters read at a time by `_last_number`
+_WHITESPACE = re.compile(r"\s")
+
+
+def _last_number_in(text: str, pos: int, end: int) -> str | None:
+    """The last number of text[pos:end] by one left-to-right scan (see `_NUMBER_START`), or None."""
     # One alternation regex retried the grouped form at every group of `1,234,567,...,12` (which
     # fails only at its end): quadratic. When the grouped form fails, it fails from every later group
     # of the same run too (same end, same next character), so it is not tried again inside the run.
-    last, pos, dead_until = None, 0, -1
-    while start := _NUMBER_START.search(text, pos):
+    last, dead_until = None, -1
+    while start := _NUMBER_START.search(text, pos, end):
         p = start.start()
-        found = _FRAC_NUMBER.match(text, p)
+        found = _FRAC_NUMBER.match(text, p, end)
         if found is None and p >= dead_until:
-            found = _GROUPED_NUMBER.match(text, p)
-            if found is None and (groups := _DIGIT_GROUPS.match(text, p)):
+            found = _GROUPED_NUMBER.match(text, p, end)
+            if found is None and (groups := _DIGIT_GROUPS.match(text, p, end)):
                 dead_until = groups.end()
-        found = found or _PLAIN_NUMBER.match(text, p)
+        found = found or _PLAIN_NUMBER.match(text, p, end)
         if found is None:
             pos = p + 1
             continue

@@ -6,7 +6,9 @@ r"""Grading MATH answers: find the final answer in a response and decide whether
     clear_caches()              empty the LRU caches (for cold-cache benchmarks)
 
 All three are pure: deterministic, thread-safe (no `signal`, no state beyond LRU caches; see
-`clear_caches`), they never raise, and they return within milliseconds on any input.
+`clear_caches`), they never raise, and each call returns within 0.1 s on any input, on one core:
+well under a millisecond on ordinary responses, tens of milliseconds on the worst inputs we know (a
+hostile 2^20-character response, two sets of 64 expressions). See Safety below for the bounds.
 
 Extraction: the first rule that finds something wins.
 
@@ -19,7 +21,12 @@ Extraction: the first rule that finds something wins.
    its sentence, with trailing words dropped (`5 apples.` gives `5`).
 4. The whole text, when it is one short line with no words in it (`\frac{1}{2}`, `x = 5`).
 5. The last number in the text (`-3`, `1,234`, `0.5`, `3/4`, `\frac{3}{4}`). Yes, this rewards a
-   response that merely ends on the right number; GSM8K-style graders do the same.
+   response that merely ends on the right number; GSM8K-style graders do the same. No number holds
+   whitespace, so the text is read backwards in pieces of about 8,192 characters cut at whitespace;
+   a stretch of more than that without whitespace is cut too (so `0.0.0.…` stays fast).
+
+Only the last `MAX_READ` (65,536) characters of a response are read: a box, or anything else, before
+them is not seen. The MATH envs' actions hold at most 2^20 characters.
 
 Equivalence rules for `answers_match`:
 
@@ -57,9 +64,13 @@ Known gaps (answered False): an inequality against an interval (`x > 2` vs `(2,\
 vector against a tuple, `x = 1, y = 2` against `(1,2)`, a decimal against a trigonometric value
 (`0.5` vs `\cos\frac{\pi}{3}`), degrees inside functions (`\sin 45^\circ`), double factorials.
 
-Safety: answers over 1,000 characters or nested over 30 brackets deep are compared as text only;
-exact powers stop at 4,096 bits and factorials at 300!, so `9^9^9^9` and `10^{100000}` fall back to
-text; float overflow makes an expression non-numeric instead of raising. No `simplify`, no sympy, no
+Safety: responses are read from their last 65,536 characters; answers over 1,000 characters or
+nested over 30 brackets deep are compared as text only; no exact value (a sum, product, power, root,
+factorial, binomial: every intermediate) may pass 4,096 bits, which is checked from the operands'
+sizes before it is computed, and factorials stop at 300!, so `9^9^9^9`, `10^{100000}` and a product
+of 240 copies of `300!` fall back to numbers (which overflow) and then to text; float overflow makes
+an expression non-numeric instead of raising. A comparison computes each element's values once, so
+two sets of 64 elements cost 64 × 64 cheap comparisons. No `simplify`, no sympy, no
 math-verify: the numeric identity test replaces them and keeps every call bounded.
 
 The pieces, each a module of its own: `_math_extract` (finding the answer in a response),
@@ -73,11 +84,14 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from marft_envs.rewards._math_compare import equivalent
+from marft_envs.rewards._math_compare import compare
 from marft_envs.rewards._math_extract import final_answer
 from marft_envs.rewards._math_read import readings
 
 _MAX_CHARS = 1000  # longer answers are compared as text
+MAX_READ = 1 << 16
+"""Characters of a response that are read, counted from its end: the final answer is there, and
+every rule's work is then bounded whatever the response's length."""
 
 
 def extract_answer(text: str) -> str | None:
@@ -85,7 +99,7 @@ def extract_answer(text: str) -> str | None:
     try:
         if not isinstance(text, str):
             return None
-        return final_answer(text)
+        return final_answer(text[-MAX_READ:])
     except Exception:  # a reward function must never crash a training run
         return None
 
@@ -123,4 +137,4 @@ def _match_cached(pred: str, gold: str) -> bool:
     preds, golds = readings(pred), readings(gold)
     if not preds[0].key or not golds[0].key:
         return False
-    return any(equivalent(p, g) for p in preds for g in golds)
+    return compare(preds, golds)

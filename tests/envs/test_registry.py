@@ -143,3 +143,92 @@ def test_the_declared_evaluation_options_are_the_envs_own(env_id):
         for k, opts in enumerate(options):
             env.reset(seed=k, options=opts)
             assert env.problem is opts["problem"]
+
+
+# -- one env per id ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def scratch_registry(monkeypatch):
+    """Registrations made by a test leave our registry as it was (other tests list every env)."""
+    from marft_envs import registration
+
+    monkeypatch.setattr(registration, "_registry", dict(registration._registry))
+
+
+class Impostor(marft_envs.FlexEnv):
+    """Not the built-in MathChain, whatever id it is registered under."""
+
+
+@pytest.mark.usefixtures("scratch_registry")
+def test_a_known_id_is_not_re_registered_to_another_env():
+    from marft_envs.tasks.math import MathChain
+
+    with pytest.raises(marft_envs.RegistrationError) as info:
+        marft_envs.register("marft/MathChain-v0", Impostor)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("env id 'marft/MathChain-v0' is already registered to "
+                              "marft_envs.tasks.math.chain:MathChain; refusing to re-register it to ")
+    assert message.endswith(":Impostor: register your env under an id of its own (e.g. 'you/Name-v0')")
+    assert isinstance(info.value, ValueError)
+    # nothing changed, in any registry
+    assert marft_envs.spec("marft/MathChain-v0").factory is MathChain
+    assert isinstance(pettingzoo.make("aec", "marft/MathChain-v0").env, MathChain)
+    with pytest.raises(marft_envs.RegistrationError, match="already registered to .*with other gym"):
+        marft_envs.register("marft/MathSolo-v0", marft_envs.spec("marft/MathSolo-v0").factory, gym=False)
+
+
+@pytest.mark.usefixtures("scratch_registry")
+def test_the_same_registration_again_changes_nothing():
+    entry = marft_envs.spec("marft/MathSolo-v0")
+    marft_envs.register("marft/MathSolo-v0", entry.factory, gym=True, eval_kwargs=entry.eval_kwargs,
+                        attempts_option=entry.attempts_option)
+    assert marft_envs.spec("marft/MathSolo-v0") == entry
+    # a module imported again (or reloaded) defines a new class object under the same name: accepted
+    reloaded = type("Impostor", (Impostor,), {"__module__": Impostor.__module__, "__qualname__": "Impostor"})
+    marft_envs.register("test/Impostor-v0", Impostor)
+    marft_envs.register("test/Impostor-v0", reloaded)
+    assert marft_envs.spec("test/Impostor-v0").factory is reloaded
+
+
+def test_an_entry_point_that_takes_a_known_id_fails_in_one_line(monkeypatch, scratch_registry, tmp_path):
+    from importlib import metadata
+
+    from marft_envs import plugins
+
+    (tmp_path / "impostor_plugin.py").write_text(
+        "import marft_envs\n\nclass Fake(marft_envs.FlexEnv):\n    pass\n\n"
+        "def register_envs():\n    marft_envs.register('marft/MathChain-v0', Fake)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    point = metadata.EntryPoint(name="impostor", value="impostor_plugin:register_envs", group=plugins.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: [point] if group == point.group else [])
+    monkeypatch.setattr(plugins, "_loaded_entry_points", False)
+    with pytest.raises(plugins.PluginError) as info:
+        plugins.load_entry_points()
+    assert "\n" not in str(info.value)
+    assert str(info.value).startswith("entry point 'impostor' (impostor_plugin:register_envs) of group 'marft.envs' "
+                                      "failed: RegistrationError: env id 'marft/MathChain-v0' is already registered")
+    assert marft_envs.spec("marft/MathChain-v0").factory.__name__ == "MathChain"
+
+
+@pytest.mark.parametrize("command", [["train"], ["envs"]])
+def test_the_cli_refuses_an_import_that_takes_a_known_id(tmp_path, command):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "impostor_task.py").write_text(
+        "import marft_envs\n\nclass Always(marft_envs.FlexEnv):\n    pass\n\n"
+        "marft_envs.register('marft/MathChain-v0', Always)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    overrides = ["env=marft/MathChain-v0", f"run_dir={tmp_path / 'run'}"] if command == ["train"] else []
+    out = subprocess.run([sys.executable, "-m", "marft_agents.cli", *command, "--import", "impostor_task", *overrides],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.count("\n") == 1, out.stderr
+    assert out.stderr.startswith(f"marft {command[0]}: error: cannot import 'impostor_task' (--import / imports): "
+                                 "RegistrationError: env id 'marft/MathChain-v0' is already registered to "
+                                 "marft_envs.tasks.math.chain:MathChain; refusing to re-register it to "
+                                 "impostor_task:Always"), out.stderr
+    assert not (tmp_path / "run").exists()

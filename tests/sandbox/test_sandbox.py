@@ -2,9 +2,11 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -207,15 +209,37 @@ print(json.dumps(out))
 """
 
 
+@pytest.fixture
+def world_readable_package():
+    """A copy of ``marft_envs`` that any user can read, whatever the checkout's permissions.
+
+    A checkout in a 0700 home or a ``mktemp -d`` folder cannot be read by the unprivileged user, and
+    its import then fails with ModuleNotFoundError (not "Permission denied"): the child runs from a
+    copy in a fresh folder under the system temp dir, opened to everyone (whatever the umask).
+    """
+    folder = Path(tempfile.mkdtemp(prefix="marft-unprivileged-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    try:
+        closed = [str(p) for p in folder.parents if not p.stat().st_mode & 0o001]
+        if closed:  # an unreachable copy fails the same way as the checkout: say so instead
+            pytest.skip(f"no temp dir that other users can enter: {closed} lack o+x")
+        shutil.copytree(REPO / "marft_envs", folder / "marft_envs", ignore=shutil.ignore_patterns("__pycache__"))
+        for path in [folder, *folder.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
                     reason="needs root (to start an unprivileged host) and a system /usr/bin/python3")
-def test_an_unprivileged_user_gets_user_namespaces_or_a_clear_refusal(tmp_path):
+def test_an_unprivileged_user_gets_user_namespaces_or_a_clear_refusal(world_readable_package):
     # The same code run by an ordinary user: it must pick the userns tier where the kernel allows
     # unprivileged user namespaces, and otherwise fall back to 'none' (and refuse untrusted code).
-    proc = subprocess.run(["/usr/bin/python3", "-I", "-c", UNPRIVILEGED_HOST, str(REPO)], capture_output=True,
-                          text=True, timeout=120, user=65534, group=65534, extra_groups=[], cwd="/")
-    if proc.returncode != 0 and "Permission denied" in proc.stderr:
-        pytest.skip(f"the repository is not readable by an unprivileged user: {proc.stderr[-300:]}")
+    proc = subprocess.run(["/usr/bin/python3", "-I", "-c", UNPRIVILEGED_HOST, str(world_readable_package)],
+                          capture_output=True, text=True, timeout=120, user=65534, group=65534, extra_groups=[],
+                          cwd="/")
+    if proc.returncode != 0 and "Permission denied" in proc.stderr:  # e.g. a temp dir others cannot enter
+        pytest.skip(f"a world-readable copy of the package is not readable by an unprivileged user: {proc.stderr[-300:]}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["tier"] in ("userns", "none"), out

@@ -15,7 +15,10 @@ Version history:
     v0, fixes kept under the same id (the same observations and rewards on ordinary input): text
         crossing the env is valid UTF-8 (lone surrogates become U+FFFD); the grader reads sympy's
         ``\\left[\\begin{matrix}...\\end{matrix}\\right]`` (and ``\\left(...\\right)``) matrices as bmatrix
-        (pmatrix), and its extraction is linear in the answer's length.
+        (pmatrix), and its extraction is linear in the answer's length. Every step keeps the grader's
+        time promise (0.1 s a call, ``marft_envs.rewards.math``): a response is read from its last
+        65,536 characters and no exact value passes 4,096 bits; an action longer than the action
+        space's 2^20 characters is refused (``EnvUsageError``), as is every misuse.
     v0, additions under the same id (default behaviour unchanged): ``profile="general-v0"`` selects
         role prompts written for general instruct models (the answer format stated plainly, one
         worked example); see ``marft_envs/tasks/math/profiles/``. ``problems="synthetic:0"``: level 1's
