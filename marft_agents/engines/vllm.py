@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import importlib
 import importlib.util
+import logging
 import os
 import random
 import shutil
@@ -79,6 +80,20 @@ def configure_environment(cache_dir: Path, kv_cache_gb: float, threads: int) -> 
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    # vLLM's own logging config prints to stdout, into marft's results table: off, and its records
+    # go to a log file in the engine's folder instead (route_logs)
+    os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+
+
+def route_logs(log_file: Path) -> None:
+    """vLLM's log records (warnings included) to ``log_file``, never to stdout or stderr."""
+    logger = logging.getLogger("vllm")
+    if not any(getattr(h, "baseFilename", None) == str(log_file) for h in logger.handlers):
+        handler = logging.FileHandler(log_file)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"))
+    logger.propagate = False
 
 
 class VLLMEngine(Engine):
@@ -98,6 +113,7 @@ class VLLMEngine(Engine):
         self.work_dir = Path(tempfile.mkdtemp(prefix="marft-vllm-")) if work_dir is None else Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
         configure_environment(self.work_dir / "vllm-cache", kv_cache_gb, threads)
+        route_logs(self.work_dir / "vllm.log")  # before the import: its first warnings come with it
         from vllm import LLM
 
         rank = max(policy.base.peft_config[a].r for a in policy.adapters)
