@@ -27,10 +27,13 @@ def without_times(rows):
 
 
 @pytest.mark.timeout(600)  # an engine start (~25 s) plus two updates on 2 shared cores
-def test_the_documented_vllm_command_trains(tmp_path):
+def test_the_documented_vllm_command_trains(tmp_path, capfd):
     run = tmp_path / "run"
     assert cli(["train", "generation.engine=vllm", "updates=2", "episodes_per_update=4", "eval_episodes=4",
                 f"run_dir={run}", "--no-progress"]) == 0
+    out = capfd.readouterr().out
+    assert "WARNING" not in out and " INFO " not in out, out  # vLLM's records go to its log file, not stdout
+    assert (run / "engine" / "vllm.log").exists()
     rows = metrics(run)
     assert [r["update"] for r in rows] == [0, 1] and all(r["time/sync_s"] > 0 for r in rows)
     assert json.loads((run / "config.json").read_text())["generation"]["engine"] == "vllm"
