@@ -40,6 +40,10 @@ PROTOCOLS = ("single_pass", "attempts_with_feedback", "as_configured")
 ``as_configured``: the env has no attempts option and runs its episodes as ``env_kwargs`` say."""
 
 
+HEADLINE_METRICS = ("accuracy", "mean_return")
+"""What an env may declare as its headline (``FlexEnv.headline_metric``)."""
+
+
 @dataclass(frozen=True)
 class EvalPlan:
     """How one evaluation builds its envs, read from the env's registry entry."""
@@ -52,6 +56,8 @@ class EvalPlan:
     """One of :data:`PROTOCOLS`."""
     attempts: int | None
     """Attempts per episode, or None when the protocol is ``as_configured``."""
+    headline_metric: str = "accuracy"
+    """What the run reports first: the env class's ``headline_metric`` ("accuracy" or "mean_return")."""
 
 
 def eval_plan(env_id: str, env_kwargs: dict, rounds: int = 1) -> EvalPlan:
@@ -60,14 +66,17 @@ def eval_plan(env_id: str, env_kwargs: dict, rounds: int = 1) -> EvalPlan:
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be an integer of at least 1, got {rounds!r}")
     kwargs = {**env_kwargs, **(entry.eval_kwargs or {})}
+    metric = getattr(entry.factory, "headline_metric", "accuracy")
+    if metric not in HEADLINE_METRICS:
+        raise ValueError(f"{env_id}: headline_metric must be one of {list(HEADLINE_METRICS)}, got {metric!r}")
     if entry.attempts_option is None:
         if rounds > 1:
             raise ValueError(f"{env_id} has no attempts-with-feedback option: evaluate it with rounds=1")
-        return EvalPlan(kwargs, entry.eval_kwargs is not None, "as_configured", None)
+        return EvalPlan(kwargs, entry.eval_kwargs is not None, "as_configured", None, metric)
     kwargs.pop("max_cycles", None)  # PettingZoo's name for the same limit would override the attempts
     kwargs[entry.attempts_option] = rounds
     protocol = "single_pass" if rounds == 1 else "attempts_with_feedback"
-    return EvalPlan(kwargs, entry.eval_kwargs is not None, protocol, rounds)
+    return EvalPlan(kwargs, entry.eval_kwargs is not None, protocol, rounds, metric)
 
 
 def evaluate(
@@ -107,7 +116,8 @@ def episode_options(plan: EvalPlan, env: Any, n: int) -> list[dict | None]:
 
 def eval_result(episodes: list[Episode], plan: EvalPlan, samples: int = 0) -> dict:
     """:func:`evaluate`'s result for the finished evaluation ``episodes`` (in index order) under ``plan``."""
-    out = {**summarize(episodes), "heldout": plan.heldout, "protocol": plan.protocol, "attempts": plan.attempts}
+    out = {**summarize(episodes), "heldout": plan.heldout, "protocol": plan.protocol, "attempts": plan.attempts,
+           "headline_metric": plan.headline_metric}
     if samples:  # whole transcripts of the first episodes, for the run folder
         out["samples"] = [transcript(e) for e in episodes[:samples]]
     return out

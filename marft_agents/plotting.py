@@ -50,8 +50,12 @@ def plot_run(run_dir: str | Path) -> Path:
             xs = [r["update"] for r in rows if k in r]
             ys = [r[k] for r in rows if k in r]
             label = k.split("/")[-2] if key.startswith("/") else "training"
+            window = min(SMOOTH, len(ys))
+            if window < 2:  # one point: nothing to smooth
+                ax.plot(xs, ys, "o", ms=4, label=label)
+                continue
             line, = ax.plot(xs, ys, lw=0.8, alpha=0.35)
-            ax.plot(xs, trailing_mean(ys, SMOOTH), lw=1.6, c=line.get_color(), label=f"{label} ({SMOOTH}-update mean)")
+            ax.plot(xs, trailing_mean(ys, window), lw=1.6, c=line.get_color(), label=f"{label} ({window}-update mean)")
         reported = not summary or summary["eval_before"].get("success_reported", True)
         if key == "train/solved" and summary and reported:
             # held-out greedy accuracy: before (update 0), every eval_every updates, after (the last update)

@@ -29,6 +29,8 @@ def headline(result: dict) -> tuple[str, str]:
              else f"{n} episodes of the env as configured, seeds disjoint from training")
     if not result.get("success_reported", True):
         return "mean_return", f"mean return (greedy; {where}; the env reports no success)"
+    if result.get("headline_metric") == "mean_return":  # partial credit: the env says which number to read
+        return "mean_return", f"mean return (greedy; {where}; partial credit)"
     if result.get("protocol", "single_pass") == "attempts_with_feedback":
         return "accuracy", f"solved within {result['attempts']} attempts with feedback (greedy; {where})"
     single = ", single pass" if result.get("protocol", "single_pass") == "single_pass" else ""
@@ -53,8 +55,9 @@ def summary_table(summary: dict) -> str:
         if "own_accuracy" in r:
             rows.append((f"{agent} own accuracy", r["own_accuracy"], later.get("own_accuracy", float("nan")), pct))
         for k in ("answer_accuracy_when_right", "answer_accuracy_when_wrong"):
-            if r.get(k) is not None:
-                row_label = f"answer accuracy when {agent} is {k.rsplit('_', 1)[1]}"
+            if r.get(k) is not None:  # right/wrong: the agent's own first-round own_correct, > 0 or 0
+                side = "right (own_correct > 0)" if k.endswith("right") else "wrong (own_correct = 0)"
+                row_label = f"answer accuracy when {agent} is {side}"
                 rows.append((row_label, r[k], float("nan") if later.get(k) is None else later[k], pct))
         if "mean_response_tokens" in r:  # absent from evaluations written before it was added
             rows.append((f"{agent} response length (tokens)", r["mean_response_tokens"],

@@ -366,6 +366,8 @@ class FlexEnv:
 
     # -- branching (tree sampling) --------------------------------------------------------------
 
+    headline_metric: str = "accuracy"
+    """What ``marft train`` reports first: "accuracy" (episodes solved) or "mean_return" (partial credit)."""
     branchable: bool = True
     """Whether :meth:`branch` can copy this env; a task whose state cannot be copied sets False."""
     branch_shared: tuple[str, ...] = ("_observation_spaces", "_action_spaces")

@@ -202,3 +202,15 @@ def test_evaluate_says_which_protocol_it_used(env_id, env_kwargs, rounds, expect
 def test_max_cycles_does_not_override_the_evaluated_attempts():
     plan = eval_plan("marft/MathChain-v0", {"max_cycles": 3}, rounds=1)
     assert "max_cycles" not in plan.env_kwargs and plan.env_kwargs["rounds"] == 1 and plan.protocol == "single_pass"
+
+
+def test_a_task_that_declares_mean_return_gets_it_as_its_headline():
+    from marft_agents.evaluation import EvalPlan, eval_result
+    from marft_agents.report import headline
+
+    plan = EvalPlan({}, True, "single_pass", 1, "mean_return")
+    result = eval_result([], plan)
+    assert result["headline_metric"] == "mean_return"
+    key, label = headline({**result, "success_reported": True})
+    assert key == "mean_return" and "partial credit" in label
+    assert headline({**result, "headline_metric": "accuracy", "success_reported": True})[0] == "accuracy"
