@@ -91,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ArithmeticError, WorkerError, OSError) as err:  # a non-finite loss, failing workers, a full disk:
         print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)  # the last checkpoint is intact
         return 1
-    except KeyboardInterrupt:  # Ctrl-C before a run's own handlers are in place (imports, loading)
-        print(f"marft {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:  # Ctrl-C; for train, SIGINT/SIGTERM before a run started (imports, loading)
+        print(f"marft {args.command}: {_message(err) if str(err) else 'interrupted'}", file=sys.stderr)
+        return getattr(err, "exit_code", 130)
 
 
 def _message(err: Exception) -> str:
@@ -130,6 +130,13 @@ def _quiet_loading() -> None:
 
 
 def cmd_train(args) -> int:
+    from marft_agents.interrupts import StopOnSignal
+
+    with StopOnSignal():  # a signal while loading: one line and 130/143 too (train() installs its own)
+        return _cmd_train(args)
+
+
+def _cmd_train(args) -> int:
     from marft_agents import config as cfg
 
     if args.help_config:

@@ -151,7 +151,7 @@ def write_error(path: Path, err: BaseException) -> RunWriteError:
     """One line for a failed write of ``path``: the full disk named, or the system's reason."""
     cause = os_error_in(err)
     if cause is not None and cause.errno in FULL_DISK:
-        reason = f"the disk holding {path.parent} is full ({free_space(path.parent)} free)"
+        reason = f"the disk holding {path.parent} is full ({cause.strerror}; {free_space(path.parent)} free now)"
     elif cause is not None:
         reason = cause.strerror or str(cause)
     else:
