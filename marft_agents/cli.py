@@ -150,10 +150,9 @@ def _cmd_train(args) -> int:
     config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo, imports=args.imports)
     _check_env(config.env)
     _quiet_loading()
-    from marft_agents.trainer import train
-
     from marft_agents.interrupts import RunInterrupted
     from marft_agents.run_files import FULL_DISK, RunWriteError
+    from marft_agents.trainer import train
 
     try:
         train(config, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
@@ -172,7 +171,7 @@ def next_step(argv: list[str], run_dir: str) -> str:
     from marft_agents import run_folder
 
     # argv as typed, less the mode flags (argparse takes any unambiguous prefix of them)
-    rest = [a for a in argv[1:] if not (len(a) > 3 and ("--resume".startswith(a) or "--overwrite".startswith(a)))]
+    rest = [a for a in argv[argv.index("train") + 1:] if not (len(a) > 3 and ("--resume".startswith(a) or "--overwrite".startswith(a)))]
     if ckpt.latest_checkpoint(Path(run_dir) / "checkpoints") is not None:
         return f"continue with: {shlex.join(['marft', 'train', '--resume', *rest])}"
     mode = ["--overwrite"] if run_folder.holds_run(Path(run_dir)) else []

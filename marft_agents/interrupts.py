@@ -53,6 +53,11 @@ class StopOnSignal:
                 self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
+    def take_back(self) -> None:
+        """Put this run's handlers back after a library replaced them (``ray.init`` sets its own for SIGTERM)."""
+        for signum in self._previous:
+            signal.signal(signum, self._handle)
+
     def __exit__(self, *exc) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)

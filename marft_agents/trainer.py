@@ -36,8 +36,8 @@ from marft_agents.config import (
 )
 from marft_agents.engines import Engine, make_engine
 from marft_agents.env_options import check_env_kwargs
-from marft_agents.interrupts import RunInterrupted, StopOnSignal
 from marft_agents.evaluation import evaluate, summarize
+from marft_agents.interrupts import RunInterrupted, StopOnSignal
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine, check_on_policy
 from marft_agents.run_lock import RunLock
@@ -192,6 +192,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         if (run_dir / "metrics.jsonl").exists():
             run_folder.read_metrics(run_dir / "metrics.jsonl", before=start)  # a bad line is named now
     pool = _start_workers(config, policy, algo, start) if config.distributed.workers else None
+    stop.take_back()  # ray.init replaces the SIGTERM handler with its own exit
 
     # -- every check passed: from here on the run writes into run_dir ---------------------------------
     try:
@@ -214,6 +215,8 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
     n_envs = 1 if pool else min(config.episodes_per_update, 128)  # workers have their own envs
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     # closed at the end of the run; a run that fails midway leaves it to the engine's finalizer
+    if config.generation.engine == "vllm":  # vllm writes its adapters and cache there: not through a link
+        run_files.ensure_folder(run_dir, "engine")
     generator = pool if pool else build_engine(config, policy, run_dir / "engine")
     if not pool and config.distributed.episode_seeds:  # the workers' sampling, in this process
         generator = EpisodeSeededEngine(policy)
@@ -299,6 +302,8 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
             raise RunInterrupted(stop.requested, f"stopped by {stop.name} after update {update + 1}")
     stop.deferring = False  # the evaluation after training: a signal stops at once (the last checkpoint is written)
     log.close()
+    if stop.requested is not None:  # it came after the last update's own check
+        raise RunInterrupted(stop.requested, f"stopped by {stop.name} after update {config.updates}")
 
     eval_after = _evaluate_all(evaluate_fn, policy, config, eval_args, run_dir, "eval_after")
     generator.close()

@@ -360,7 +360,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_continues(signum, code, tmp_path,
-                                                                               tiny_model_dir):
+                                                                               tiny_model_dir, capsys):
     run = tmp_path / "run"
     args = [a for a in base_args(tiny_model_dir, run) if not a.startswith(("updates=", "checkpoint_every="))]
     # far more updates than it will run, and no periodic checkpoint: the one it leaves is the signal's
@@ -374,6 +374,9 @@ def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_continues(
             assert proc.poll() is None, proc.communicate()[1]
             assert time.monotonic() < deadline, "no update within 240 s"
             time.sleep(0.2)
+        # issue 20: a second run into the folder (here --overwrite, from this process) is refused with the PID
+        assert cli(["train", "--overwrite", *argv[1:]]) == 2
+        assert f"is in use by another marft run (PID {proc.pid})" in capsys.readouterr().err
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=240)
     finally:

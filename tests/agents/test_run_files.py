@@ -168,3 +168,11 @@ def test_a_signal_outside_an_update_stops_at_once():
     with StopOnSignal(), pytest.raises(RunInterrupted, match="stopped by SIGTERM") as err:
         os.kill(os.getpid(), signal.SIGTERM)
     assert err.value.exit_code == 143
+
+
+def test_take_back_restores_the_handlers_a_library_replaced():
+    with StopOnSignal() as stop:
+        signal.signal(signal.SIGTERM, lambda *a: None)  # what ray.init does in the driver
+        stop.take_back()
+        with pytest.raises(RunInterrupted):
+            os.kill(os.getpid(), signal.SIGTERM)
