@@ -176,3 +176,11 @@ def test_take_back_restores_the_handlers_a_library_replaced():
         stop.take_back()
         with pytest.raises(RunInterrupted):
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_dangling_link_counts_as_a_run_file(run, outside):
+    from marft_agents import run_folder
+
+    assert not run_folder.holds_run(run)
+    (run / "metrics.jsonl").symlink_to(outside / "nothing-here")
+    assert run_folder.holds_run(run)  # exists() is False for it; lexists() is not
