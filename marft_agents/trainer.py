@@ -299,6 +299,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
                                  {"algo": algo.state_dict(), "rng": ckpt.rng_state(rng), "config": to_dict(config)})
         if stop.requested is not None:
             log.close()
+            getattr(bar, "close", lambda: None)()  # the one line that follows starts on a line of its own
             raise RunInterrupted(stop.requested, f"stopped by {stop.name} after update {update + 1}")
     stop.deferring = False  # the evaluation after training: a signal stops at once (the last checkpoint is written)
     log.close()

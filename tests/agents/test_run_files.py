@@ -184,3 +184,11 @@ def test_a_dangling_link_counts_as_a_run_file(run, outside):
     assert not run_folder.holds_run(run)
     (run / "metrics.jsonl").symlink_to(outside / "nothing-here")
     assert run_folder.holds_run(run)  # exists() is False for it; lexists() is not
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+def test_a_write_the_disk_refuses_names_the_disk():
+    # /dev/full answers every write with ENOSPC, as a full disk does
+    with pytest.raises(run_files.RunWriteError, match="cannot write /dev/full: the disk holding /dev is full") as err:
+        run_files.append_text("/dev", "full", "a metrics line\n")
+    assert err.value.errno == errno.ENOSPC
