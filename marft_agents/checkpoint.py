@@ -5,20 +5,23 @@ optimizer's state, the RNG states (Python, NumPy, torch) and the data position (
 It is written to a temporary file in the same folder and renamed into place (``os.replace`` is
 atomic), then ``latest`` is rewritten the same way — so a kill at any moment leaves the previous
 checkpoint loadable and ``latest`` never points at a partial file; the next save removes the
-temporary files such a kill leaves behind. Checkpoints hold tensors and plain data only and are
-read with ``torch.load(weights_only=True)``: a crafted file cannot run code when it is loaded.
+temporary files such a kill leaves behind. The writes go through ``run_files``: neither the
+checkpoint folder nor a file in it may be a symbolic link, and a failed write (a full disk) is one
+line naming the reason and the previous checkpoint, which stays intact (:class:`CheckpointWriteError`).
+Checkpoints hold tensors and plain data only and are read with ``torch.load(weights_only=True)``:
+a crafted file cannot run code when it is loaded.
 """
 
 from __future__ import annotations
 
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from marft_agents import run_files
 
 LATEST = "latest"
 
@@ -39,32 +42,44 @@ def set_rng_state(state: dict[str, Any], np_rng: np.random.Generator) -> None:
     np_rng.bit_generator.state = state["numpy"]
 
 
-def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+class CheckpointWriteError(run_files.RunWriteError):
+    """A checkpoint that could not be written (a full disk); the previous one is intact."""
 
 
 def save_checkpoint(folder: str | Path, update: int, state: dict[str, Any], keep: int = 2) -> Path:
-    """Write ``update_<n>.pt`` atomically, point ``latest`` at it, and keep only the newest ``keep``."""
+    """Write ``update_<n>.pt`` atomically, point ``latest`` at it, and keep only the newest ``keep``.
+
+    ``folder`` is created if missing; neither it nor a file in it may be a symbolic link. A failed
+    write raises :class:`CheckpointWriteError` naming the reason and the checkpoint still in place.
+    """
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    run_files.ensure_folder(folder.parent, folder.name)  # a link named like the folder is refused here
     remove_partial_files(folder)
     path = folder / f"update_{update:06d}.pt"
-    _atomic_write(path, lambda f: torch.save({"update": update, **state}, f))
-    _atomic_write(folder / LATEST, lambda f: f.write(path.name.encode()))
+    previous = latest_checkpoint(folder)
+    try:
+        run_files.write_file(folder.parent, Path(folder.name, path.name),
+                             lambda f: torch.save({"update": update, **state}, f))
+        run_files.write_text(folder.parent, Path(folder.name, LATEST), path.name)
+    except (OSError, RuntimeError) as err:
+        raise _write_failure(path, previous, err) from None
     # keep the newest ``keep`` up to this one; a later-numbered file is not of this run's history
     saved = sorted(folder.glob("update_*.pt"))
     for old in [p for p in saved if p.name > path.name] + [p for p in saved if p.name <= path.name][:-keep]:
         old.unlink(missing_ok=True)
     return path
+
+
+def _write_failure(path: Path, previous: Path | None, err: Exception) -> Exception:
+    """The one-line error for a checkpoint write that failed, or ``err`` itself when it is no write failure."""
+    # torch reports a failed write of its zip container as a RuntimeError ("[enforce fail at
+    # inline_container.cc:...]") whose context is the OSError (ENOSPC for a full disk)
+    if isinstance(err, RuntimeError) and run_files.os_error_in(err) is None and "inline_container" not in str(err):
+        return err
+    failure = err if isinstance(err, run_files.RunWriteError) else run_files.write_error(path, err)
+    kept = f"the previous checkpoint {previous} is intact" if previous else "no earlier checkpoint was written"
+    message = str(failure).replace("cannot write ", "cannot write checkpoint ", 1)
+    return CheckpointWriteError(f"{message}; {kept}", failure.errno)
 
 
 def remove_partial_files(folder: str | Path) -> list[Path]:

@@ -8,14 +8,18 @@
     marft show RUN_DIR [--which eval_before]     print the evaluation transcripts
     marft models list | fetch NAME               named real models (marft_agents.models.named)
 
-Errors a user can fix (a missing model, an unknown env id, a misspelt config key) print one line
-and exit with status 2.
+Errors a user can fix (a missing model, an unknown env id, a misspelt config key, a run folder in
+use or holding a symbolic link) print one line and exit with status 2; a run that fails midway (a
+non-finite loss, failing workers, a full disk) prints one line and exits with 1. SIGINT and SIGTERM
+stop ``marft train`` after the current update with one line naming the checkpoint and the exact
+``--resume`` command, and exit 130 and 143, as a shell reports them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -70,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the evaluation before or after training (default: after)")
     p.add_argument("-n", type=int, default=None, help="at most this many episodes")
 
+    argv = list(sys.argv[1:] if argv is None else argv)
     args, rest = parser.parse_known_args(argv)
+    args.argv = argv
     if args.command in ("pretrain", "models"):
         args.args = rest
     elif args.command in ("train", "eval") and rest and all("=" in r and not r.startswith("-") for r in rest):
@@ -82,9 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, KeyError, ValueError) as err:
         print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)
         return 2
-    except (ArithmeticError, WorkerError) as err:  # a non-finite loss or failing workers: the last checkpoint is intact
-        print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)
+    except (ArithmeticError, WorkerError, OSError) as err:  # a non-finite loss, failing workers, a full disk:
+        print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)  # the last checkpoint is intact
         return 1
+    except KeyboardInterrupt as err:  # Ctrl-C; for train, SIGINT/SIGTERM before a run started (imports, loading)
+        print(f"marft {args.command}: {_message(err) if str(err) else 'interrupted'}", file=sys.stderr)
+        return getattr(err, "exit_code", 130)
 
 
 def _message(err: Exception) -> str:
@@ -121,6 +130,13 @@ def _quiet_loading() -> None:
 
 
 def cmd_train(args) -> int:
+    from marft_agents.interrupts import StopOnSignal
+
+    with StopOnSignal():  # a signal while loading: one line and 130/143 too (train() installs its own)
+        return _cmd_train(args)
+
+
+def _cmd_train(args) -> int:
     from marft_agents import config as cfg
 
     if args.help_config:
@@ -134,10 +150,32 @@ def cmd_train(args) -> int:
     config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo, imports=args.imports)
     _check_env(config.env)
     _quiet_loading()
+    from marft_agents.interrupts import RunInterrupted
+    from marft_agents.run_files import FULL_DISK, RunWriteError
     from marft_agents.trainer import train
 
-    train(config, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
+    try:
+        train(config, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
+    except (RunInterrupted, RunWriteError) as err:  # a checkpoint may be there to continue from: say how
+        failed = isinstance(err, RunWriteError)
+        fix = ("free some space, then " if err.errno in FULL_DISK else "fix that, then ") if failed else ""
+        print(f"marft train: {'error: ' if failed else ''}{_message(err)}; {fix}{next_step(args.argv, config.run_dir)}",
+              file=sys.stderr)
+        return 1 if failed else err.exit_code
     return 0
+
+
+def next_step(argv: list[str], run_dir: str) -> str:
+    """The command that continues a stopped run (``--resume``), or starts it again where none can."""
+    from marft_agents import checkpoint as ckpt
+    from marft_agents import run_folder
+
+    # argv as typed, less the mode flags (argparse takes any unambiguous prefix of them)
+    rest = [a for a in argv[argv.index("train") + 1:] if not (len(a) > 3 and ("--resume".startswith(a) or "--overwrite".startswith(a)))]
+    if ckpt.latest_checkpoint(Path(run_dir) / "checkpoints") is not None:
+        return f"continue with: {shlex.join(['marft', 'train', '--resume', *rest])}"
+    mode = ["--overwrite"] if run_folder.holds_run(Path(run_dir)) else []
+    return f"start again with: {shlex.join(['marft', 'train', *mode, *rest])}"
 
 
 def cmd_eval(args) -> int:

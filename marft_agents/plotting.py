@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
+
+from marft_agents import run_files
 
 SMOOTH = 20
 """Updates in the trailing mean drawn over each noisy per-update curve."""
@@ -74,7 +77,7 @@ def plot_run(run_dir: str | Path) -> Path:
             ax.legend(fontsize=8)
     fig.suptitle(f"{run_dir.name}: {summary['env'] if summary else ''}", fontsize=11)
     fig.tight_layout()
-    out = run_dir / "curves.png"
-    fig.savefig(out, dpi=100)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=100)
     plt.close(fig)
-    return out
+    return run_files.write_file(run_dir, "curves.png", image.getvalue())  # atomic, and never through a link

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 from marft_envs.outcomes import REWARD_COMPONENTS
+from marft_agents import run_files
 from marft_agents.rollout import Episode
 
 SAMPLES = "samples"
@@ -106,12 +107,9 @@ def transcript(episode: Episode) -> dict:
 
 
 def write_samples(run_dir: Path, name: str, transcripts: list[dict]) -> Path:
-    """Write transcripts (see :func:`transcript`) to ``run_dir/samples/<name>.jsonl``."""
-    folder = run_dir / SAMPLES
-    folder.mkdir(exist_ok=True)
-    path = folder / f"{name}.jsonl"
-    path.write_text("".join(json.dumps(t) + "\n" for t in transcripts))
-    return path
+    """Write transcripts (see :func:`transcript`) to ``run_dir/samples/<name>.jsonl`` (see ``run_files``)."""
+    text = "".join(json.dumps(t) + "\n" for t in transcripts)
+    return run_files.write_text(run_dir, Path(SAMPLES, f"{name}.jsonl"), text)
 
 
 def show(run_dir: str | Path, which: str = "eval_after", n: int | None = None) -> str:

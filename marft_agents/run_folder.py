@@ -2,15 +2,21 @@
 
 ``marft train`` refuses a folder that already holds a run unless it is told what to do with it
 (``--resume`` continues it, ``--overwrite`` replaces it), and every check runs before the first
-file is written, so a refused command leaves the folder exactly as it was.
+file is written, so a refused command leaves the folder exactly as it was. A symbolic link where a
+run writes (a run file or folder, or an entry in a run folder's subfolders) is refused whatever
+the mode: a run never writes through one (``run_files``), and a dangling link counts as present.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
+
+from marft_agents import run_files
+from marft_agents.run_lock import LOCK
 
 RUN_FILES = ("config.json", "metrics.jsonl", "eval_before.json", "summary.json", "curves.png")
 """Files a run writes at the top of its folder."""
@@ -31,8 +37,22 @@ SAFE_ON_RESUME = ("updates", "eval_every", "checkpoint_every", "threads", "run_d
 
 
 def holds_run(run_dir: Path) -> bool:
-    """Whether ``run_dir`` has files of an earlier run."""
-    return any((run_dir / name).exists() for name in (*RUN_FILES, *RUN_DIRS))
+    """Whether ``run_dir`` has files of an earlier run (a link, even a dangling one, counts)."""
+    return any(os.path.lexists(run_dir / name) for name in (*RUN_FILES, *RUN_DIRS))
+
+
+def check_links(run_dir: Path) -> None:
+    """Refuse (:class:`run_files.LinkError`) a symbolic link where a run writes.
+
+    That is a run file or folder, the lock, or an entry of one of the run's subfolders.
+    """
+    for name in (*RUN_FILES, *RUN_DIRS, LOCK):
+        run_files.refuse_link(run_dir / name)
+    for name in RUN_DIRS:
+        if (run_dir / name).is_dir():
+            for entry in sorted(os.scandir(run_dir / name), key=lambda e: e.name):
+                if entry.is_symlink():
+                    run_files.refuse_link(Path(entry.path))
 
 
 def check_target(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
@@ -41,6 +61,8 @@ def check_target(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
         raise ValueError("pass --resume (continue the run) or --overwrite (replace it), not both")
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"run_dir {run_dir} is a file, not a folder: pick another run_dir")
+    if run_dir.is_dir():
+        check_links(run_dir)
     if resume:
         if not (run_dir / "config.json").is_file():
             raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'} (no run in {run_dir}); "
@@ -58,7 +80,7 @@ def clear(run_dir: Path) -> None:
     for name in RUN_FILES:
         (run_dir / name).unlink(missing_ok=True)
     for name in RUN_DIRS:
-        if (run_dir / name).is_dir():
+        if (run_dir / name).is_dir() and not (run_dir / name).is_symlink():  # a link's target is not the run's
             shutil.rmtree(run_dir / name)
 
 

@@ -3,16 +3,19 @@
 A run folder holds ``config.json``, ``metrics.jsonl`` (one line per update), TensorBoard events in
 ``tb/``, checkpoints in ``checkpoints/``, ``eval_before.json``, ``summary.json`` and ``curves.png``.
 ``resume=True`` continues from the latest checkpoint and ends with the same metrics as a run that
-was never interrupted (same RNG states, same data position).
+was never interrupted (same RNG states, same data position). Every file goes through ``run_files``
+(atomic, inside the folder, no symbolic link followed); the run holds the folder's lock
+(``run_lock``) from its first write to its end; SIGINT and SIGTERM stop it after the current update
+with a checkpoint to resume from (``interrupts``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,7 @@ import torch
 
 import marft_envs
 from marft_agents import checkpoint as ckpt
-from marft_agents import report, reward_signal, run_folder
+from marft_agents import report, reward_signal, run_files, run_folder
 from marft_agents.algorithms import build_learner
 from marft_agents.batch_collection import BatchCollector
 from marft_agents.batch_collection import check as check_signal_options
@@ -36,10 +39,13 @@ from marft_agents.engines import Engine, make_engine
 from marft_agents.env_options import check_env_kwargs
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.cpu import resolve_dtype
+from marft_agents.init_from import load_init_adapters
+from marft_agents.interrupts import RunInterrupted, StopOnSignal
+from marft_agents.metrics_log import MetricsLog, Timings
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine, check_on_policy
+from marft_agents.run_lock import RunLock
 from marft_agents.distributed.sampling import EpisodeSeededEngine
-from marft_agents.init_from import load_init_adapters
 from marft_agents.tis import recompute_behaviour
 from marft_envs.plugins import resolve as resolve_env
 
@@ -47,53 +53,6 @@ SAMPLE_EPISODES = 3
 """Evaluation episodes whose whole transcripts each evaluation writes to ``samples/``."""
 ZERO_REWARD_UPDATES = 10
 """Warn when every reward of this many first updates (or of a shorter run) was exactly 0."""
-
-
-@dataclass
-class Timings:
-    """Seconds spent in each part of one update."""
-
-    generation: float = 0.0
-    """Batched generate calls."""
-    prompts: float = 0.0
-    """Observations rendered through the chat template and tokenised."""
-    env: float = 0.0
-    """Env steps, rewards included."""
-    training: float = 0.0
-    """The algorithm's update, critic features included."""
-    sync: float = 0.0
-    """Handing the updated adapter weights to the generation engine."""
-
-
-class MetricsLog:
-    """``metrics.jsonl`` plus TensorBoard; on resume, drops lines past the checkpoint."""
-
-    def __init__(self, run_dir: Path, resume_from: int | None):
-        self.path = run_dir / "metrics.jsonl"
-        if resume_from is not None and self.path.exists():
-            kept = run_folder.read_metrics(self.path, before=resume_from)
-            self.path.write_text("".join(line + "\n" for line in kept))
-        elif resume_from is None:
-            self.path.write_text("")
-        self.tb = None
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=resume_from)
-        except ImportError:  # tensorboard is optional; the JSONL log is the record
-            pass
-
-    def write(self, update: int, metrics: dict[str, float]) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps({"update": update, **metrics}) + "\n")
-        if self.tb is not None:
-            for k, v in metrics.items():
-                if isinstance(v, (int, float)):
-                    self.tb.add_scalar(k, v, update)
-
-    def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
 
 
 def seed_everything(seed: int) -> np.random.Generator:
@@ -129,8 +88,21 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
 
     Every check (config values, the run folder, env options, model, learner, checkpoint) runs before
     the first file is written: a refused run leaves ``run_dir`` as it was. ``overwrite`` replaces an
-    earlier run in ``run_dir``; without it (or ``resume``) a folder holding a run is refused.
+    earlier run in ``run_dir``; without it (or ``resume``) a folder holding a run is refused. SIGINT
+    or SIGTERM raises :class:`RunInterrupted` naming the checkpoint to resume from.
     """
+    with StopOnSignal() as stop, contextlib.ExitStack() as held:  # held: the folder's lock, until the end
+        try:
+            return _train(config, stop, held, resume=resume, overwrite=overwrite, progress=progress, quiet=quiet)
+        except RunInterrupted as err:
+            latest = ckpt.latest_checkpoint(Path(config.run_dir) / "checkpoints")
+            where = (f"resume from the checkpoint {latest}" if latest is not None
+                     else "no checkpoint was written yet")
+            raise RunInterrupted(err.signum, f"{err}; {where}", checkpoint=latest) from None
+
+
+def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, *, resume: bool, overwrite: bool,
+           progress: bool, quiet: bool) -> dict[str, Any]:
     validate(config)
     if config.generation.engine == "vllm":
         from marft_agents.engines.vllm import check_available
@@ -180,20 +152,31 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         if (run_dir / "metrics.jsonl").exists():
             run_folder.read_metrics(run_dir / "metrics.jsonl", before=start)  # a bad line is named now
     pool = _start_workers(config, policy, algo, start) if config.distributed.workers else None
+    stop.take_back()  # ray.init replaces the SIGTERM handler with its own exit
 
     # -- every check passed: from here on the run writes into run_dir ---------------------------------
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
+        held.enter_context(RunLock(run_dir))
+        # again, now that no other run can write here: one may have started or ended while this one loaded
+        run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
+        if resume and ckpt.latest_checkpoint(run_dir / "checkpoints") != latest:
+            raise ValueError(f"--resume: {run_dir / 'checkpoints' / ckpt.LATEST} changed while this run was loading "
+                             "(another run wrote into the folder): run the command again")
         if overwrite:
             run_folder.clear(run_dir)
         if latest is not None:
             ckpt.remove_partial_files(latest.parent)  # what a kill during a checkpoint write left
-        (run_dir / "config.json").write_text(json.dumps(to_dict(config), indent=2))
+        run_files.write_text(run_dir, "config.json", json.dumps(to_dict(config), indent=2))
+    except run_files.RunWriteError:
+        raise  # already one line naming the file (and a full disk)
     except OSError as err:
         raise ConfigError(f"cannot write run_dir {run_dir}: {err.strerror or err}") from None
     n_envs = 1 if pool else min(config.episodes_per_update, 128)  # workers have their own envs
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     # closed at the end of the run; a run that fails midway leaves it to the engine's finalizer
+    if config.generation.engine == "vllm":  # vllm writes its adapters and cache there: not through a link
+        run_files.ensure_folder(run_dir, "engine")
     generator = pool if pool else build_engine(config, policy, run_dir / "engine")
     if not pool and config.distributed.episode_seeds:  # the workers' sampling, in this process
         generator = EpisodeSeededEngine(policy)
@@ -217,13 +200,14 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         eval_before = json.loads((run_dir / "eval_before.json").read_text())
     else:
         eval_before = _evaluate_all(evaluate_fn, policy, config, eval_args, run_dir, "eval_before")
-        (run_dir / "eval_before.json").write_text(json.dumps(eval_before, indent=2))
+        run_files.write_text(run_dir, "eval_before.json", json.dumps(eval_before, indent=2))
     log = MetricsLog(run_dir, resume_from=start if latest is not None else None)
 
     bar = _progress(range(start, config.updates), progress, f"{config.algo} updates")
     warnings: list[str] = []
     rewarded = start > 0  # on resume, the earlier updates were checked when they ran
     warned_no_signal = start > 0
+    stop.deferring = True  # a signal from here on lets the update finish and checkpoints it
     for update in bar:
         timings = Timings()
         t0 = time.perf_counter()
@@ -275,11 +259,19 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
             _say(warnings[-1], bar)
         if hasattr(bar, "set_postfix"):
             bar.set_postfix(solved=f"{metrics['train/solved']:.2f}", refresh=False)
-        if (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates:
+        due = (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates
+        if due or stop.requested is not None:
             ckpt.save_checkpoint(run_dir / "checkpoints", update + 1,
                                  {"algo": algo.state_dict(), "rng": ckpt.rng_state(rng), "config": to_dict(config),
                                   **({"signal": collector.state_dict()} if collector.state_dict() else {})})
+        if stop.requested is not None:
+            log.close()
+            getattr(bar, "close", lambda: None)()  # the one line that follows starts on a line of its own
+            raise RunInterrupted(stop.requested, f"stopped by {stop.name} after update {update + 1}")
+    stop.deferring = False  # the evaluation after training: a signal stops at once (the last checkpoint is written)
     log.close()
+    if stop.requested is not None:  # it came after the last update's own check
+        raise RunInterrupted(stop.requested, f"stopped by {stop.name} after update {config.updates}")
     signal_summary = reward_signal.summary_of([json.loads(line) for line in log.path.read_text().splitlines()])
 
     eval_after = _evaluate_all(evaluate_fn, policy, config, eval_args, run_dir, "eval_after")
@@ -300,7 +292,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         "wall_time_s": time.perf_counter() - started,
         "resumed_from_update": start if latest is not None else None,
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    run_files.write_text(run_dir, "summary.json", json.dumps(summary, indent=2))
     try:
         from marft_agents.plotting import plot_run
 

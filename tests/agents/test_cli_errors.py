@@ -1,14 +1,23 @@
 """Bad input to the CLI: one line on stderr, exit status 2, and the run folder exactly as it was.
 
 Each row is a command a user might type, with what the one line must say. Commands that act on an
-existing run get a fresh copy of one tiny finished run (2 updates, a checkpoint after each).
+existing run get a fresh copy of one tiny finished run (2 updates, a checkpoint after each). The
+last sections are runs that stop midway: a full disk (exit 1) and SIGINT/SIGTERM (130/143), each
+with one line naming the checkpoint to continue from and the command that does.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
+import shlex
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +25,7 @@ import torch
 
 from marft_agents import checkpoint as ckpt
 from marft_agents.cli import main as cli
+from marft_agents.run_lock import RunLock
 
 
 def snapshot(folder: Path) -> dict[str, str]:
@@ -233,3 +243,156 @@ def test_pretrain_refuses_nonsense_before_writing(option, value, message, tmp_pa
     out = tmp_path / "model"
     refused(["pretrain", option, value, "--out", str(out)], message, capsys)
     assert not out.exists()
+
+
+# -- symbolic links where a run writes: refused in one line, whatever the mode; the target untouched ------
+
+LINK_CASES = [  # (mode, the name that is a link, what it points at); the first six are issue 20's attacks
+    ("new", "metrics.jsonl", "nothing"),
+    ("new", "config.json", "nothing"),
+    ("new", "eval_before.json", "nothing"),
+    ("resume", "summary.json", "a file"),
+    ("resume", "curves.png", "a file"),
+    ("resume", "samples", "a folder"),
+    ("resume", "checkpoints", "a folder"),
+    ("resume", "checkpoints/latest", "a file"),
+    ("resume", "run.lock", "a file"),
+    ("overwrite", "tb", "a folder"),
+    ("overwrite", "metrics.jsonl", "a file"),
+    ("new", "samples/eval_before.jsonl", "nothing"),
+]
+MODE_FLAGS = {"new": [], "resume": ["--resume"], "overwrite": ["--overwrite"]}
+
+
+@pytest.mark.parametrize("mode, name, target", LINK_CASES, ids=[f"{m}-{n}-{t.split()[-1]}" for m, n, t in LINK_CASES])
+def test_a_link_where_a_run_writes_is_refused_and_its_target_untouched(mode, name, target, finished_run, tmp_path,
+                                                                        tiny_model_dir, capsys):
+    run = tmp_path / "run"
+    if mode == "new":
+        run.mkdir()
+    else:
+        shutil.copytree(finished_run, run)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link, there = run / name, outside / Path(name).name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if target == "a folder":  # a copy of what was there, so following the link would look like the run's
+        shutil.copytree(link, there) if link.is_dir() else there.mkdir()
+        shutil.rmtree(link, ignore_errors=True)
+    elif target == "a file":
+        there.write_text("someone's notes")
+        link.unlink(missing_ok=True)
+    link.symlink_to(there, target_is_directory=target == "a folder")
+    before = snapshot(outside)
+    refused(["train", "--no-progress", *MODE_FLAGS[mode], *base_args(tiny_model_dir, run)],
+            f"{link} is a symbolic link", capsys, run)
+    assert snapshot(outside) == before and link.is_symlink()
+    if target == "nothing":
+        assert not there.exists(), "the run created the dangling link's target"
+
+
+def test_plot_refuses_a_link_at_curves_png(run_copy, tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine")
+    (run_copy / "curves.png").unlink()
+    (run_copy / "curves.png").symlink_to(notes)
+    refused(["plot", str(run_copy)], f"{run_copy / 'curves.png'} is a symbolic link", capsys, run_copy)
+    assert notes.read_text() == "mine"
+
+
+# -- one run at a time in a folder ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["new", "resume", "overwrite"])
+def test_a_folder_in_use_by_another_run_is_refused_naming_its_pid(mode, run_copy, tmp_path, tiny_model_dir, capsys):
+    run = tmp_path / "empty" if mode == "new" else run_copy
+    run.mkdir(exist_ok=True)
+    with RunLock(run):  # this process plays the other run
+        refused(["train", "--no-progress", *MODE_FLAGS[mode], *base_args(tiny_model_dir, run)],
+                f"run_dir {run} is in use by another marft run (PID {os.getpid()})", capsys, run)
+
+
+# -- a full disk during a checkpoint: named, the previous checkpoint intact, and --resume continues ----------
+
+
+def _enospc(obj, f):
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _enospc_as_torch_says_it(obj, f):  # torch.save's own error on a full disk: the OSError is its context
+    try:
+        raise OSError(errno.ENOSPC, "No space left on device")
+    except OSError:
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+
+
+@pytest.mark.parametrize("failing_save", [_enospc, _enospc_as_torch_says_it], ids=["oserror", "torch-runtimeerror"])
+def test_a_full_disk_during_a_checkpoint_names_the_disk_and_the_checkpoint_kept(failing_save, tmp_path, monkeypatch,
+                                                                               tiny_model_dir, capsys):
+    run, real_save, calls = tmp_path / "run", torch.save, []
+
+    def second_save_fails(obj, f):
+        calls.append(1)
+        return (failing_save if len(calls) == 2 else real_save)(obj, f)
+
+    monkeypatch.setattr(torch, "save", second_save_fails)
+    assert cli(["train", "--no-progress", *base_args(tiny_model_dir, run)]) == 1
+    monkeypatch.undo()
+    full = capsys.readouterr().err
+    err = full.strip().splitlines()[-1]  # after the tiny model's zero-reward warning
+    folder = run / "checkpoints"
+    assert err.startswith(f"marft train: error: cannot write checkpoint {folder / 'update_000002.pt'}: "
+                          f"the disk holding {folder} is full"), err
+    assert f"the previous checkpoint {folder / 'update_000001.pt'} is intact; free some space" in err
+    assert "Traceback" not in full and "inline_container" not in err
+    assert sorted(p.name for p in folder.iterdir()) == ["latest", "update_000001.pt"]
+    assert ckpt.load_checkpoint(ckpt.latest_checkpoint(folder))["update"] == 1
+    command = shlex.split(err.split("continue with: ", 1)[1])
+    assert command[:3] == ["marft", "train", "--resume"]
+    assert cli(command[1:]) == 0
+    assert [json.loads(line)["update"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [0, 1]
+
+
+# -- SIGINT and SIGTERM: the update finishes, its checkpoint is written, one line says how to continue ------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_continues(signum, code, tmp_path,
+                                                                               tiny_model_dir, capsys):
+    run = tmp_path / "run"
+    args = [a for a in base_args(tiny_model_dir, run) if not a.startswith(("updates=", "checkpoint_every="))]
+    # far more updates than it will run, and no periodic checkpoint: the one it leaves is the signal's
+    argv = ["train", "--no-progress", *args, "updates=100000", "checkpoint_every=0"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "marft_agents.cli", *argv], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        metrics, deadline = run / "metrics.jsonl", time.monotonic() + 240
+        while not (metrics.is_file() and metrics.read_text().strip()):  # after its first update
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "no update within 240 s"
+            time.sleep(0.2)
+        # issue 20: a second run into the folder (here --overwrite, from this process) is refused with the PID
+        assert cli(["train", "--overwrite", *argv[1:]]) == 2
+        assert f"is in use by another marft run (PID {proc.pid})" in capsys.readouterr().err
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("marft train:")]
+    name = signal.Signals(signum).name
+    assert lines[0] == (f"marft train: {name}: finishing this update and writing its checkpoint "
+                        "(send it again to stop at once)")
+    done = len(metrics.read_text().splitlines())
+    latest = run / "checkpoints" / f"update_{done:06d}.pt"
+    assert lines[1:] == [f"marft train: stopped by {name} after update {done}; resume from the checkpoint {latest}; "
+                         f"continue with: {shlex.join(['marft', 'train', '--resume', *argv[1:]])}"]
+    assert ckpt.latest_checkpoint(run / "checkpoints") == latest
+    # the printed command continues the run; here with one more update than it did, to end soon
+    assert cli(["train", "--resume", *[a if a != "updates=100000" else f"updates={done + 1}" for a in argv[1:]]]) == 0
+    assert [json.loads(line)["update"] for line in metrics.read_text().splitlines()] == list(range(done + 1))
+    assert json.loads((run / "summary.json").read_text())["resumed_from_update"] == done
