@@ -50,6 +50,9 @@ def ray_cluster():
     token.write_text(secrets.token_hex(32))
     os.environ.pop("RAY_AUTH_TOKEN", None)
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    from marft_agents.distributed.cluster import reset_auth_state
+
+    reset_auth_state()  # Ray read the token settings when it was imported
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
@@ -63,6 +66,8 @@ def ray_cluster():
         import ray as ray_module
 
         ray_module.shutdown()
+        for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+            os.environ.pop(name, None)
         _stop_processes_naming(temp)
         shutil.rmtree(temp, ignore_errors=True)
     appeared = [str(p) for p, existed in before.items() if p.exists() and not existed]
@@ -100,6 +105,9 @@ def ray_connected(ray_cluster):
     """This process connected to the session's cluster (a test may disconnect; the next one reconnects)."""
     import ray
 
+    from marft_agents.distributed.cluster import connect
+    from marft_agents.distributed.config import DistributedConfig
+
     if not ray.is_initialized():
-        ray.init(address=ray_cluster, log_to_driver=False, logging_level="warning")
+        connect(DistributedConfig(address=ray_cluster))  # as a run joins it: on loopback
     return ray_cluster

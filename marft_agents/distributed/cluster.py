@@ -6,7 +6,8 @@ A local cluster that marft starts is for the user who runs it, on this machine o
   worker listen on loopback alone (Ray binds its gRPC servers to loopback when the node's address is
   127.0.0.1). Ray turns a ``_node_ip_address`` of 127.0.0.1 into the machine's interface address
   unless ``ray_constants.ENABLE_RAY_CLUSTER`` is off (its macOS and Windows default, where
-  ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` names it), so it is off while the node starts, and only then.
+  ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` names it), so it is off while the node starts, and only then;
+  likewise while a driver joins a head at a loopback address (``distributed.address=127.0.0.1:PORT``).
 - **Token authentication stays on.** A fresh random token (256 bits) in a file only its owner can
   read (0600, in a 0700 folder of its own), handed to Ray through ``RAY_AUTH_MODE=token`` and
   ``RAY_AUTH_TOKEN_PATH`` (Ray 2.60 reads a token from ``RAY_AUTH_TOKEN``, then that path, then
@@ -16,6 +17,7 @@ A local cluster that marft starts is for the user who runs it, on this machine o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -54,8 +56,10 @@ def connect(settings: DistributedConfig, cpus: int | None = None) -> Connection:
         return Connection()
     if settings.address:
         _check_reachable(settings.address)
-        try:
-            ray.init(address=settings.address, log_to_driver=False, logging_level="warning")
+        host = settings.address.rpartition(":")[0]
+        try:  # Ray would turn a loopback address into the interface address, where a loopback head is not
+            with _loopback_node() if host in ("127.0.0.1", "localhost") else contextlib.nullcontext():
+                ray.init(address=settings.address, log_to_driver=False, logging_level="warning")
         except Exception as err:  # Ray raises many kinds; the user needs one line
             raise ClusterError(f"cannot join the Ray cluster at {settings.address}: {first_line(err)}") from None
         return Connection(started=True)
@@ -75,7 +79,7 @@ def connect(settings: DistributedConfig, cpus: int | None = None) -> Connection:
     connection.saved_env = {name: os.environ.get(name) for name in AUTH_VARS}
     os.environ.pop("RAY_AUTH_TOKEN", None)  # it would win over the file
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=token_path)
-    _reset_auth_state()
+    reset_auth_state()
     try:
         with _loopback_node():
             ray.init(num_cpus=cpus or os.cpu_count() or 1, include_dashboard=False, _node_ip_address=LOOPBACK,
@@ -100,7 +104,7 @@ def disconnect(connection: Connection) -> None:
             else:
                 os.environ[name] = value
         connection.saved_env = {}
-        _reset_auth_state()  # before the token file goes (Ray's own order, ray._private.authentication_test_utils)
+        reset_auth_state()  # before the token file goes (Ray's own order, ray._private.authentication_test_utils)
     for folder in connection.folders:
         shutil.rmtree(folder, ignore_errors=True)
     connection.folders = []
@@ -121,7 +125,7 @@ class _loopback_node:
         ray_constants.ENABLE_RAY_CLUSTER = self.saved
 
 
-def _reset_auth_state() -> None:
+def reset_auth_state() -> None:
     """Make this process read the token settings again (Ray caches the mode and the token)."""
     from ray._raylet import AuthenticationTokenLoader, Config
 

@@ -130,12 +130,12 @@ class WorkerPool:
         except ray.exceptions.RayError as err:
             self.close()
             raise ClusterError(f"a rollout worker could not start: {_cause(err)}") from None
-        if waiting:
-            free = ray.available_resources()  # before close(): a cluster this pool started goes with it
+        if waiting:  # the message first: close() ends the workers, and a cluster this pool started
+            message = (f"{len(waiting)} of {len(self.workers)} rollout workers did not start within "
+                       f"distributed.start_timeout_s={self.settings.start_timeout_s:g} "
+                       f"(the cluster's free resources: {_resources(ray.available_resources())})")
             self.close()
-            raise ClusterError(f"{len(waiting)} of {len(self.workers)} rollout workers did not start within "
-                               f"distributed.start_timeout_s={self.settings.start_timeout_s:g} "
-                               f"(the cluster's free resources: {_resources(free)})")
+            raise ClusterError(message)
 
     def reset_timings(self) -> None:
         """Zero the seconds of the parts of a collection (the in-process keys summed over workers, and ours)."""
