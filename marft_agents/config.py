@@ -206,7 +206,7 @@ MAX_LR = 1.0
 themselves (LoRA's usual rates are 1e-5 to 1e-3; ``marft.lr=1e308`` ended in inf/nan)."""
 MAX_EVAL_EPISODES = 10_000
 """The synthetic held-out split draws 10,000 distinct problems in about 5 s here and slows sharply
-past it (50,000 took 106 s; it holds under 100,000); MATH's test split has 5,000 problems.
+past it (50,000 took 106 s); MATH's test split has 5,000 problems.
 ``eval_episodes=10**9`` hung in that draw."""
 MAX_SEED = 2**32 - 1
 """Seeds are unsigned 32-bit integers: every generator here (Python, NumPy, torch, vLLM) takes them."""
@@ -366,8 +366,7 @@ def _coerce(key: str, current: Any, value: Any) -> Any:
         return value
     if isinstance(current, (list, dict, str)) and isinstance(value, type(current)):
         return value
-    kind = type(current).__name__
-    raise ConfigError(f"{key} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind}, got {shown(value)}")
+    raise ConfigError(f"{key} must be a {type(current).__name__}, got {shown(value)}")
 
 
 def _unknown(config: TrainConfig, key: str) -> None:

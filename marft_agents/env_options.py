@@ -47,7 +47,9 @@ def _is(value: Any, expected: type | tuple[type, ...]) -> bool:
 
 
 def _kind(expected: type | tuple[type, ...]) -> str:
-    return "a number" if expected == (int, float) else f"of type {expected.__name__}"
+    if isinstance(expected, tuple):
+        return "a number" if expected == (int, float) else f"of type {expected[0].__name__}"
+    return f"of type {expected.__name__}"
 
 
 _SIMPLE = (bool, int, float, str, list, dict)
@@ -61,7 +63,7 @@ def _annotated_type(param: inspect.Parameter) -> type | tuple[type, ...] | None:
     kinds = [typing.get_origin(a) or a for a in args if a is not type(None)]
     if len(kinds) != 1 or kinds[0] not in _SIMPLE:
         return None
-    return (int, float) if kinds[0] is float else kinds[0]
+    return {float: (int, float), list: (list, tuple)}.get(kinds[0], kinds[0])
 
 
 def _signature(function: Any) -> inspect.Signature:

@@ -27,7 +27,7 @@ def ray_cluster():
     Ray's sockets live under its temp dir and must fit in 107 bytes, hence /tmp, not pytest's tmp_path.
     As a cluster marft starts (marft_agents/distributed/cluster.py): on loopback only
     (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` keeps ``--node-ip-address 127.0.0.1`` from becoming the
-    machine's interface address), token auth on, its token in a 0600 file in the temp dir
+    machine's interface address), token auth on, its token in a 0600 file in a 0700 folder of its own
     (``RAY_AUTH_TOKEN_PATH``, set in this process too for the tests' drivers). At the end, exactly this
     cluster's processes (those whose command line names its temp dir) are stopped and the dir removed;
     nothing may appear in ~/.ray or /tmp/ray.
@@ -45,7 +45,8 @@ def ray_cluster():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    token = Path(temp) / "auth_token"
+    token_dir = tempfile.mkdtemp(prefix="marft-ray-auth-", dir="/tmp")  # 0700: Ray makes its temp dir 0777
+    token = Path(token_dir) / "auth_token"
     token.touch(mode=0o600)
     token.write_text(secrets.token_hex(32))
     os.environ.pop("RAY_AUTH_TOKEN", None)
@@ -70,6 +71,7 @@ def ray_cluster():
             os.environ.pop(name, None)
         _stop_processes_naming(temp)
         shutil.rmtree(temp, ignore_errors=True)
+        shutil.rmtree(token_dir, ignore_errors=True)
     appeared = [str(p) for p, existed in before.items() if p.exists() and not existed]
     assert not appeared, f"the Ray tests wrote {appeared}"
 

@@ -70,7 +70,7 @@ def connect(settings: DistributedConfig, cpus: int | None = None) -> Connection:
     if not temp_dir:
         temp_dir = tempfile.mkdtemp(prefix="marft-ray-", dir=base)
         connection.folders.append(temp_dir)
-    token_dir = tempfile.mkdtemp(prefix="marft-ray-auth-", dir=base)  # 0700
+    token_dir = tempfile.mkdtemp(prefix="marft-ray-auth-", dir=base)  # 0700 (Ray makes its session folder 0777)
     connection.folders.append(token_dir)
     token_path = os.path.join(token_dir, "auth_token")
     fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

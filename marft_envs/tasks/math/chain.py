@@ -56,7 +56,7 @@ class MathChain(MathTask):
         if roles is None:
             n = 2 if n_agents is None else n_agents
             if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_AGENTS:
-                raise ValueError(f"n_agents must be an integer from 1 to {MAX_AGENTS}, got {n!r}"[:200])
+                raise ValueError(f"n_agents must be at least 1 and at most {MAX_AGENTS}, got {n!r}"[:200])
             roles = ["reasoner"] * (n - 1) + ["actor"]
         elif n_agents is not None and n_agents != len(roles):
             raise ValueError(f"n_agents={n_agents} but {len(roles)} roles were given; pass one of them")
