@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from marft_agents import algorithms
-from marft_agents.config_text import ConfigError, check_depth, flatten, parse_value, read_file, shown
+from marft_agents.config_text import ConfigError, check_depth, cut, flatten, parse_value, read_file, shown
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.config import check as check_distributed
 from marft_agents.generation_config import EngineConfig
@@ -338,8 +338,8 @@ def _set(config: TrainConfig, key: str, value: Any) -> None:
     if path and path[0] in (config.algo, "algo_args"):
         target, path = config.algo_args, path[1:]
     elif path and path[0] != config.algo and path[0] in algorithms.names():
-        rest = ".".join(parts[1:])
-        raise ConfigError(f"{key} is a key of algo={path[0]}, but this run uses algo={config.algo}: "
+        rest = cut(".".join(parts[1:]))
+        raise ConfigError(f"{cut(key)} is a key of algo={path[0]}, but this run uses algo={config.algo}: "
                           f"use {config.algo}.{rest} or set algo={path[0]} "
                           f"(`marft train --help-config --algo {config.algo}` lists the keys)")
     for part in path:
@@ -370,8 +370,9 @@ def _coerce(key: str, current: Any, value: Any) -> Any:
 
 
 def _unknown(config: TrainConfig, key: str) -> None:
-    close = difflib.get_close_matches(key, _valid_keys(config), n=1, cutoff=0.6)
+    probe = key[:100]  # difflib is quadratic in the length; no real key is this long
+    close = difflib.get_close_matches(probe, _valid_keys(config), n=1, cutoff=0.6)
     if key.startswith("algo_args."):
-        close = close or difflib.get_close_matches(config.algo + key[len("algo_args"):], _valid_keys(config), n=1)
+        close = close or difflib.get_close_matches(config.algo + probe[len("algo_args"):], _valid_keys(config), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else "; run `marft train --help-config` for the keys"
-    raise ConfigError(f"unknown config key {key!r}{hint}")
+    raise ConfigError(f"unknown config key {shown(key)}{hint}")

@@ -37,6 +37,11 @@ def shown(value: Any) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
 
 
+def cut(text: str) -> str:
+    """``text`` itself, or its first :data:`SHOWN_CHARS` characters and "…" (a key or path in an error)."""
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
 def read_file(path: Path) -> dict[str, Any]:
     """The mapping in a .toml or .json config file (ConfigError: missing, unparsable, not a mapping, too deep)."""
     if not path.is_file():

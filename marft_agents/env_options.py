@@ -12,7 +12,8 @@ import types
 import typing
 from typing import Any
 
-from marft_agents.config import ConfigError, shown
+from marft_agents.config import ConfigError
+from marft_agents.config_text import cut, shown
 
 
 def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
@@ -26,7 +27,8 @@ def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
         if name not in params:
             close = difflib.get_close_matches(name[:100], list(params), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(f"env_kwargs: {env_id} has no option {shown(name)}; {hint}its options: {sorted(params)}")
+            raise ConfigError(f"env_kwargs.{cut(name)}: {env_id} has no option {shown(name)}; {hint}"
+                              f"its options: {sorted(params)}")
         default, param = params[name].default, params[name]
         if value is None:
             continue

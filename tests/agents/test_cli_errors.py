@@ -110,6 +110,11 @@ def test_a_huge_wrongly_typed_value_is_quoted_in_80_characters(tiny_model_dir, t
     cli(["train", *base_args(tiny_model_dir, tmp_path / "run"), f"env_kwargs.rounds={huge}"])
     err = capsys.readouterr().err.strip()
     assert "env_kwargs.rounds must be of type int" in err and err.endswith("…") and len(err) < 250, err[:300]
+    for key in (huge, f"env_kwargs.{huge}"):  # a huge unknown key: named in 80 characters, matched in a moment
+        cli(["train", *base_args(tiny_model_dir, tmp_path / "run"), f"{key}=1"])
+        err = capsys.readouterr().err.strip()
+        assert "no option" in err or "unknown config key" in err, err[:300]
+        assert len(err) < 500 and "\n" not in err, err[:600]
 
 
 @pytest.mark.parametrize("suffix", [".json", ".toml"])
