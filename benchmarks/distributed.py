@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -35,7 +34,6 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # no ~/.ray/auth_token for a throwaway local cluster
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 RESULTS = Path(__file__).parent / "results"
@@ -95,21 +93,19 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     counts = [int(w) for w in args.workers.split(",")]
 
-    import ray
+    from marft_agents.distributed.cluster import connect, disconnect
+    from marft_agents.distributed.config import DistributedConfig
 
-    temp = tempfile.mkdtemp(prefix="marft-ray-", dir="/tmp")
     cores = os.cpu_count() or 1
     results: dict[int, dict] = {}
+    connection = connect(DistributedConfig(), cpus=max(cores, max(counts)))  # loopback only, a private token
     try:
-        ray.init(num_cpus=max(cores, max(counts)), include_dashboard=False, _temp_dir=temp, log_to_driver=False,
-                 logging_level="warning")
         with tempfile.TemporaryDirectory() as tmp:
             for w in counts:
                 results[w] = run(w, args, Path(tmp))
                 print(f"workers={w} done", file=sys.stderr)
     finally:
-        ray.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
+        disconnect(connection)
 
     model = cost_model(results, args.episodes, cores)
     print(f"per-update seconds (median of updates 2..{args.updates}; {args.episodes} episodes, model {args.model}, "

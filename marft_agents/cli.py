@@ -100,8 +100,13 @@ def _message(err: Exception) -> str:
     """One line for the user: the message itself, not ``2`` for a bare errno or a quoted KeyError."""
     if isinstance(err, OSError) and err.filename is not None:
         return f"{err.strerror}: {err.filename}"
-    message = err.args[0] if err.args else type(err).__name__
-    return str(message).splitlines()[0] if str(message).strip() else type(err).__name__
+    message = str(err.args[0] if err.args else type(err).__name__)[:MESSAGE_CHARS]
+    line = message.splitlines()[0] if message.strip() else type(err).__name__
+    return line if len(line) < MESSAGE_CHARS else line + "…"
+
+
+MESSAGE_CHARS = 1000
+"""The most an error line shows (the config quotes 80 characters of a value; this catches the rest)."""
 
 
 def cmd_envs(args) -> int:
@@ -182,7 +187,7 @@ def cmd_eval(args) -> int:
     import torch
 
     import marft_envs
-    from marft_agents.config import TrainConfig, validate, with_overrides
+    from marft_agents.config import MAX_EVAL_EPISODES, TrainConfig, validate, with_overrides
     from marft_agents.evaluation import evaluate
     from marft_agents.trainer import build_engine, build_policy
     from marft_envs.plugins import import_modules
@@ -194,8 +199,8 @@ def cmd_eval(args) -> int:
     if other:
         raise ValueError(f"marft eval takes only generation.* keys (e.g. generation.engine=vllm), got {other[0]!r}")
     validate(with_overrides(TrainConfig(), args.overrides))  # a bad key or value is named before any loading
-    if args.episodes < 1:
-        raise ValueError(f"--episodes must be at least 1, got {args.episodes}")
+    if not 1 <= args.episodes <= MAX_EVAL_EPISODES:  # the held-out draw slows sharply past it (config.py)
+        raise ValueError(f"--episodes must be from 1 to {MAX_EVAL_EPISODES}, got {args.episodes}")
     if args.rounds < 1:
         raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
     _quiet_loading()

@@ -15,25 +15,19 @@ import ast
 import dataclasses
 import difflib
 import inspect
-import json
 import math
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from marft_agents import algorithms
 from marft_agents.cpu import BASE_DTYPES
+from marft_agents.config_text import ConfigError, check_depth, cut, flatten, parse_value, read_file, shown
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.config import check as check_distributed
 from marft_agents.generation_config import EngineConfig
 from marft_agents.signal_config import SignalConfig, check as check_signal
-
-
-class ConfigError(ValueError):
-    """A config file or override that cannot be applied."""
 
 
 @dataclass
@@ -53,7 +47,7 @@ class TrainConfig:
     adapter_mode: str = "lora"
     """"lora" (one adapter per agent), "shared" (one adapter for all), or "copies" (full copies)."""
     lora_r: int = 8
-    """LoRA rank."""
+    """LoRA rank (at most the model's hidden size)."""
     lora_alpha: int = 16
     """LoRA alpha."""
     lora_targets: list[str] = field(default_factory=lambda: [
@@ -64,17 +58,17 @@ class TrainConfig:
     algo_args: Any = None
     """The chosen algorithm's hyper-parameters, its config dataclass; keys ``<algo>.<field>`` (e.g. ``marft.lr``)."""
     seed: int = 0
-    """Seed for every random generator (problems, sampling, shuffling)."""
+    """Seed for every random generator (problems, sampling, shuffling); 0 to 2**32 - 1."""
     updates: int = 300
     """Number of updates (each collects ``episodes_per_update`` fresh episodes)."""
     episodes_per_update: int = 64
     """Episodes collected per update (all envs stepped together)."""
     temperature: float = 0.7
-    """Sampling temperature during training (log-probs use the same; 0.7 beat 1.0 on the embedded model)."""
+    """Sampling temperature during training, >= 0.001 (log-probs use the same; 0.7 beat 1.0 on the embedded model)."""
     max_new_tokens: int = 48
     """Longest response per action, in tokens."""
     eval_episodes: int = 300
-    """Held-out problems for the greedy evaluation before and after training."""
+    """Held-out problems for the greedy evaluation before and after training (at most 10,000)."""
     eval_every: int = 75
     """Also evaluate every N updates, for the curves (0: only before and after)."""
     eval_rounds: int = 3
@@ -139,7 +133,8 @@ def from_dict(data: dict[str, Any], *, other_sections: str = "error") -> TrainCo
     """
     if not isinstance(data, dict):
         raise ConfigError(f"a config must be a mapping of keys to values, got {type(data).__name__}")
-    return _build(list(_flatten(data).items()), drop_other_sections=other_sections == "drop")
+    check_depth(data, "the config")
+    return _build(list(flatten(data).items()), drop_other_sections=other_sections == "drop")
 
 
 def load(path: str | Path | None = None, overrides: list[str] = (), preset: str = "default",
@@ -150,9 +145,9 @@ def load(path: str | Path | None = None, overrides: list[str] = (), preset: str 
     """
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}: use one of {sorted(PRESETS)}")
-    items = list(_flatten(PRESETS[preset]).items())
+    items = list(flatten(PRESETS[preset]).items())
     if path is not None:
-        items += _flatten(_read(Path(path))).items()
+        items += flatten(read_file(Path(path))).items()
     items += _override_items(overrides)
     if algo is not None:
         items.append(("algo", algo))
@@ -164,7 +159,7 @@ def load(path: str | Path | None = None, overrides: list[str] = (), preset: str 
 
 def with_overrides(config: TrainConfig, overrides: list[str]) -> TrainConfig:
     """A copy of ``config`` with ``key=value`` overrides applied, each checked as :func:`load` checks it."""
-    return _build([*_flatten(to_dict(config)).items(), *_override_items(overrides)])
+    return _build([*flatten(to_dict(config)).items(), *_override_items(overrides)])
 
 
 def _override_items(overrides: list[str]) -> list[tuple[str, Any]]:
@@ -173,7 +168,7 @@ def _override_items(overrides: list[str]) -> list[tuple[str, Any]]:
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not key=value (e.g. marft.lr=1e-4)")
         key, raw = item.split("=", 1)
-        items.append((key.strip(), _parse(raw)))
+        items.append((key.strip(), parse_value(raw, key.strip())))
     return items
 
 
@@ -184,7 +179,7 @@ def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> T
     for key, value in items:
         if key == "imports":
             if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-                raise ConfigError(f"imports must be a list of module names, got {value!r}")
+                raise ConfigError(f"imports must be a list of module names, got {shown(value)}")
             try:
                 import_modules(value)  # they may register the algorithm named below
             except PluginError as err:
@@ -193,7 +188,7 @@ def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> T
     for key, value in items:
         if key == "algo":
             if not isinstance(value, str):
-                raise ConfigError(f"algo must be a string, got {value!r}")
+                raise ConfigError(f"algo must be a string, got {shown(value)}")
             algo = value
     config = TrainConfig(algo=algo)
     names = algorithms.names()
@@ -208,14 +203,29 @@ def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> T
 # -- validation: one layer for every run's config --------------------------------------------------
 
 _POSITIVE, _NON_NEGATIVE, _AT_LEAST_ONE, _UNIT = "> 0", ">= 0", ">= 1", "in [0, 1]"
+MIN_TEMPERATURE = 1e-3
+"""Below it sampling is greedy in all but name, and the log-probs' gradients (which scale with 1/T)
+blow up; a ``temperature`` of 1e-300 made ``logits / T`` infinite ("probability tensor contains
+inf/nan"). Greedy decoding (T = 0) is the evaluation's, not a training temperature."""
+MAX_LR = 1.0
+"""An Adam step moves each weight by about ``lr``: at 1 or more a step is as large as the weights
+themselves (LoRA's usual rates are 1e-5 to 1e-3; ``marft.lr=1e308`` ended in inf/nan)."""
+MAX_EVAL_EPISODES = 10_000
+"""The synthetic held-out split draws 10,000 distinct problems in about 5 s here and slows sharply
+past it (50,000 took 106 s); MATH's test split has 5,000 problems.
+``eval_episodes=10**9`` hung in that draw."""
+MAX_SEED = 2**32 - 1
+"""Seeds are unsigned 32-bit integers: every generator here (Python, NumPy, torch, vLLM) takes them."""
+_TEMPERATURE, _LR = f">= {MIN_TEMPERATURE:g}", f"in (0, {MAX_LR:g})"
+_EVAL_EPISODES, _SEED = f"in [1, {MAX_EVAL_EPISODES}]", f"an integer in [0, {MAX_SEED}]"
 RULES: dict[str, str] = {
     # common fields
-    "updates": _AT_LEAST_ONE, "episodes_per_update": _AT_LEAST_ONE, "eval_episodes": _AT_LEAST_ONE,
+    "updates": _AT_LEAST_ONE, "episodes_per_update": _AT_LEAST_ONE, "eval_episodes": _EVAL_EPISODES,
     "eval_every": _NON_NEGATIVE, "eval_rounds": _NON_NEGATIVE, "checkpoint_every": _NON_NEGATIVE,
-    "threads": _NON_NEGATIVE, "temperature": _POSITIVE, "max_new_tokens": _AT_LEAST_ONE,
-    "lora_r": _AT_LEAST_ONE, "lora_alpha": _POSITIVE,
+    "threads": _NON_NEGATIVE, "temperature": _TEMPERATURE, "max_new_tokens": _AT_LEAST_ONE,
+    "lora_r": _AT_LEAST_ONE, "lora_alpha": _POSITIVE, "seed": _SEED,
     # algorithm fields, by name, in whichever section has them
-    "lr": _POSITIVE, "critic_lr": _POSITIVE, "clip_eps": _POSITIVE, "value_clip": _POSITIVE,
+    "lr": _LR, "critic_lr": _LR, "clip_eps": _POSITIVE, "value_clip": _POSITIVE,
     "kl_gate": _POSITIVE, "ppo_epochs": _AT_LEAST_ONE, "minibatch_size": _AT_LEAST_ONE,
     "max_grad_norm": _POSITIVE, "gamma": _UNIT, "gae_lambda": _UNIT, "gamma_agent": _UNIT,
     "gamma_token": _UNIT, "entropy_coef": _NON_NEGATIVE, "kl_coef": _NON_NEGATIVE, "std_eps": _POSITIVE,
@@ -227,6 +237,18 @@ RULES: dict[str, str] = {
     "start_timeout_s": _POSITIVE, "max_restarts": _NON_NEGATIVE,
 }
 """Field name -> the range its value must lie in (``None`` always allowed where it is the default)."""
+_HOLDS = {
+    _POSITIVE: lambda v: v > 0, _NON_NEGATIVE: lambda v: v >= 0, _AT_LEAST_ONE: lambda v: v >= 1,
+    _UNIT: lambda v: 0 <= v <= 1, _TEMPERATURE: lambda v: v >= MIN_TEMPERATURE, _LR: lambda v: 0 < v < MAX_LR,
+    _EVAL_EPISODES: lambda v: 1 <= v <= MAX_EVAL_EPISODES, _SEED: lambda v: isinstance(v, int) and 0 <= v <= MAX_SEED,
+}
+WHY: dict[str, str] = {
+    "temperature": "training samples; greedy decoding is for evaluation",
+    "lr": "an Adam step moves each weight by about lr; LoRA's usual rates are 1e-5 to 1e-3",
+    "critic_lr": "an Adam step moves each weight by about lr",
+    "eval_episodes": "the held-out split's draw slows sharply past it",
+}
+"""Field name -> why its range is what it is, added to the error (see the constants above)."""
 
 CHOICES: dict[str, tuple[str, ...]] = {"adapter_mode": ("lora", "shared", "copies"), "engine": ("hf", "vllm"),
                                        "dtype": ("float32", "bfloat16", "float16")}
@@ -239,7 +261,7 @@ def validate(config: TrainConfig) -> None:
         raise ConfigError("generation.engine=vllm serves LoRA adapters on one base: use adapter_mode=lora or shared "
                           "(or generation.engine=hf with adapter_mode=copies)")
     if config.dtype not in BASE_DTYPES:  # no float16: without loss scaling its small gradients underflow
-        raise ConfigError(f"dtype must be one of {list(BASE_DTYPES)}, got {config.dtype!r}")
+        raise ConfigError(f"dtype must be one of {list(BASE_DTYPES)}, got {shown(config.dtype)}")
     if config.dtype == "bfloat16" and config.adapter_mode == "copies":  # bf16 copies would round Adam's small steps away
         raise ConfigError(f"dtype={config.dtype} is for LoRA on a frozen base: use adapter_mode=lora or shared with it, "
                           "or dtype=float32 with adapter_mode=copies")
@@ -251,21 +273,17 @@ def validate(config: TrainConfig) -> None:
             raise ConfigError(f"{key} must be a finite number, got {value}")
         rule = RULES.get(name)
         if rule and not isinstance(value, (int, float)):  # set from None, a value skipped the type check
-            raise ConfigError(f"{key} must be a number, got {value!r}")
-        if isinstance(value, (int, float)) and rule and not _holds(value, rule):
-            raise ConfigError(f"{key} must be {rule}, got {value}")
+            raise ConfigError(f"{key} must be a number, got {shown(value)}")
+        if isinstance(value, (int, float)) and rule and not _HOLDS[rule](value):
+            why = f" ({WHY[name]})" if name in WHY else ""
+            raise ConfigError(f"{key} must be {rule}{why}, got {shown(value)}")
         if name in CHOICES and key != "dtype" and value not in CHOICES[name]:  # the base's: BASE_DTYPES above
-            raise ConfigError(f"{key} must be one of {list(CHOICES[name])}, got {value!r}")
+            raise ConfigError(f"{key} must be one of {list(CHOICES[name])}, got {shown(value)}")
     try:
         check_distributed(config.distributed, config.generation.engine)
         check_signal(config.signal)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-
-
-def _holds(value: float, rule: str) -> bool:
-    return {_POSITIVE: value > 0, _NON_NEGATIVE: value >= 0, _AT_LEAST_ONE: value >= 1,
-            _UNIT: 0 <= value <= 1}[rule]
 
 
 def _items(config: TrainConfig) -> list[tuple[str, Any, str]]:
@@ -311,40 +329,6 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def _read(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"no such config file: {path}")
-    if path.suffix not in (".toml", ".json"):
-        raise ConfigError(f"config file {path} must be .toml or .json")
-    try:
-        data = tomllib.loads(path.read_text()) if path.suffix == ".toml" else json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot parse {path}: {str(err).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a config must be a mapping of keys to values at the top level, "
-                          f"got {type(data).__name__}")
-    return data
-
-
-def _parse(raw: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw  # a bare string such as env=marft/MathChain-v0
-
-
-def _flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in data.items():
-        key = f"{prefix}{k}"
-        # env_kwargs is a value (a dict of env options), not a section of the config
-        if isinstance(v, dict) and not key.startswith("env_kwargs"):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def _valid_keys(config: TrainConfig) -> list[str]:
     return [key for key, _, _ in describe(config.algo)]
 
@@ -359,8 +343,8 @@ def _set(config: TrainConfig, key: str, value: Any) -> None:
     if path and path[0] in (config.algo, "algo_args"):
         target, path = config.algo_args, path[1:]
     elif path and path[0] != config.algo and path[0] in algorithms.names():
-        rest = ".".join(parts[1:])
-        raise ConfigError(f"{key} is a key of algo={path[0]}, but this run uses algo={config.algo}: "
+        rest = cut(".".join(parts[1:]))
+        raise ConfigError(f"{cut(key)} is a key of algo={path[0]}, but this run uses algo={config.algo}: "
                           f"use {config.algo}.{rest} or set algo={path[0]} "
                           f"(`marft train --help-config --algo {config.algo}` lists the keys)")
     for part in path:
@@ -380,19 +364,20 @@ def _coerce(key: str, current: Any, value: Any) -> Any:
     if isinstance(current, bool):
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{key} must be true or false, got {value!r}")
+        raise ConfigError(f"{key} must be true or false, got {shown(value)}")
     if isinstance(current, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if isinstance(current, int) and isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(current, (list, dict, str)) and isinstance(value, type(current)):
         return value
-    raise ConfigError(f"{key} must be a {type(current).__name__}, got {value!r}")
+    raise ConfigError(f"{key} must be a {type(current).__name__}, got {shown(value)}")
 
 
 def _unknown(config: TrainConfig, key: str) -> None:
-    close = difflib.get_close_matches(key, _valid_keys(config), n=1, cutoff=0.6)
+    probe = key[:100]  # difflib is quadratic in the length; no real key is this long
+    close = difflib.get_close_matches(probe, _valid_keys(config), n=1, cutoff=0.6)
     if key.startswith("algo_args."):
-        close = close or difflib.get_close_matches(config.algo + key[len("algo_args"):], _valid_keys(config), n=1)
+        close = close or difflib.get_close_matches(config.algo + probe[len("algo_args"):], _valid_keys(config), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else "; run `marft train --help-config` for the keys"
-    raise ConfigError(f"unknown config key {key!r}{hint}")
+    raise ConfigError(f"unknown config key {shown(key)}{hint}")

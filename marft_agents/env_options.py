@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import types
+import typing
 from typing import Any
 
 from marft_agents.config import ConfigError
+from marft_agents.config_text import cut, shown
 
 
 def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
@@ -22,16 +25,55 @@ def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
         return
     for name, value in env_kwargs.items():
         if name not in params:
-            close = difflib.get_close_matches(name, list(params), n=1, cutoff=0.6)
+            close = difflib.get_close_matches(name[:100], list(params), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(f"env_kwargs.{name}: {env_id} has no option {name!r}; {hint}its options: {sorted(params)}")
-        default = params[name].default
-        if default is None or default is inspect.Parameter.empty or value is None:
+            raise ConfigError(f"env_kwargs.{cut(name)}: {env_id} has no option {shown(name)}; {hint}"
+                              f"its options: {sorted(params)}")
+        default, param = params[name].default, params[name]
+        if value is None:
+            continue
+        if default is None or default is inspect.Parameter.empty:  # no default to go by: the annotation
+            expected = _annotated_type(param)
+            if expected is not None and not _is(value, expected):
+                raise ConfigError(f"env_kwargs.{name} must be {_kind(expected)} (or null), got {shown(value)}")
             continue
         expected = bool if isinstance(default, bool) else (int, float) if isinstance(default, float) else type(default)
-        if (isinstance(value, bool) and expected is not bool) or not isinstance(value, expected):
-            kind = "a number" if expected == (int, float) else f"of type {type(default).__name__}"
-            raise ConfigError(f"env_kwargs.{name} must be {kind} (its default is {default!r}), got {value!r}")
+        if not _is(value, expected):
+            raise ConfigError(f"env_kwargs.{name} must be {_kind(expected)} (its default is {shown(default)}), "
+                              f"got {shown(value)}")
+
+
+def _is(value: Any, expected: type | tuple[type, ...]) -> bool:
+    """``isinstance``, but a bool is not a number here."""
+    return isinstance(value, expected) and not (isinstance(value, bool) and expected is not bool)
+
+
+def _kind(expected: type | tuple[type, ...]) -> str:
+    if isinstance(expected, tuple):
+        return "a number" if expected == (int, float) else f"of type {expected[0].__name__}"
+    return f"of type {expected.__name__}"
+
+
+_SIMPLE = (bool, int, float, str, list, dict)
+
+
+def _annotated_type(param: inspect.Parameter) -> type | tuple[type, ...] | None:
+    """The one simple type (``int``, ``str``, ``list``, ...) an ``X | None`` annotation names, else None."""
+    hint = param.annotation  # a string where the signature's annotations could not be evaluated: not checked
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
+        else (hint,)
+    kinds = [typing.get_origin(a) or a for a in args if a is not type(None)]
+    if len(kinds) != 1 or kinds[0] not in _SIMPLE:
+        return None
+    return {float: (int, float), list: (list, tuple)}.get(kinds[0], kinds[0])
+
+
+def _signature(function: Any) -> inspect.Signature:
+    """The signature with its annotations evaluated (``from __future__ import annotations`` leaves strings)."""
+    try:
+        return inspect.signature(function, eval_str=True)
+    except (NameError, SyntaxError, AttributeError, TypeError):  # a name only a type checker resolves
+        return inspect.signature(function)
 
 
 def _accepted_parameters(factory: Any) -> dict[str, inspect.Parameter] | None:
@@ -41,7 +83,7 @@ def _accepted_parameters(factory: Any) -> dict[str, inspect.Parameter] | None:
                  if inspect.isclass(factory) else [factory])
     for function in functions:
         try:
-            signature = inspect.signature(function)
+            signature = _signature(function)
         except (TypeError, ValueError):
             return None
         open_ended = False

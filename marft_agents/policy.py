@@ -119,6 +119,11 @@ class LaMASPolicy:
         else:
             from peft import LoraConfig, get_peft_model
 
+            hidden = getattr(model.config, "hidden_size", None)
+            if isinstance(hidden, int) and lora_r > hidden:  # before peft allocates (r, d) matrices per layer
+                raise ValueError(f"lora_r={lora_r} is above the model's hidden size {hidden}: a rank-r update of a "
+                                 f"{hidden}-wide layer has rank at most {hidden}, so more only costs memory; "
+                                 f"use lora_r <= {hidden}")
             config = LoraConfig(r=lora_r, lora_alpha=lora_alpha, target_modules=list(lora_targets), lora_dropout=0.0)
             with warnings.catch_warnings():
                 # peft reads a transformers attribute that transformers 5 deprecates; not ours to fix, only noise

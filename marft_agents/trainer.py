@@ -32,6 +32,7 @@ from marft_agents.config import (
     ConfigError,
     TrainConfig,
     from_dict,
+    shown,
     to_dict,
     validate,
 )
@@ -122,7 +123,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
     try:
         probe = marft_envs.make(config.env, **config.env_kwargs)
     except (TypeError, ValueError) as err:
-        raise ConfigError(f"env {config.env} refused env_kwargs {config.env_kwargs}: {err}") from None
+        raise ConfigError(f"env {config.env} refused env_kwargs {shown(config.env_kwargs)}: {err}") from None
     policy = build_policy(config, probe.possible_agents)
     context = getattr(policy.base.config, "max_position_embeddings", None)
     if context is not None and config.max_new_tokens >= context:

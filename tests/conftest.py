@@ -14,8 +14,6 @@ def fixtures() -> Path:
 
 
 # -- Ray: one local cluster for the whole session (tests/agents/test_distributed*.py) ----------------------------
-# Token auth would write ~/.ray/auth_token; the tests' clusters are local and short-lived.
-os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 RAY_CPUS = 2
@@ -27,9 +25,14 @@ def ray_cluster():
     """A Ray head started with ``ray start --head`` in a short temp dir; yields its address ("127.0.0.1:PORT").
 
     Ray's sockets live under its temp dir and must fit in 107 bytes, hence /tmp, not pytest's tmp_path.
-    At the end, exactly this cluster's processes (those whose command line names its temp dir) are
-    stopped and the dir removed; nothing may appear in ~/.ray or /tmp/ray.
+    As a cluster marft starts (marft_agents/distributed/cluster.py): on loopback only
+    (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` keeps ``--node-ip-address 127.0.0.1`` from becoming the
+    machine's interface address), token auth on, its token in a 0600 file in a 0700 folder of its own
+    (``RAY_AUTH_TOKEN_PATH``, set in this process too for the tests' drivers). At the end, exactly this
+    cluster's processes (those whose command line names its temp dir) are stopped and the dir removed;
+    nothing may appear in ~/.ray or /tmp/ray.
     """
+    import secrets
     import shutil
     import socket
     import subprocess
@@ -42,8 +45,18 @@ def ray_cluster():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    token_dir = tempfile.mkdtemp(prefix="marft-ray-auth-", dir="/tmp")  # 0700: Ray makes its temp dir 0777
+    token = Path(token_dir) / "auth_token"
+    token.touch(mode=0o600)
+    token.write_text(secrets.token_hex(32))
+    os.environ.pop("RAY_AUTH_TOKEN", None)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+    from marft_agents.distributed.cluster import reset_auth_state
+
+    reset_auth_state()  # Ray read the token settings when it was imported
     root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     ray = str(Path(sys.executable).with_name("ray"))
     try:
         subprocess.run([ray, "start", "--head", "--temp-dir", temp, "--port", str(port), "--num-cpus", str(RAY_CPUS),
@@ -54,8 +67,11 @@ def ray_cluster():
         import ray as ray_module
 
         ray_module.shutdown()
+        for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+            os.environ.pop(name, None)
         _stop_processes_naming(temp)
         shutil.rmtree(temp, ignore_errors=True)
+        shutil.rmtree(token_dir, ignore_errors=True)
     appeared = [str(p) for p, existed in before.items() if p.exists() and not existed]
     assert not appeared, f"the Ray tests wrote {appeared}"
 
@@ -91,6 +107,9 @@ def ray_connected(ray_cluster):
     """This process connected to the session's cluster (a test may disconnect; the next one reconnects)."""
     import ray
 
+    from marft_agents.distributed.cluster import connect
+    from marft_agents.distributed.config import DistributedConfig
+
     if not ray.is_initialized():
-        ray.init(address=ray_cluster, log_to_driver=False, logging_level="warning")
+        connect(DistributedConfig(address=ray_cluster))  # as a run joins it: on loopback
     return ray_cluster

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from marft_agents.config_text import shown
+
 RAY_TEMP_MAX_CHARS = 40
 """Ray puts AF_UNIX sockets at ``<temp_dir>/session_<date>_<pid>/sockets/plasma_store`` (about 62 more
 characters), and a socket path must fit in 107 bytes."""
@@ -15,7 +17,7 @@ class DistributedConfig:
     """Rollout workers on Ray (``distributed.*`` keys; docs/scaling-out.md)."""
 
     workers: int = 0
-    """Ray actors that play the episodes (0: play them in the trainer's process, as without Ray)."""
+    """Ray actors that play the episodes (0: in the trainer's process); a local cluster has this machine's CPUs for them."""
     address: str = ""
     """A running Ray cluster to join ("host:port" of `ray start --head`, or "auto"); empty: start a local one."""
     cpus_per_worker: float = 1.0
@@ -40,10 +42,17 @@ def check(settings: DistributedConfig, engine: str = "hf") -> None:
         raise ValueError(f"distributed.episode_seeds=true samples with the hf engine's per-episode generators; "
                          f"generation.engine={engine} seeds its own requests: drop one of the two")
     if settings.address and settings.address != "auto" and ":" not in settings.address:
-        raise ValueError(f"distributed.address={settings.address!r} must be host:port (the head's `ray start "
+        raise ValueError(f"distributed.address={shown(settings.address)} must be host:port (the head's `ray start "
                          "--head --port PORT`), ray://host:port, or auto")
+    need = settings.workers * settings.cpus_per_worker
+    cores = os.cpu_count() or 1
+    if settings.workers and not settings.address and need > cores:  # Ray would promise CPUs that are not there
+        raise ValueError(f"distributed.workers={settings.workers} x distributed.cpus_per_worker="
+                         f"{settings.cpus_per_worker:g} needs {need:g} CPUs, but this machine has {cores} for the "
+                         f"local cluster: use at most {int(cores // settings.cpus_per_worker)} workers, or join a "
+                         "larger cluster with distributed.address")
     if settings.temp_dir:
         path = os.path.abspath(settings.temp_dir)
         if len(path) > RAY_TEMP_MAX_CHARS:
-            raise ValueError(f"distributed.temp_dir={path} is {len(path)} characters: Ray's socket paths under it "
-                             f"must fit in 107 bytes; use at most {RAY_TEMP_MAX_CHARS} (e.g. /tmp/marft-ray)")
+            raise ValueError(f"distributed.temp_dir={shown(path)} is {len(path)} characters: Ray's socket paths under "
+                             f"it must fit in 107 bytes; use at most {RAY_TEMP_MAX_CHARS} (e.g. /tmp/marft-ray)")

@@ -21,16 +21,12 @@ from __future__ import annotations
 
 import atexit
 import os
-import shutil
-import socket
-import tempfile
 import time
 from typing import Any
 
-import numpy as np
-
 import marft_envs
 from marft_agents.distributed import ClusterError, WorkerError
+from marft_agents.distributed.cluster import connect, disconnect, first_line
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.worker import RolloutWorker, WorkerSpec
 from marft_agents.evaluation import (
@@ -48,49 +44,10 @@ FORWARDED_ENV = ("HF_", "MARFT_", "TRANSFORMERS_", "TOKENIZERS_", "OMP_")
 _open_pools: list[WorkerPool] = []
 
 
-def connect(settings: DistributedConfig, need_cpus: float) -> tuple[bool, str | None]:
-    """Join ``settings.address``, or start a local cluster: ``(connected here, temp dir to remove at the end)``.
-
-    A process already connected to Ray (a test's cluster, a notebook's ``ray.init``) keeps its cluster.
-    """
-    import ray
-
-    if ray.is_initialized():
-        return False, None
-    if settings.address:
-        _check_reachable(settings.address)
-        try:
-            ray.init(address=settings.address, log_to_driver=False, logging_level="warning")
-        except Exception as err:  # Ray raises many kinds; the user needs one line
-            raise ClusterError(f"cannot join the Ray cluster at {settings.address}: {_first_line(err)}") from None
-        return True, None
-    made = not settings.temp_dir
-    base = tempfile.gettempdir()
-    base = base if len(base) <= 20 or not os.path.isdir("/tmp") else "/tmp"  # short: Ray's sockets live under it
-    temp_dir = settings.temp_dir or tempfile.mkdtemp(prefix="marft-ray-", dir=base)
-    try:
-        ray.init(num_cpus=max(os.cpu_count() or 1, int(np.ceil(need_cpus))), include_dashboard=False,
-                 _temp_dir=os.path.abspath(temp_dir), log_to_driver=False, logging_level="warning")
-    except Exception as err:
-        raise ClusterError(f"cannot start a local Ray cluster in {temp_dir}: {_first_line(err)}") from None
-    return True, temp_dir if made else None
-
-
-def _check_reachable(address: str) -> None:
-    """Fail in seconds on an address nothing listens at (``ray.init`` would retry for minutes)."""
-    if address == "auto" or "://" in address:
-        return
-    host, _, port = address.rpartition(":")
-    try:
-        socket.create_connection((host, int(port)), timeout=5).close()
-    except (OSError, ValueError) as err:
-        raise ClusterError(f"no Ray cluster at distributed.address={address} ({_first_line(err)}): start one with "
-                           "`ray start --head --port PORT` or fix the address") from None
-
-
-def _first_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return lines[0] if lines else type(err).__name__
+def _resources(free: dict) -> str:
+    """``CPU=0, GPU=1``: Ray's free resources without its per-node and memory entries."""
+    shown = {k: v for k, v in free.items() if k in ("CPU", "GPU")}
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(shown.items())) or "none"
 
 
 def _cause(err: BaseException) -> str:
@@ -99,7 +56,7 @@ def _cause(err: BaseException) -> str:
     for line in reversed(lines):
         if ":" in line and line.split(":", 1)[0].replace(".", "").isidentifier() and not line.startswith("File"):
             return line
-    return _first_line(err)
+    return first_line(err)
 
 
 def close_open_pools() -> None:
@@ -138,8 +95,7 @@ class WorkerPool:
         """The version of the weights the workers play with (the trainer's updates applied)."""
         self.timings: dict[str, float] = {}
         self.reset_timings()
-        need = settings.workers * settings.cpus_per_worker
-        self._connected, self._temp_dir = connect(settings, need)
+        self._connection = connect(settings)
         self._weights: Any = None
         self.failures = [0] * settings.workers
         """Batches each worker failed (died or hung) so far in this run; more than ``max_restarts`` stops it."""
@@ -174,11 +130,12 @@ class WorkerPool:
         except ray.exceptions.RayError as err:
             self.close()
             raise ClusterError(f"a rollout worker could not start: {_cause(err)}") from None
-        if waiting:
+        if waiting:  # the message first: close() ends the workers, and a cluster this pool started
+            message = (f"{len(waiting)} of {len(self.workers)} rollout workers did not start within "
+                       f"distributed.start_timeout_s={self.settings.start_timeout_s:g} "
+                       f"(the cluster's free resources: {_resources(ray.available_resources())})")
             self.close()
-            raise ClusterError(f"{len(waiting)} of {len(self.workers)} rollout workers did not start within "
-                               f"distributed.start_timeout_s={self.settings.start_timeout_s:g} "
-                               f"(the cluster's free resources: {ray.available_resources()})")
+            raise ClusterError(message)
 
     def reset_timings(self) -> None:
         """Zero the seconds of the parts of a collection (the in-process keys summed over workers, and ours)."""
@@ -249,7 +206,7 @@ class WorkerPool:
                     fetching += time.perf_counter() - t
                     del running[k]
                 except ray.exceptions.RayActorError as err:
-                    running[k] = self._retry(k, submit, f"died ({_first_line(err)[:160]})")
+                    running[k] = self._retry(k, submit, f"died ({first_line(err)[:160]})")
             now = time.monotonic()
             for k, (ref, started) in list(running.items()):
                 if ref not in ready and now - started >= self.settings.timeout_s:
@@ -286,7 +243,7 @@ class WorkerPool:
                     break
                 time.sleep(0.2)
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
-                why = f"{why}, then could not restart ({_first_line(err)[:160]})"
+                why = f"{why}, then could not restart ({first_line(err)[:160]})"
                 break
         raise WorkerError(f"rollout worker {k} {why}; it failed {self.failures[k]} times (distributed.max_restarts="
                           f"{self.settings.max_restarts}): the update was not trained on; resume from the last "
@@ -309,9 +266,5 @@ class WorkerPool:
         self.workers = []
         if self in _open_pools:
             _open_pools.remove(self)
-        if getattr(self, "_connected", False):
-            ray.shutdown()
-            self._connected = False
-        if self._temp_dir is not None:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
-            self._temp_dir = None
+        if getattr(self, "_connection", None) is not None:
+            disconnect(self._connection)

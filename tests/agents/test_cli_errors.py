@@ -70,11 +70,12 @@ def refused(argv: list[str], message: str, capsys, folder: Path | None = None) -
 # -- bad values for a new run: nothing may be created ------------------------------------------------
 
 NEW_RUN_CASES = [
-    (["temperature=0"], "temperature must be > 0"),
-    (["temperature=-1"], "temperature must be > 0"),
+    (["temperature=0"], "temperature must be >= 0.001"),
+    (["temperature=-1"], "temperature must be >= 0.001"),
+    (["temperature=1e-300"], "temperature must be >= 0.001"),  # was: probability tensor contains inf/nan
     (["updates=0"], "updates must be >= 1"),
     (["episodes_per_update=0"], "episodes_per_update must be >= 1"),
-    (["eval_episodes=0"], "eval_episodes must be >= 1"),
+    (["eval_episodes=0"], "eval_episodes must be in [1, 10000]"),
     (["threads=-1"], "threads must be >= 0"),
     (["marft.lr=Infinity"], "marft.lr must be a finite number"),
     (["marft.lr=NaN"], "marft.lr must be a finite number"),
@@ -87,6 +88,20 @@ NEW_RUN_CASES = [
     (["env_kwargs.rouns=3"], "did you mean 'rounds'?"),
     (["env_kwargs.rounds=abc"], "env_kwargs.rounds must be of type int"),
     (["algo=ppo", "env=marft/MathSolo-v0", "marft.lr=1e-9"], "is a key of algo=marft, but this run uses algo=ppo"),
+    # bounds on values that used to end in inf/nan, a hang or a traceback (issue 20)
+    (["marft.lr=1e308"], "marft.lr must be in (0, 1)"),
+    (["marft.lr=1"], "marft.lr must be in (0, 1)"),
+    (["marft.critic_lr=5"], "marft.critic_lr must be in (0, 1)"),
+    (["eval_episodes=1000000000"], "eval_episodes must be in [1, 10000]"),
+    (["lora_r=100000"], "lora_r=100000 is above the model's hidden size 32"),
+    (["env_kwargs.n_agents=1000"], "n_agents must be at least 1 and at most 64, got 1000"),  # was 26 s in make()
+    (["env_kwargs.n_agents=1000000"], "n_agents must be at least 1 and at most 64"),  # was out of memory
+    (['env_kwargs.n_agents="3"'], "env_kwargs.n_agents must be of type int (or null), got '3'"),
+    (["seed=-1"], "seed must be an integer in [0, 4294967295], got -1"),
+    ([f"seed={2 ** 70}"], f"seed must be an integer in [0, 4294967295], got {2 ** 70}"),
+    (["distributed.workers=1000"], ("distributed.workers=1000 x distributed.cpus_per_worker=1 needs 1000 CPUs, "
+                                    "but this machine has")),
+    (["env_kwargs.x=" + "[" * 1000 + "]" * 1000], "env_kwargs.x: nested more than 32 levels deep"),
 ]
 
 
@@ -97,9 +112,41 @@ def test_a_bad_value_is_refused_before_anything_is_written(extra, message, tiny_
     assert not run.exists()
 
 
+def test_a_huge_wrongly_typed_value_is_quoted_in_80_characters(tiny_model_dir, tmp_path, capsys):
+    huge = "x" * 50_000_000
+    refused(["train", *base_args(tiny_model_dir, tmp_path / "run"), f'temperature="{huge}"'],
+            "temperature must be a float, got 'xxx", capsys)
+    # the refusal above consumed stderr; once more for its length
+    cli(["train", *base_args(tiny_model_dir, tmp_path / "run"), f"env_kwargs.rounds={huge}"])
+    err = capsys.readouterr().err.strip()
+    assert "env_kwargs.rounds must be of type int" in err and err.endswith("…") and len(err) < 250, err[:300]
+    for key in (huge, f"env_kwargs.{huge}"):  # a huge unknown key: named in 80 characters, matched in a moment
+        cli(["train", *base_args(tiny_model_dir, tmp_path / "run"), f"{key}=1"])
+        err = capsys.readouterr().err.strip()
+        assert "no option" in err or "unknown config key" in err, err[:300]
+        assert len(err) < 500 and "\n" not in err, err[:600]
+
+
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_a_config_nested_1000_deep_is_one_line(suffix, tmp_path, capsys):
+    config = tmp_path / f"deep{suffix}"
+    if suffix == ".json":
+        config.write_text('{"a": ' * 1000 + "1" + "}" * 1000)
+    else:
+        config.write_text("a = " + "[" * 1000 + "]" * 1000 + "\n")
+    refused(["train", "--config", str(config)], "nested more than 32 levels deep", capsys)
+    shallow = tmp_path / f"tables{suffix}"  # nested tables within the recursion limit, past ours
+    if suffix == ".json":
+        shallow.write_text('{"a": ' * 100 + "1" + "}" * 100)
+    else:
+        shallow.write_text("[" + ".".join(["a"] * 100) + "]\nb = 1\n")
+    refused(["train", "--config", str(shallow)], "nested more than 32 levels deep", capsys)
+
+
 def test_overrides_may_follow_options(tiny_model_dir, tmp_path, capsys):
     # parsed as an override (and refused for its value), not "unrecognized arguments"
-    refused(["train", f"run_dir={tmp_path / 'r'}", "--no-progress", "temperature=0"], "temperature must be > 0", capsys)
+    refused(["train", f"run_dir={tmp_path / 'r'}", "--no-progress", "temperature=0"], "temperature must be >= 0.001",
+            capsys)
 
 
 def test_a_config_file_must_be_a_mapping(tmp_path, capsys):
@@ -120,9 +167,11 @@ def test_a_run_dir_that_cannot_be_written_is_one_line(tiny_model_dir, capsys):
     refused(["train", *base_args(tiny_model_dir, "/proc/marft-run")], "cannot write run_dir /proc/marft-run", capsys)
 
 
-def test_eval_refuses_zero_episodes(finished_run, capsys):
-    refused(["eval", "--run", str(finished_run), "--episodes", "0"], "--episodes must be at least 1", capsys,
-            finished_run)
+@pytest.mark.parametrize("episodes", ["0", "1000000000"])
+def test_eval_refuses_episodes_out_of_range(episodes, finished_run, capsys):
+    # 10**9 hung in the held-out draw
+    refused(["eval", "--run", str(finished_run), "--episodes", episodes], "--episodes must be from 1 to 10000",
+            capsys, finished_run)
 
 
 # -- an existing run: refused unless resumed or overwritten, and never changed by a refusal ------------

@@ -142,7 +142,7 @@ def test_bad_distributed_settings_are_refused_in_one_line(override, message):
 
 def test_an_address_nothing_listens_at_fails_in_seconds():
     pytest.importorskip("ray")
-    from marft_agents.distributed.pool import _check_reachable
+    from marft_agents.distributed.cluster import _check_reachable
 
     with pytest.raises(ClusterError, match="no Ray cluster at distributed.address=127.0.0.1:1"):
         _check_reachable("127.0.0.1:1")
@@ -157,10 +157,11 @@ SETTINGS = DistributedConfig(workers=2, timeout_s=120.0, max_restarts=8)
 def pool(ray_cluster, policy, tmp_path_factory):
     import ray
 
+    from marft_agents.distributed.cluster import connect
     from marft_agents.distributed.pool import WorkerPool, worker_spec
 
     if not ray.is_initialized():
-        ray.init(address=ray_cluster, log_to_driver=False, logging_level="warning")
+        connect(DistributedConfig(address=ray_cluster))  # as a run joins it: on loopback
     fault = tmp_path_factory.mktemp("fault") / "fault"
     os.environ["MARFT_RAY_TEST_FAULT"] = str(fault)  # the workers get it when they start
     config = TrainConfig(max_new_tokens=16, temperature=1.0)

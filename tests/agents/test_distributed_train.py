@@ -147,6 +147,26 @@ def test_workers_that_cannot_start_say_why_in_one_line(ray_connected):
         WorkerPool(worker_spec(config, record_state=False), dataclasses.replace(settings, workers=3), policy)
 
 
+def test_workers_that_start_too_slowly_on_a_cluster_the_pool_started_say_so_in_one_line(ray_connected, monkeypatch):
+    # the pool shuts down a cluster it started before it raises; the message used to ask Ray for its
+    # free resources after that ("RaySystemError: Ray has not been started yet")
+    import ray
+
+    import marft_agents.distributed.pool as pool_module
+    from marft_agents.distributed import ClusterError
+    from marft_agents.distributed.cluster import Connection
+    from marft_agents.distributed.config import DistributedConfig
+
+    monkeypatch.setattr(pool_module, "connect", lambda settings: Connection(started=True))  # as if it started it
+    config = load(None, [])
+    policy = build_policy(config, ["reasoner_0", "actor_0"])
+    with pytest.raises(ClusterError, match=r"1 of 1 rollout workers did not start within "
+                                           r"distributed.start_timeout_s=0.001 \(the cluster's free resources: CPU="):
+        pool_module.WorkerPool(pool_module.worker_spec(config, record_state=False),
+                               DistributedConfig(workers=1, start_timeout_s=0.001), policy)
+    assert not ray.is_initialized()  # it left the cluster (the next test joins it again)
+
+
 @pytest.mark.parametrize("overrides, message", [
     (["distributed.address=127.0.0.1:1"], "no Ray cluster at distributed.address=127.0.0.1:1"),
     (["distributed.temp_dir=/tmp/" + "d" * 50], "Ray's socket paths"),

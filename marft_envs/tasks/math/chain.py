@@ -18,7 +18,8 @@ Version history:
         (pmatrix), and its extraction is linear in the answer's length. Every step keeps the grader's
         time promise (0.1 s a call, ``marft_envs.rewards.math``): a response is read from its last
         65,536 characters and no exact value passes 4,096 bits; an action longer than the action
-        space's 2^20 characters is refused (``EnvUsageError``), as is every misuse.
+        space's 2^20 characters is refused (``EnvUsageError``), as is every misuse; ``n_agents`` above 64 (``MAX_AGENTS``)
+        or not an integer is refused in one line (it ran out of memory or failed deep inside).
     v0, additions under the same id (default behaviour unchanged): ``profile="general-v0"`` selects
         role prompts written for general instruct models (the answer format stated plainly, one
         worked example); see ``marft_envs/tasks/math/profiles/``. ``problems="synthetic:0"``: level 1's
@@ -47,6 +48,11 @@ def agent_ids(roles: list[str]) -> list[str]:
     return ids
 
 
+MAX_AGENTS = 64
+"""The longest chain: agent k's prompt holds the k-1 earlier outputs and the graph has n(n-1)/2 edges,
+so past a few dozen agents no model's context holds the last prompt (``n_agents=10**6`` ran out of memory)."""
+
+
 class MathChain(MathTask):
     """Agents in a chain, each seeing its predecessors' outputs; the last one answers."""
 
@@ -55,11 +61,13 @@ class MathChain(MathTask):
     def __init__(self, n_agents: int | None = None, roles: list[str] | None = None, **kwargs: Any):
         if roles is None:
             n = 2 if n_agents is None else n_agents
-            if n < 1:
-                raise ValueError(f"n_agents must be at least 1, got {n}")
+            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_AGENTS:
+                raise ValueError(f"n_agents must be at least 1 and at most {MAX_AGENTS}, got {n!r}"[:200])
             roles = ["reasoner"] * (n - 1) + ["actor"]
         elif n_agents is not None and n_agents != len(roles):
             raise ValueError(f"n_agents={n_agents} but {len(roles)} roles were given; pass one of them")
+        elif len(roles) > MAX_AGENTS:
+            raise ValueError(f"{len(roles)} roles: a chain holds at most {MAX_AGENTS} agents")
         super().__init__(agent_ids(list(roles)), **kwargs)
         # Agent k sees every earlier agent's output, a^{1:k-1}, as in MARFT's sequential decomposition.
         agents = self.possible_agents

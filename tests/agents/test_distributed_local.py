@@ -1,0 +1,107 @@
+"""The local Ray cluster a run starts (``distributed.address`` empty) is on loopback only, with token auth.
+
+One subprocess (this test session is already connected to the session's cluster) starts a cluster
+as a run does (:func:`marft_agents.distributed.cluster.connect`), runs a task on it so a worker
+process exists, and reports every inet socket of the driver and the cluster's processes, the token
+file, and what Ray's GCS answers a call without a token; then it shuts the cluster down. Nothing in
+it sends traffic anywhere but 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = r"""
+import json, os, stat, sys
+import grpc, psutil, ray
+from marft_agents.distributed.cluster import AUTH_VARS, connect, disconnect
+from marft_agents.distributed.config import DistributedConfig
+
+env_before = {k: os.environ.get(k) for k in AUTH_VARS}
+connection = connect(DistributedConfig(workers=1), cpus=1)
+token_path = os.environ["RAY_AUTH_TOKEN_PATH"]
+out = {"mode": os.environ["RAY_AUTH_MODE"], "token_path": token_path,
+       "token_mode": oct(stat.S_IMODE(os.stat(token_path).st_mode)),
+       "token_dir_mode": oct(stat.S_IMODE(os.stat(os.path.dirname(token_path)).st_mode))}
+
+@ray.remote
+def pid():
+    return os.getpid()
+
+worker = ray.get(pid.remote())  # a worker process, with its own gRPC server
+gcs = ray.get_runtime_context().gcs_address
+out["gcs"] = gcs
+out["nodes"] = [n["NodeManagerAddress"] for n in ray.nodes()]
+procs = {p.pid: p for p in psutil.Process().children(recursive=True)}
+procs[os.getpid()] = psutil.Process()
+out["worker_seen"] = worker in procs
+sockets = []
+for p in procs.values():
+    try:
+        for c in p.net_connections(kind="inet"):
+            sockets.append([p.name(), c.status, c.laddr.ip, c.raddr.ip if c.raddr else None])
+    except psutil.Error:
+        pass
+out["sockets"] = sockets
+call = grpc.insecure_channel(gcs).unary_unary("/ray.rpc.NodeInfoGcsService/GetAllNodeInfo")
+try:
+    call(b"", timeout=30)
+    out["without_token"] = "OK"
+except grpc.RpcError as err:
+    out["without_token"] = err.code().name
+disconnect(connection)
+out["token_removed"] = not os.path.exists(token_path)
+out["env_restored"] = {k: os.environ.get(k) for k in AUTH_VARS} == env_before
+print("PROBE " + json.dumps(out))
+"""
+
+
+def is_loopback(ip: str | None) -> bool:
+    return ip is None or ip in ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    home = tmp_path_factory.mktemp("home")
+    tmp = tempfile.mkdtemp(prefix="mt-", dir="/tmp")  # short: Ray's sockets go under it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH") and k != "RAY_ADDRESS"}
+    env.update(HOME=str(home), TMPDIR=tmp, RAY_AUTH_MODE="disabled",  # the user's choice is not the cluster's
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    try:
+        done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300,
+                              check=False)
+        left = os.listdir(tmp)
+    finally:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("PROBE "))
+    return {**json.loads(line[len("PROBE "):]), "home": home, "tmp": tmp, "left": left}
+
+
+def test_every_socket_of_a_local_cluster_is_on_loopback(probe):
+    assert probe["worker_seen"] and len(probe["sockets"]) > 5
+    listening = [s for s in probe["sockets"] if s[1] == "LISTEN"]
+    assert {s[0] for s in listening} >= {"gcs_server", "raylet"}, listening
+    assert [s for s in probe["sockets"] if not (is_loopback(s[2]) and is_loopback(s[3]))] == []
+    assert probe["gcs"].startswith("127.0.0.1:") and set(probe["nodes"]) == {"127.0.0.1"}
+
+
+def test_a_local_cluster_keeps_token_auth_on_with_a_private_token_file(probe):
+    assert probe["mode"] == "token" and probe["without_token"] == "UNAUTHENTICATED"
+    assert probe["token_mode"] == "0o600" and probe["token_dir_mode"] == "0o700"
+    assert probe["token_path"].startswith(probe["tmp"] + "/marft-ray-auth-")  # under TMPDIR, not in ~/.ray
+    assert probe["token_removed"] and probe["env_restored"] and probe["left"] == []
+    assert list(probe["home"].iterdir()) == []  # ~/.ray neither read into being nor written
