@@ -22,7 +22,7 @@ import torch
 import marft_envs
 from marft_agents import checkpoint as ckpt
 from marft_agents import report, run_folder
-from marft_agents.algorithms import build_learner
+from marft_agents.algorithms import build_learner, lookup
 from marft_agents.config import (
     ConfigError,
     TrainConfig,
@@ -145,6 +145,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         probe = marft_envs.make(config.env, **config.env_kwargs)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"env {config.env} refused env_kwargs {config.env_kwargs}: {err}") from None
+    lookup(config.algo)[1].check_env(config.algo_args, probe, workers=config.distributed.workers)  # e.g. tree sampling
     policy = build_policy(config, probe.possible_agents)
     context = getattr(policy.base.config, "max_position_embeddings", None)
     if context is not None and config.max_new_tokens >= context:
@@ -190,8 +191,8 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         generator = EpisodeSeededEngine(policy)
     if latest is not None:
         generator.sync(start)  # the resumed adapter weights
-    engine = pool if pool else RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
-                                             record_state=algo.needs_state, engine=generator)  # centralised critics
+    engine = pool if pool else algo.collector(RolloutEngine(  # a learner may collect its own way (tree sampling)
+        policy, Sampling(config.temperature, config.max_new_tokens), record_state=algo.needs_state, engine=generator))
     evaluate_fn = pool.evaluate if pool else evaluate
     # A learner may evaluate on other env options (CORY: each policy alone, without the reference).
     eval_kwargs = {**config.env_kwargs, **algo.eval_env_kwargs}
@@ -227,7 +228,7 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
         t1 = time.perf_counter()
         tis = {}
         if config.generation.tis_cap is not None:  # pi_old^trainer for the ratio and the TIS weights
-            tis = recompute_behaviour(policy, [s for e in episodes for s in e.steps], config.temperature,
+            tis = recompute_behaviour(policy, [s for e in episodes for s in (*e.steps, *e.branches)], config.temperature,
                                       getattr(config.algo_args, "minibatch_size", 64))
         metrics = {**algo.update(episodes, update, rng), **tis}
         timings.training = time.perf_counter() - t1

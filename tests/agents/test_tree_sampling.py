@@ -1,0 +1,289 @@
+"""Tree sampling (``grpo.grouping=tree``): the sibling advantages by hand, the tree walk, the refusal, a training run.
+
+Every expected number is worked out by hand in the comment next to it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch.testing import assert_close
+
+import marft_envs
+from marft_envs import DependencyGraph, FlexEnv, RoundResult
+from marft_agents.advantages import agent_scaled
+from marft_agents.algorithms.grpo import grpo_advantages, training_steps
+from marft_agents.engines.base import Engine
+from marft_agents.policy import Generation, LaMASPolicy, Sampling, load_base
+from marft_agents.rollout import AgentStep, Episode, RolloutEngine
+from marft_agents.tree_rollout import TreeRollout
+
+EPS = 1e-6
+
+
+class ParityChain(FlexEnv):
+    """writer_0 -> judge_0 for two rounds; the team scores 1 when the judge's answer has an even length.
+
+    A reward every random model spreads (response lengths vary), so trees have signal without a trained model.
+    """
+
+    metadata = {"name": "tests/ParityChain-v0", "is_parallelizable": False, "render_modes": ["ansi"]}
+
+    def __init__(self, render_mode=None):
+        super().__init__(["writer_0", "judge_0"], render_mode=render_mode)
+
+    def reset_task(self, options):
+        self.topic, self.turn = int(self.np_random.integers(1, 10)), 0
+
+    def observe_text(self, agent):
+        if agent == "writer_0":
+            return f"Write about {self.topic} (turn {self.turn})."
+        return f"The writer said: {self.round_actions.get('writer_0', '')}. Judge it."
+
+    def round_graph(self):
+        return DependencyGraph.from_parents(self.possible_agents, {"judge_0": ["writer_0"]})
+
+    def end_round(self, actions):
+        self.turn += 1
+        reward = float(len(actions["judge_0"]) % 2 == 0)
+        return RoundResult(rewards=dict.fromkeys(actions, reward), terminations=dict.fromkeys(actions, self.turn == 2),
+                           infos={a: {} for a in actions})
+
+
+class RemoteChain(ParityChain):
+    """The same task whose state cannot be copied (as a remote session's)."""
+
+    metadata = {**ParityChain.metadata, "name": "tests/RemoteChain-v0"}
+    branchable = False
+
+
+marft_envs.register("tests/ParityChain-v0", ParityChain)
+marft_envs.register("tests/RemoteChain-v0", RemoteChain)
+
+
+# ------------------------------------------------------------------------------------------- maths
+
+
+def step(tree: int, agent: str, node: int, score: float, prompt=(1,)) -> AgentStep:
+    return AgentStep(episode=tree, round=0, agent=agent, prompt=list(prompt), response=[], token_logps=torch.zeros(0),
+                     text="", group=(tree, 0, agent, node), score=score)
+
+
+def two_trees() -> list[Episode]:
+    """Two trees of K=3 on a writer -> judge chain; the first sibling of each node is the chosen one."""
+    scores = {0: {"writer_0": [2.0, 0.0, 1.0], "judge_0": [2.0, 2.0, 0.0]},
+              1: {"writer_0": [0.0, 0.0, 0.0], "judge_0": [2.0, 0.0, 0.0]}}
+    episodes = []
+    for tree, nodes in scores.items():
+        siblings = {a: [step(tree, a, n, x, prompt=(n, tree)) for x in xs] for n, (a, xs) in enumerate(nodes.items())}
+        episodes.append(Episode(index=tree, steps=[siblings["writer_0"][0], siblings["judge_0"][0]], solved=None,
+                                branches=siblings["writer_0"][1:] + siblings["judge_0"][1:]))
+    return episodes
+
+
+def test_tree_advantages_hand_computed():
+    episodes = two_trees()
+    agents = [s.agent for s in training_steps(episodes)]
+    # training order per tree: chosen writer, chosen judge, then the branches (writer 2, writer 3, judge 2, judge 3)
+    assert agents == ["writer_0", "judge_0", "writer_0", "writer_0", "judge_0", "judge_0"] * 2
+    adv = grpo_advantages(episodes, group_size=3, grouping="tree", gamma=1.0, eps=EPS)
+    # tree 0 writer [2, 0, 1]: mean 1, std sqrt(2/3) = 0.8164966 -> [1, -1, 0] / 0.8164966 = [1.2247449, -1.2247449, 0]
+    # tree 0 judge  [2, 2, 0]: mean 4/3, std sqrt(8/9) = 0.9428090 -> [2/3, 2/3, -4/3] / 0.9428090
+    #                                                               = [0.7071068, 0.7071068, -1.4142136]
+    # tree 1 writer [0, 0, 0]: no spread -> exactly 0
+    # tree 1 judge  [2, 0, 0]: mean 2/3, std 0.9428090 -> [1.4142136, -0.7071068, -0.7071068]
+    w, j1, j2 = 1 / (0.8164966 + EPS), (2 / 3) / (0.9428090 + EPS), (4 / 3) / (0.9428090 + EPS)
+    expected = [w, j1, -w, 0.0, j1, -j2,
+                0.0, j2, 0.0, 0.0, -j1, -j1]
+    assert_close(adv, torch.tensor(expected), atol=1e-5, rtol=0)
+
+    per_agent = grpo_advantages(episodes, group_size=3, grouping="tree", gamma=1.0, eps=EPS, normalize="agent")
+    # the baselines stay the sibling means; the scale is each agent's std over the whole batch:
+    # writer scores [2, 0, 1, 0, 0, 0]: mean 0.5, var (2.25 + 0.25 + 0.25 + 3 * 0.25) / 6 = 0.5833333, std 0.7637626
+    # judge scores  [2, 2, 0, 2, 0, 0]: mean 1, std 1
+    w = 1 / (0.7637626 + EPS)
+    a, b = (2 / 3) / (1 + EPS), (4 / 3) / (1 + EPS)
+    expected = [w, a, -w, 0.0, a, -b,
+                0.0, b, 0.0, 0.0, -a, -a]
+    assert_close(per_agent, torch.tensor(expected), atol=1e-5, rtol=0)
+
+
+def test_agent_scaled_hand_computed():
+    rewards = torch.tensor([1.0, 0.0, 3.0, 3.0])
+    groups = torch.tensor([0, 0, 1, 1])
+    agents = torch.tensor([0, 0, 0, 1])
+    # centred by group: [0.5, -0.5, 0, 0]; agent 0's rewards [1, 0, 3]: mean 4/3, std sqrt(14/9) = 1.2472191
+    # agent 1 has one reward: std 0 -> its centred 0 stays 0 (0 / eps)
+    s = 1.2472191 + EPS
+    assert_close(agent_scaled(rewards, groups, agents, EPS), torch.tensor([0.5 / s, -0.5 / s, 0.0, 0.0]),
+                 atol=1e-6, rtol=0)
+
+
+def test_a_sibling_group_with_different_prompts_is_refused():
+    episodes = two_trees()
+    episodes[0].branches[0].prompt = [99]
+    with pytest.raises(ValueError, match="holds different prompts"):
+        grpo_advantages(episodes, group_size=3, grouping="tree", gamma=1.0)
+    plain = [Episode(index=0, steps=[AgentStep(0, 0, "writer_0", [], [], torch.zeros(0), "")], solved=None)]
+    with pytest.raises(ValueError, match="needs episodes from a tree rollout"):
+        grpo_advantages(plain, group_size=3, grouping="tree", gamma=1.0)
+
+
+# ------------------------------------------------------------------------------------------- the walk
+
+
+class Scripted(Engine):
+    """Answers every request with ``texts[k % len(texts)]`` (k: its place in the call); log-probs of zero."""
+
+    def __init__(self, tokenizer, texts: list[str]):
+        super().__init__()
+        self.tokenizer, self.texts, self.sizes = tokenizer, texts, []
+
+    def generate(self, requests, sampling):
+        self.calls += 1
+        self.sizes.append(len(requests))
+        texts = [self.texts[k % len(self.texts)] for k in range(len(requests))]
+        ids = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        return Generation(responses=ids, token_logps=[torch.zeros(len(i)) for i in ids], texts=texts)
+
+
+@pytest.fixture(scope="module")
+def tiny_policy(tiny_model_dir):
+    model, tokenizer = load_base(str(tiny_model_dir))
+    return LaMASPolicy(model, tokenizer, ["writer_0", "judge_0"])
+
+
+def test_tree_walk_tags_siblings_batches_layers_and_continues_from_the_best(tiny_policy):
+    K, M = 3, 2
+    # In a call of K requests per node, the k-th candidate of every node says texts[k]: "ab" (even: reward 1),
+    # "a" and "abc" (odd: 0). A continuation call answers its first request "ab", the next "a", ...
+    engine = Scripted(tiny_policy.tokenizer, ["a", "ab", "abc"])
+    rollout = RolloutEngine(tiny_policy, Sampling(1.0, 8), engine=engine)
+    envs = [marft_envs.make("tests/ParityChain-v0") for _ in range(2)]
+    trees = TreeRollout(rollout, width=K, continuations=M, pick="best").collect(envs, range(2 * K),
+                                                                                  seed_of=lambda i: i // K)
+    assert [e.index for e in trees] == [0, K]
+    # per round: one call for the writers' layer (2 trees x K), one for their continuations
+    # (2 trees x K candidates x M copies), one for the judges' layer; two rounds
+    assert engine.sizes == [2 * K, 2 * K * M, 2 * K] * 2
+    for e in trees:
+        assert [(s.agent, s.round) for s in e.steps] == [("writer_0", 0), ("judge_0", 0), ("writer_0", 1),
+                                                           ("judge_0", 1)]
+        assert len(e.branches) == 4 * (K - 1) and e.steps[-1].done and [s.round_end for s in e.steps] == [
+            False, True, False, True]
+        groups: dict[tuple, list[AgentStep]] = {}
+        for s in training_steps([e]):
+            groups.setdefault(s.group, []).append(s)
+        assert len(groups) == 4 and all(len(g) == K for g in groups.values())
+        for members in groups.values():
+            assert all(m.prompt == members[0].prompt for m in members)  # siblings share the exact context
+            assert sorted(m.text for m in members) == ["a", "ab", "abc"]
+        for s in e.steps:
+            if s.agent == "judge_0":  # a judge closes the round: the best candidate is the even one
+                assert s.text == "ab" and s.score == 2.0 and s.reward == 1.0
+        judges = [s for s in e.branches if s.agent == "judge_0"]
+        assert all(s.score == 0.0 and s.reward == 0.0 for s in judges)
+        # a writer's candidate is scored by its M continuations: a continuation call of 2*K*M requests
+        # answers "a", "ab", "abc", "a", ... so its copies get scores by their place in the call
+        writers = [s for s in training_steps([e]) if s.agent == "writer_0"]
+        assert all(s.score in (0.0, 1.0, 2.0) for s in writers)
+        # the trunk's second round was played after the chosen judge
+        assert e.steps[1].text == "ab" and e.solved is None
+        # each round's continuation call gives each tree 2 copies of each text: "a", "ab", "abc", "a", "ab", "abc"
+        size = sum(len(tiny_policy.tokenizer.encode(t, add_special_tokens=False)) for t in ("a", "ab", "abc"))
+        assert e.extra_tokens == 2 * 2 * size
+    # the writers' continuation scores: copies c = 0..11 of one round's call answer texts[c % 3]; tree 0's
+    # candidate k owns copies 2k, 2k+1 -> k=0: "a","ab" (0 + 2)/2 = 1; k=1: "abc","a" 0; k=2: "ab","abc" 1
+    first = sorted(s.score for s in training_steps(trees[:1]) if s.agent == "writer_0" and s.round == 0)
+    assert first == [0.0, 1.0, 1.0]
+    # the caller's envs are left at the tree's root: only branches were stepped
+    assert all(env.round == 0 and env.ready_agents() == ["writer_0"] for env in envs)
+
+
+def test_pick_sample_and_config_errors(tiny_policy):
+    rollout = RolloutEngine(tiny_policy, Sampling(1.0, 8), engine=Scripted(tiny_policy.tokenizer, ["a", "ab"]))
+    with pytest.raises(ValueError, match="at least 2 candidates"):
+        TreeRollout(rollout, width=1, continuations=1)
+    with pytest.raises(ValueError, match="tree_continuations must be at least 1"):
+        TreeRollout(rollout, width=2, continuations=0)
+    with pytest.raises(ValueError, match="tree_pick must be one of"):
+        TreeRollout(rollout, width=2, continuations=1, pick="worst")
+    tree = TreeRollout(rollout, width=2, continuations=1, pick="sample")
+    with pytest.raises(ValueError, match="multiple of grpo.group_size"):
+        tree.collect([marft_envs.make("tests/ParityChain-v0")], range(3))
+    from marft_envs.branching import NotBranchableError
+
+    with pytest.raises(NotBranchableError, match="branchable = False"):
+        tree.collect([marft_envs.make("tests/RemoteChain-v0")], range(2))
+    # "sample" picks at random: the same seeds give the same trees
+    a = tree.collect([marft_envs.make("tests/ParityChain-v0")], range(4), seed_of=lambda i: i)
+    b = tree.collect([marft_envs.make("tests/ParityChain-v0")], range(4), seed_of=lambda i: i)
+    assert [[s.text for s in e.steps] for e in a] == [[s.text for s in e.steps] for e in b]
+
+
+# ------------------------------------------------------------------------------------- the refusal
+
+
+def test_cli_refuses_tree_sampling_on_an_env_that_cannot_branch_before_any_work(tmp_path, capsys):
+    from marft_agents.cli import main as cli
+
+    run = tmp_path / "run"
+    common = ["train", "--algo", "grpo", "--no-progress", "grpo.grouping=tree", "model=/nonexistent/model",
+              f"run_dir={run}", "updates=1", "episodes_per_update=4", "grpo.group_size=2"]
+    assert cli([*common, "env=tests/RemoteChain-v0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "grpo.grouping=tree needs an env that can copy its state mid-episode" in err
+    assert "tests/RemoteChain-v0 (RemoteChain) declares branchable = False" in err
+    assert not run.exists()  # refused before the model was loaded or a file was written
+    assert cli([*common, "env=tests/ParityChain-v0", "distributed.workers=2"]) == 2
+    assert "use distributed.workers=0" in capsys.readouterr().err
+    assert not run.exists()
+
+
+# ------------------------------------------------------------------------------------- a training run
+
+
+def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_model_dir, tmp_path, monkeypatch):
+    from marft_agents import trainer
+    from marft_agents.config import from_dict
+
+    torch.set_num_threads(1)
+    built = {}
+    build_policy = trainer.build_policy
+
+    def keep(config, agents):  # the trainer's policy, and its parameters as they started
+        policy = built["policy"] = build_policy(config, agents)
+        models = {id(m): m for m in [policy.base, *policy.models.values()]}.values()
+        built["before"] = {(id(m), n): (p.detach().clone(), p.requires_grad)
+                           for m in models for n, p in m.named_parameters()}
+        return policy
+
+    monkeypatch.setattr(trainer, "build_policy", keep)
+    run = tmp_path / "tree"
+    config = from_dict({"algo": "grpo", "env": "tests/ParityChain-v0", "model": str(tiny_model_dir),
+                        "run_dir": str(run), "updates": 2, "episodes_per_update": 6, "grpo.group_size": 3,
+                        "grpo.grouping": "tree", "grpo.tree_continuations": 1, "grpo.minibatch_size": 8,
+                        "grpo.kl_coef": 0.1, "temperature": 1.0, "eval_episodes": 2, "eval_rounds": 0,
+                        "eval_every": 0, "max_new_tokens": 6, "checkpoint_every": 0, "threads": 1})
+    trainer.train(config, progress=False, quiet=True)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2
+    for r in rows:
+        # 2 trees x 2 rounds x 2 agents = 8 nodes of 3 candidates; 1 continuation per writer candidate
+        assert r["tree/nodes"] == 8.0 and r["tree/continuation_tokens"] > 0
+        assert r["tree/generated_tokens"] > r["tree/continuation_tokens"]
+        assert 0.0 <= r["grpo/zero_spread_groups"] < 1.0 and np.isfinite(r["writer_0/loss"])
+    before = built["before"]
+    policy = built["policy"]
+    models = {id(m): m for m in [policy.base, *policy.models.values()]}.values()
+    after = {(id(m), n): p.detach() for m in models for n, p in m.named_parameters()}
+    trainable = {k for k, (_, grad) in before.items() if grad}
+    assert trainable
+    unchanged = [k[1] for k in trainable if torch.equal(before[k][0], after[k])]
+    assert not unchanged, f"trainable parameters that did not change: {unchanged[:5]}"
+    changed_frozen = [k[1] for k in before.keys() - trainable if not torch.equal(before[k][0], after[k])]
+    assert not changed_frozen, f"frozen parameters that changed: {changed_frozen[:5]}"
