@@ -60,8 +60,32 @@ class RemoteChain(ParityChain):
     branchable = False
 
 
+class ParityPair(FlexEnv):
+    """voter_0 and voter_1 act at once (an empty graph), one round; the team scores 1 when their lengths sum even."""
+
+    metadata = {"name": "tests/ParityPair-v0", "is_parallelizable": True, "render_modes": ["ansi"]}
+
+    def __init__(self, render_mode=None):
+        super().__init__(["voter_0", "voter_1"], render_mode=render_mode)
+
+    def reset_task(self, options):
+        self.topic = int(self.np_random.integers(1, 10))
+
+    def observe_text(self, agent):
+        return f"Vote on {self.topic}."
+
+    def round_graph(self):
+        return DependencyGraph.from_parents(self.possible_agents, {})
+
+    def end_round(self, actions):
+        reward = float(sum(len(a) for a in actions.values()) % 2 == 0)
+        return RoundResult(rewards=dict.fromkeys(actions, reward), terminations=dict.fromkeys(actions, True),
+                           infos={a: {} for a in actions})
+
+
 marft_envs.register("tests/ParityChain-v0", ParityChain)
 marft_envs.register("tests/RemoteChain-v0", RemoteChain)
+marft_envs.register("tests/ParityPair-v0", ParityPair)
 
 
 # ------------------------------------------------------------------------------------------- maths
@@ -120,6 +144,38 @@ def test_agent_scaled_hand_computed():
     s = 1.2472191 + EPS
     assert_close(agent_scaled(rewards, groups, agents, EPS), torch.tensor([0.5 / s, -0.5 / s, 0.0, 0.0]),
                  atol=1e-6, rtol=0)
+
+
+def test_agent_normalisation_with_agent_round_grouping_hand_computed():
+    from agent_helpers import episode
+
+    episodes = [episode(0, [[("a", 1.0), ("b", 1.0)]]), episode(1, [[("a", 0.0), ("b", 0.0)]]),   # problem 0
+                episode(2, [[("a", 1.0), ("b", 1.0)]]), episode(3, [[("a", 1.0), ("b", 1.0)]])]   # problem 1
+    # scores (the round's sum): problem 0 -> 2, 0 for each agent ; problem 1 -> 2, 2
+    # group (problem 0, a, round 0): [2, 0] centred [1, -1] ; problem 1's groups: no spread -> 0
+    # agent a's scores over the batch [2, 0, 2, 2]: mean 1.5, std sqrt((0.25 + 2.25 + 0.25 + 0.25) / 4) = 0.8660254
+    adv = grpo_advantages(episodes, group_size=2, grouping="agent_round", gamma=1.0, eps=EPS, normalize="agent")
+    x = 1 / (0.8660254 + EPS)
+    assert_close(adv, torch.tensor([x, x, -x, -x, 0.0, 0.0, 0.0, 0.0]), atol=1e-5, rtol=0)
+    # the group's own std (1) gives +-1 instead
+    group = grpo_advantages(episodes, group_size=2, grouping="agent_round", gamma=1.0, eps=EPS)
+    assert_close(group, torch.tensor([1.0, 1.0, -1.0, -1.0, 0.0, 0.0, 0.0, 0.0]), atol=1e-5, rtol=0)
+
+
+def test_grpo_refuses_unknown_tree_options(tiny_policy):
+    from marft_agents.algorithms.grpo import GRPO, GRPOConfig
+
+    with pytest.raises(ValueError, match="grpo.normalize must be one of"):
+        GRPO(tiny_policy, GRPOConfig(normalize="batch"), temperature=1.0)
+    with pytest.raises(ValueError, match="normalize=agent needs grpo.grouping=agent_round or tree"):
+        GRPO(tiny_policy, GRPOConfig(normalize="agent"), temperature=1.0)
+    with pytest.raises(ValueError, match="grpo.tree_pick must be one of"):
+        GRPO(tiny_policy, GRPOConfig(grouping="tree", tree_pick="worst"), temperature=1.0)
+    algo = GRPO(tiny_policy, GRPOConfig(grouping="tree", group_size=3, tree_continuations=1), temperature=1.0)
+    rollout = RolloutEngine(tiny_policy, Sampling(1.0, 4))
+    tree = algo.collector(rollout)
+    assert isinstance(tree, TreeRollout) and (tree.width, tree.continuations, tree.pick) == (3, 1, "best")
+    assert GRPO(tiny_policy, GRPOConfig(), temperature=1.0).collector(rollout) is rollout
 
 
 def test_a_sibling_group_with_different_prompts_is_refused():
@@ -201,6 +257,31 @@ def test_tree_walk_tags_siblings_batches_layers_and_continues_from_the_best(tiny
     assert first == [0.0, 1.0, 1.0]
     # the caller's envs are left at the tree's root: only branches were stepped
     assert all(env.round == 0 and env.ready_agents() == ["writer_0"] for env in envs)
+
+
+def test_agents_of_one_layer_share_its_call_and_the_later_one_branches_after_the_earlier_ones_pick(tiny_model_dir):
+    model, tokenizer = load_base(str(tiny_model_dir))
+    policy = LaMASPolicy(model, tokenizer, ["voter_0", "voter_1"])
+    K, M = 3, 2
+    engine = Scripted(tokenizer, ["a", "ab", "abc"])
+    rollout = RolloutEngine(policy, Sampling(1.0, 8), engine=engine)
+    (tree,) = TreeRollout(rollout, width=K, continuations=M).collect([marft_envs.make("tests/ParityPair-v0")],
+                                                                       range(K))
+    # one call for the layer (both voters' nodes, K each), one for voter_0's continuations (K * M voter_1
+    # actions); voter_1's candidates close the round themselves
+    assert engine.sizes == [2 * K, K * M]
+    voter_0 = {s.text: s.score for s in training_steps([tree]) if s.agent == "voter_0"}
+    # candidate k's continuations are copies 2k, 2k+1 of the call, answered texts[c % 3]:
+    # "a" (1) + "a" (1) even -> 2, + "ab" (2) odd -> 0: mean 1 ; "ab" + "abc"/"a" -> odd, odd: 0 ;
+    # "abc" (3) + "ab" odd -> 0, + "abc" even -> 2: mean 1
+    assert voter_0 == {"a": 1.0, "ab": 0.0, "abc": 1.0}
+    chosen_0, chosen_1 = tree.steps
+    assert [chosen_0.agent, chosen_1.agent] == ["voter_0", "voter_1"] and chosen_1.round_end and chosen_1.done
+    # voter_1 was played on branches of a trunk that already held voter_0's pick: its best closes the round even
+    assert (len(chosen_0.text) + len(chosen_1.text)) % 2 == 0 and chosen_1.score == 2.0
+    assert chosen_0.reward == chosen_1.reward == 1.0  # the trunk's round rewards, as a plain rollout records them
+    voter_1 = sorted(s.score for s in training_steps([tree]) if s.agent == "voter_1")
+    assert voter_1 == ([0.0, 2.0, 2.0] if len(chosen_0.text) % 2 else [0.0, 0.0, 2.0])
 
 
 def test_pick_sample_and_config_errors(tiny_policy):
