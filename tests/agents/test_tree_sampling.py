@@ -328,9 +328,18 @@ def test_cli_refuses_tree_sampling_on_an_env_that_cannot_branch_before_any_work(
 # ------------------------------------------------------------------------------------- a training run
 
 
+def tree_config(model_dir, run_dir, *, updates: int):
+    from marft_agents.config import from_dict
+
+    return from_dict({"algo": "grpo", "env": "tests/ParityChain-v0", "model": str(model_dir),
+                      "run_dir": str(run_dir), "updates": updates, "episodes_per_update": 6, "grpo.group_size": 3,
+                      "grpo.grouping": "tree", "grpo.tree_continuations": 1, "grpo.minibatch_size": 8,
+                      "grpo.kl_coef": 0.1, "temperature": 1.0, "eval_episodes": 2, "eval_rounds": 0,
+                      "eval_every": 0, "max_new_tokens": 6, "checkpoint_every": 1, "threads": 1})
+
+
 def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_model_dir, tmp_path, monkeypatch):
     from marft_agents import trainer
-    from marft_agents.config import from_dict
 
     torch.set_num_threads(1)
     built = {}
@@ -345,11 +354,7 @@ def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_
 
     monkeypatch.setattr(trainer, "build_policy", keep)
     run = tmp_path / "tree"
-    config = from_dict({"algo": "grpo", "env": "tests/ParityChain-v0", "model": str(tiny_model_dir),
-                        "run_dir": str(run), "updates": 2, "episodes_per_update": 6, "grpo.group_size": 3,
-                        "grpo.grouping": "tree", "grpo.tree_continuations": 1, "grpo.minibatch_size": 8,
-                        "grpo.kl_coef": 0.1, "temperature": 1.0, "eval_episodes": 2, "eval_rounds": 0,
-                        "eval_every": 0, "max_new_tokens": 6, "checkpoint_every": 0, "threads": 1})
+    config = tree_config(tiny_model_dir, run, updates=2)
     trainer.train(config, progress=False, quiet=True)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2
@@ -368,3 +373,19 @@ def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_
     assert not unchanged, f"trainable parameters that did not change: {unchanged[:5]}"
     changed_frozen = [k[1] for k in before.keys() - trainable if not torch.equal(before[k][0], after[k])]
     assert not changed_frozen, f"frozen parameters that changed: {changed_frozen[:5]}"
+
+
+def test_a_resumed_tree_run_ends_with_the_same_metrics(tiny_model_dir, tmp_path):
+    from marft_agents.trainer import train
+
+    torch.set_num_threads(1)
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train(tree_config(tiny_model_dir, straight, updates=2), progress=False, quiet=True)
+    train(tree_config(tiny_model_dir, resumed, updates=1), progress=False, quiet=True)  # "interrupted" after 1
+    train(tree_config(tiny_model_dir, resumed, updates=2), resume=True, progress=False, quiet=True)
+
+    def rows(run):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if not k.startswith("time/")} for line in lines]
+
+    assert len(rows(straight)) == 2 and rows(straight) == rows(resumed)  # the picks and samples replay
