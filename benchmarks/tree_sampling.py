@@ -29,6 +29,7 @@ The real run needs the machine to itself (hours on CPU; minutes on one GPU): fet
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -87,7 +88,7 @@ def run(settings: dict, grouping: str, seed: int, updates: int, run_dir: Path) -
 
 def accuracy_at(curve: list, tokens: float) -> float:
     """The curve's accuracy at ``tokens``, linear between evaluations."""
-    for (t0, a0), (t1, a1) in zip(curve, curve[1:]):
+    for (t0, a0), (t1, a1) in itertools.pairwise(curve):
         if t0 <= tokens <= t1:
             return a0 if t1 == t0 else a0 + (a1 - a0) * (tokens - t0) / (t1 - t0)
     return curve[-1][1]
@@ -95,8 +96,8 @@ def accuracy_at(curve: list, tokens: float) -> float:
 
 def table(runs: list[dict]) -> str:
     budget = min(r["tokens"] for r in runs)
-    lines = [f"Held-out greedy accuracy at {budget:,.0f} generated tokens (the budget every run reached), "
-             "mean ± standard error over seeds; share of zero-spread groups (mean over updates).", "",
+    lines = [(f"Held-out greedy accuracy at {budget:,.0f} generated tokens (the budget every run reached), "
+              "mean ± standard error over seeds; share of zero-spread groups (mean over updates)."), "",
              "| grouping | seeds | updates | tokens per update | accuracy at budget | zero-spread groups |",
              "|---|---|---|---|---|---|"]
     for g in GROUPINGS:

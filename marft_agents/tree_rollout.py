@@ -38,11 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from marft_envs.branching import require_branching
-from marft_envs.outcomes import SOLVED
 from marft_agents.engines.base import Request
 from marft_agents.policy import Generation
 from marft_agents.rollout import AgentStep, Episode, RolloutEngine, _text_fields
+from marft_envs.branching import require_branching
+from marft_envs.outcomes import SOLVED
 
 PICKS = ("best", "sample")
 """How the trunk continues from a node's candidates (see the module docstring)."""

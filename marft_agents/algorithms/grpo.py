@@ -29,8 +29,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_envs.branching import NotBranchableError, require_branching
-
 from marft_agents.advantages import agent_scaled, group_relative
 from marft_agents.algorithms.base import (
     Learner,
@@ -44,6 +42,7 @@ from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode, RolloutEngine
 from marft_agents.tis import token_weights, weight_stats
 from marft_agents.tree_rollout import PICKS, TreeRollout
+from marft_envs.branching import NotBranchableError, require_branching
 
 GROUPINGS = ("problem", "agent_round", "tree")
 NORMALIZATIONS = ("group", "agent")

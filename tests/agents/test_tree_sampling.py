@@ -13,13 +13,13 @@ import torch
 from torch.testing import assert_close
 
 import marft_envs
-from marft_envs import DependencyGraph, FlexEnv, RoundResult
 from marft_agents.advantages import agent_scaled
 from marft_agents.algorithms.grpo import grpo_advantages, training_steps
 from marft_agents.engines.base import Engine
 from marft_agents.policy import Generation, LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import AgentStep, Episode, RolloutEngine
 from marft_agents.tree_rollout import TreeRollout
+from marft_envs import DependencyGraph, FlexEnv, RoundResult
 
 EPS = 1e-6
 
