@@ -87,6 +87,27 @@ def group_relative(rewards: torch.Tensor, groups: torch.Tensor, eps: float = 1e-
     return out
 
 
+def agent_scaled(rewards: torch.Tensor, groups: torch.Tensor, agents: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """Group-relative advantages on each agent's own scale (Dr.MAS, arXiv 2602.08847): ``(r - mean_g) / (std_a + eps)``.
+
+    The baseline is the reward's group mean (tree siblings: the same context); the scale is the std of
+    every reward of the same agent in the batch (``agents``: integer agent ids, ``(B,)``), so an agent
+    whose rewards spread little is not scaled up to unit variance group by group, nor pushed around by
+    another agent's reward scale. A group whose rewards are all equal gets exactly 0.
+    """
+    centred = torch.zeros_like(rewards, dtype=torch.float32)
+    for g in torch.unique(groups):
+        members = groups == g
+        centred[members] = rewards[members].float() - rewards[members].float().mean()
+    out = torch.zeros_like(centred)
+    for a in torch.unique(agents):
+        mine = agents == a
+        r = rewards[mine].float()
+        std = r.std(unbiased=False) if r.numel() > 1 else torch.tensor(0.0)
+        out[mine] = centred[mine] / (std + eps)
+    return out
+
+
 def token_gae(
     rewards: torch.Tensor,
     values: torch.Tensor,

@@ -231,6 +231,7 @@ RULES: dict[str, str] = {
     "gamma_token": _UNIT, "entropy_coef": _NON_NEGATIVE, "kl_coef": _NON_NEGATIVE, "std_eps": _POSITIVE,
     "kl_target": _POSITIVE, "kl_horizon": _AT_LEAST_ONE, "agent_iteration_interval": _NON_NEGATIVE,
     "swap_interval": _NON_NEGATIVE, "weight_clip": _UNIT, "group_size": _AT_LEAST_ONE,
+    "tree_continuations": _AT_LEAST_ONE,
     # generation, distributed
     "kv_cache_gb": _POSITIVE, "max_loras": _NON_NEGATIVE, "tis_cap": _AT_LEAST_ONE, "workers": _NON_NEGATIVE,
     "cpus_per_worker": _POSITIVE, "gpus_per_worker": _NON_NEGATIVE, "timeout_s": _POSITIVE,

@@ -57,6 +57,12 @@ class AgentStep:
     engine_logps: torch.Tensor | None = None
     """The engine's own log-probs of the response tokens, once the trainer has recomputed ``token_logps``
     with its model for the truncated importance-sampling correction (``marft_agents/tis.py``); else None."""
+    group: tuple | None = None
+    """Tree sampling (``marft_agents/tree_rollout.py``): the sibling group ``(problem, round, agent, node)``
+    whose members share this exact prompt; None in a plain rollout."""
+    score: float | None = None
+    """Tree sampling: the value the sibling group compares (its round's team reward, or the mean of its
+    continuations'); None in a plain rollout."""
 
 
 @dataclass
@@ -67,6 +73,10 @@ class Episode:
     steps: list[AgentStep]
     solved: bool | None
     """Whether the env reported success (``info[marft_envs.outcomes.SOLVED]``); None when it does not say."""
+    branches: list[AgentStep] = field(default_factory=list)
+    """Tree sampling: the candidates that were sampled but not continued from (``steps`` is the chosen path)."""
+    extra_tokens: int = 0
+    """Tree sampling: tokens generated for continuations, which no agent-step holds."""
 
 
 class AECAsLayered:
@@ -224,7 +234,7 @@ class RolloutEngine:
 
 def check_on_policy(episodes: Sequence[Episode], version: int) -> None:
     """Refuse agent-steps sampled with adapter weights other than ``version``: they are not on-policy."""
-    stale = [(s.episode, s.version) for e in episodes for s in e.steps if s.version != version]
+    stale = [(s.episode, s.version) for e in episodes for s in (*e.steps, *e.branches) if s.version != version]
     if stale:
         raise RuntimeError(f"{len(stale)} agent-steps were sampled with other adapter weights than version {version} "
                            f"(episode, version: {stale[:3]}); refusing to train on them as on-policy")

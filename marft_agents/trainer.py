@@ -25,7 +25,7 @@ import torch
 import marft_envs
 from marft_agents import checkpoint as ckpt
 from marft_agents import report, reward_signal, run_files, run_folder
-from marft_agents.algorithms import build_learner
+from marft_agents.algorithms import build_learner, lookup
 from marft_agents.batch_collection import BatchCollector
 from marft_agents.batch_collection import check as check_signal_options
 from marft_agents.config import (
@@ -124,6 +124,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         probe = marft_envs.make(config.env, **config.env_kwargs)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"env {config.env} refused env_kwargs {shown(config.env_kwargs)}: {err}") from None
+    lookup(config.algo)[1].check_env(config.algo_args, probe, workers=config.distributed.workers)  # e.g. tree sampling
     policy = build_policy(config, probe.possible_agents)
     context = getattr(policy.base.config, "max_position_embeddings", None)
     if context is not None and config.max_new_tokens >= context:
@@ -183,8 +184,8 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         generator = EpisodeSeededEngine(policy)
     if latest is not None:
         generator.sync(start)  # the resumed adapter weights
-    engine = pool if pool else RolloutEngine(policy, Sampling(config.temperature, config.max_new_tokens),
-                                             record_state=algo.needs_state, engine=generator)  # centralised critics
+    engine = pool if pool else algo.collector(RolloutEngine(  # a learner may collect its own way (tree sampling)
+        policy, Sampling(config.temperature, config.max_new_tokens), record_state=algo.needs_state, engine=generator))
     collector = BatchCollector(engine, envs, generator, config.signal, seed=config.seed,
                                episodes_per_update=config.episodes_per_update, updates=config.updates,
                                group_size=group, workers=config.distributed.workers, algo=config.algo)
@@ -222,7 +223,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         t1 = time.perf_counter()
         tis = {}
         if config.generation.tis_cap is not None:  # pi_old^trainer for the ratio and the TIS weights
-            tis = recompute_behaviour(policy, [s for e in episodes for s in e.steps], config.temperature,
+            tis = recompute_behaviour(policy, [s for e in episodes for s in (*e.steps, *e.branches)], config.temperature,
                                       getattr(config.algo_args, "minibatch_size", 64))
         metrics = {**algo.update(episodes, update, rng), **tis}
         timings.training = time.perf_counter() - t1

@@ -3,18 +3,16 @@
 An algorithm is a :class:`Learner` subclass plus a config dataclass, registered by name in
 ``marft_agents/algorithms/__init__.py``. The trainer drives any learner the same way:
 
-1. ``before_collect(envs, update)``, then it plays ``episodes_per_update`` episodes (consecutive
-   groups of ``group_size`` share a problem; ``needs_state`` asks the rollout engine to record the
-   env's global state with every agent-step);
-2. ``update(episodes, update, rng)`` learns from them and returns metrics;
-3. ``state_dict()`` / ``load_state_dict()`` round-trip everything ``--resume`` needs;
-4. evaluation uses the run's env options updated with ``eval_env_kwargs``.
+1. ``check_env`` before any work; ``before_collect(envs, update)``; then its ``collector`` plays
+   ``episodes_per_update`` episodes (groups of ``group_size`` share a problem; ``needs_state``: record
+   the env's global state with every agent-step) and ``update(episodes, update, rng)`` learns from them;
+2. ``state_dict()`` / ``load_state_dict()`` round-trip everything ``--resume`` needs; evaluation uses
+   the run's env options updated with ``eval_env_kwargs``.
 
 Algorithms are siblings: each module imports this one, the pure maths (``advantages``, ``losses``,
-``critic``, ``sequential``), the policy and the rollout types — never another algorithm module. The
-shared pieces below are the per-adapter optimizers and checkpoint state, the one policy-gradient
-minibatch loop (:func:`train_adapter`) with its two objectives (whole actions, single tokens), and the
-frozen-feature and token-packing helpers.
+``critic``, ``sequential``), the policy, the rollout types and the tree rollout, never another algorithm
+module. Shared below: per-adapter optimizers and checkpoint state, the policy-gradient minibatch loop
+(:func:`train_adapter`) and its two objectives, frozen-feature and token-packing helpers.
 """
 
 from __future__ import annotations
@@ -56,6 +54,14 @@ class Learner(ABC):
         self.policy = policy
         self.config = config
         self.temperature = temperature
+
+    @classmethod
+    def check_env(cls, config: Any, env: Any, *, workers: int = 0) -> None:
+        """Refuse, before any work, an env (or ``workers`` > 0) this learner cannot train with (default: any)."""
+
+    def collector(self, rollout: Any) -> Any:
+        """What plays the episodes, given the rollout engine (default: the engine; GRPO's tree: a tree rollout)."""
+        return rollout
 
     def before_collect(self, envs: list, update: int) -> None:
         """Called before each collection with the training envs (default: nothing)."""

@@ -9,12 +9,16 @@
    - ``grouping="problem"``: one sample per episode (its return), shared by all its agent-steps — the
      plain GRPO outcome advantage of a whole LaMAS trajectory;
    - ``grouping="agent_round"``: the agent-steps of one agent in one round on one problem form a
-     group; a later round's steps are compared only with steps of the same round.
+     group; a later round's steps are compared only with steps of the same round;
+   - ``grouping="tree"``: tree sampling (``marft_agents/tree_rollout.py``): the trainer plays one tree
+     per problem, ``group_size`` candidates at every agent node from one context; the candidates of
+     one node (key ``(problem, round, agent, node)``, the exact same prompt) form a group and are
+     compared by their ``score`` (their round's team reward, or the mean of their continuations').
+   ``normalize="agent"`` divides by the agent's own score std over the batch instead of the group's
+   (Dr.MAS, ``advantages.agent_scaled``).
 4. Per agent, GRPO's token-level clipped objective with a k3 KL penalty to the reference policy
    (the base, adapters off), each response's tokens averaged first (``losses.grpo_loss``).
 
-Tree sampling (for each parent response, G child responses) is not implemented: the rollout engine
-plays whole episodes and cannot branch an env mid-round.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.advantages import group_relative, spread
+from marft_agents.advantages import agent_scaled, group_relative, spread
 from marft_agents.algorithms.base import (
     Learner,
     adapter_optimizers,
@@ -35,10 +39,13 @@ from marft_agents.algorithms.base import (
 )
 from marft_agents.losses import grpo_loss
 from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import Episode
+from marft_agents.rollout import AgentStep, Episode, RolloutEngine
 from marft_agents.tis import token_weights, weight_stats
+from marft_agents.tree_rollout import PICKS, TreeRollout
+from marft_envs.branching import NotBranchableError, require_branching
 
-GROUPINGS = ("problem", "agent_round")
+GROUPINGS = ("problem", "agent_round", "tree")
+NORMALIZATIONS = ("group", "agent")
 
 
 @dataclass
@@ -50,7 +57,14 @@ class GRPOConfig:
     group_size: int = 4
     """Episodes played per problem (``episodes_per_update`` must be a multiple of it)."""
     grouping: str = "problem"
-    """Who is compared with whom: "problem" (whole episodes) or "agent_round" (one agent, one round)."""
+    """Who is compared with whom: "problem" (whole episodes), "agent_round" (one agent, one round), or "tree"
+    (tree sampling: the group_size candidates of one agent node, drawn from one context)."""
+    normalize: str = "group"
+    """Advantage scale: "group" (the group's std, GRPO) or "agent" (the agent's own std over the batch, Dr.MAS)."""
+    tree_continuations: int = 2
+    """grouping=tree: continuations sampled to the round's end to score an upstream agent's candidate (TreeRPO)."""
+    tree_pick: str = "best"
+    """grouping=tree: the candidate the trunk goes on from: "best" (highest own reward; random for upstream agents) or "sample"."""
     gamma: float = 1.0
     """Discount per round of the reward-to-go that scores an agent-step."""
     std_eps: float = 1e-6
@@ -83,12 +97,38 @@ def reward_to_go(episode: Episode, gamma: float) -> list[float]:
     return [to_go[s.round] for s in episode.steps]
 
 
+def training_steps(episodes: list[Episode]) -> list[AgentStep]:
+    """Every agent-step to learn from: each episode's steps, then its tree branches (none without tree sampling)."""
+    return [s for e in episodes for s in (*e.steps, *e.branches)]
+
+
+def tree_groups(steps: list[AgentStep]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scores, group ids)`` ``(N,)`` of tree-sampled steps; refuses steps a tree rollout did not tag."""
+    if any(s.group is None or s.score is None for s in steps):
+        raise ValueError("grpo.grouping=tree needs episodes from a tree rollout (marft_agents.tree_rollout.TreeRollout): "
+                         "some agent-steps have no sibling group or score")
+    ids: dict[tuple, int] = {}
+    prompts: dict[tuple, list[int]] = {}
+    for s in steps:
+        ids.setdefault(s.group, len(ids))
+        if prompts.setdefault(s.group, s.prompt) != s.prompt:  # siblings must share the exact context
+            raise ValueError(f"tree sibling group {s.group} holds different prompts: the tree rollout is broken")
+    return torch.tensor([float(s.score) for s in steps]), torch.tensor([ids[s.group] for s in steps])
+
+
 def grpo_advantages(
-    episodes: list[Episode], *, group_size: int, grouping: str, gamma: float, eps: float = 1e-6
+    episodes: list[Episode], *, group_size: int, grouping: str, gamma: float, eps: float = 1e-6,
+    normalize: str = "group",
 ) -> torch.Tensor:
-    """Group-relative advantage of every agent-step of ``episodes`` (in ``flatten`` order), ``(N,)``."""
+    """Group-relative advantage of every agent-step of ``episodes`` (in ``training_steps`` order), ``(N,)``."""
     if grouping not in GROUPINGS:
         raise ValueError(f"grouping must be one of {list(GROUPINGS)}, got {grouping!r}")
+    if normalize not in NORMALIZATIONS:
+        raise ValueError(f"normalize must be one of {list(NORMALIZATIONS)}, got {normalize!r}")
+    if grouping == "tree":
+        steps = training_steps(episodes)
+        scores, groups = tree_groups(steps)
+        return _relative(scores, groups, [s.agent for s in steps], normalize, eps)
     if grouping == "problem":
         # One sample per episode: a longer episode must not weigh more in its group's mean.
         returns = torch.tensor([reward_to_go(e, gamma)[0] if e.steps else 0.0 for e in episodes])  # (E,)
@@ -100,7 +140,15 @@ def grpo_advantages(
         scores += reward_to_go(e, gamma)
         keys += [(e.index // group_size, s.agent, s.round) for s in e.steps]
     ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    return group_relative(torch.tensor(scores), torch.tensor([ids[k] for k in keys]), eps)
+    return _relative(torch.tensor(scores), torch.tensor([ids[k] for k in keys]), [k[1] for k in keys], normalize, eps)
+
+
+def _relative(scores: torch.Tensor, groups: torch.Tensor, agents: list[str], normalize: str, eps: float) -> torch.Tensor:
+    """Group-relative advantages on the group's scale, or (``normalize="agent"``) on each agent's own."""
+    if normalize == "group":
+        return group_relative(scores, groups, eps)
+    ids = {a: i for i, a in enumerate(dict.fromkeys(agents))}
+    return agent_scaled(scores, groups, torch.tensor([ids[a] for a in agents]), eps)
 
 
 class GRPO(Learner):
@@ -109,6 +157,13 @@ class GRPO(Learner):
     def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: float):
         if config.grouping not in GROUPINGS:
             raise ValueError(f"grpo.grouping must be one of {list(GROUPINGS)}, got {config.grouping!r}")
+        if config.normalize not in NORMALIZATIONS:
+            raise ValueError(f"grpo.normalize must be one of {list(NORMALIZATIONS)}, got {config.normalize!r}")
+        if config.normalize == "agent" and config.grouping == "problem":
+            raise ValueError("grpo.normalize=agent needs grpo.grouping=agent_round or tree: with grouping=problem "
+                             "every agent of an episode shares one sample")
+        if config.tree_pick not in PICKS:
+            raise ValueError(f"grpo.tree_pick must be one of {list(PICKS)}, got {config.tree_pick!r}")
         if config.group_size < 2:
             raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), "
                              f"got {config.group_size}")
@@ -116,20 +171,62 @@ class GRPO(Learner):
         self.group_size = config.group_size
         self.optimizers = adapter_optimizers(policy, config.lr)
 
-    def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
-        """One GRPO update from whole episodes (groups of ``group_size`` per problem); returns metrics."""
+    @classmethod
+    def check_env(cls, config: GRPOConfig, env, *, workers: int = 0) -> None:
+        """Tree sampling needs an env that branches, in this process: refuse anything else in one line."""
+        if getattr(config, "grouping", None) != "tree":
+            return
+        if workers:
+            raise ValueError("grpo.grouping=tree runs its tree rollouts in the learner's process: "
+                             "use distributed.workers=0")
+        try:
+            require_branching(env, purpose="grpo.grouping=tree")
+        except NotBranchableError as err:
+            raise ValueError(str(err)) from None
+
+    def collector(self, rollout: RolloutEngine):
+        """Tree sampling wraps the rollout engine in a tree rollout; the other groupings play whole episodes."""
         cfg = self.config
+        if cfg.grouping != "tree":
+            return rollout
+        return TreeRollout(rollout, width=cfg.group_size, continuations=cfg.tree_continuations, pick=cfg.tree_pick)
+
+    def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
+        """One GRPO update from whole episodes (groups of ``group_size`` per problem, or trees); returns metrics."""
+        cfg = self.config
+        if cfg.grouping == "tree":
+            return self._tree_update(episodes, rng)
         if len(episodes) % cfg.group_size:
             # A group split across two updates would be standardised in two halves.
             raise ValueError(f"grpo: {len(episodes)} episodes do not split into groups of {cfg.group_size}; "
                              "set episodes_per_update to a multiple of grpo.group_size")
         steps = flatten(episodes)
         advantages = grpo_advantages(episodes, group_size=cfg.group_size, grouping=cfg.grouping,
-                                     gamma=cfg.gamma, eps=cfg.std_eps)  # (N,)
+                                     gamma=cfg.gamma, eps=cfg.std_eps, normalize=cfg.normalize)  # (N,)
         metrics: dict[str, float] = {
             # Groups whose members all scored the same give no signal; this says how much of the batch did.
             "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
             "signal/advantage_std": spread(advantages),
+        }
+        for adapter in self.policy.adapters:
+            idx = steps_of(self.policy, steps, adapter)
+            if idx:
+                metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
+        return metrics
+
+    def _tree_update(self, episodes: list[Episode], rng: np.random.Generator) -> dict[str, float]:
+        """One update from tree rollouts: every candidate of every node, compared with its siblings."""
+        cfg = self.config
+        steps = training_steps(episodes)
+        scores, groups = tree_groups(steps)
+        advantages = _relative(scores, groups, [s.agent for s in steps], cfg.normalize, cfg.std_eps)  # (N,)
+        spread = [float(scores[groups == g].max() - scores[groups == g].min()) for g in torch.unique(groups)]
+        metrics: dict[str, float] = {
+            "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
+            "grpo/zero_spread_groups": float(np.mean([d == 0 for d in spread])) if spread else 0.0,
+            "tree/nodes": float(len(spread)),
+            "tree/generated_tokens": float(sum(len(s.response) for s in steps) + sum(e.extra_tokens for e in episodes)),
+            "tree/continuation_tokens": float(sum(e.extra_tokens for e in episodes)),
         }
         for adapter in self.policy.adapters:
             idx = steps_of(self.policy, steps, adapter)

@@ -107,7 +107,7 @@ def test_config_errors_say_what_to_do(tiny_model_dir):
     model, tokenizer = load_base(str(tiny_model_dir))
     policy = LaMASPolicy(model, tokenizer, ["solver_0"])
     with pytest.raises(ValueError, match="grouping must be one of"):
-        GRPO(policy, GRPOConfig(grouping="tree"), temperature=1.0)
+        GRPO(policy, GRPOConfig(grouping="trees"), temperature=1.0)
     with pytest.raises(ValueError, match="at least 2"):
         GRPO(policy, GRPOConfig(group_size=1), temperature=1.0)
     algo = GRPO(policy, GRPOConfig(group_size=3), temperature=1.0)

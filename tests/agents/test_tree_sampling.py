@@ -1,0 +1,391 @@
+"""Tree sampling (``grpo.grouping=tree``): the sibling advantages by hand, the tree walk, the refusal, a training run.
+
+Every expected number is worked out by hand in the comment next to it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch.testing import assert_close
+
+import marft_envs
+from marft_agents.advantages import agent_scaled
+from marft_agents.algorithms.grpo import grpo_advantages, training_steps
+from marft_agents.engines.base import Engine
+from marft_agents.policy import Generation, LaMASPolicy, Sampling, load_base
+from marft_agents.rollout import AgentStep, Episode, RolloutEngine
+from marft_agents.tree_rollout import TreeRollout
+from marft_envs import DependencyGraph, FlexEnv, RoundResult
+
+EPS = 1e-6
+
+
+class ParityChain(FlexEnv):
+    """writer_0 -> judge_0 for two rounds; the team scores 1 when the judge's answer has an even length.
+
+    A reward every random model spreads (response lengths vary), so trees have signal without a trained model.
+    """
+
+    metadata = {"name": "tests/ParityChain-v0", "is_parallelizable": False, "render_modes": ["ansi"]}
+
+    def __init__(self, render_mode=None):
+        super().__init__(["writer_0", "judge_0"], render_mode=render_mode)
+
+    def reset_task(self, options):
+        self.topic, self.turn = int(self.np_random.integers(1, 10)), 0
+
+    def observe_text(self, agent):
+        if agent == "writer_0":
+            return f"Write about {self.topic} (turn {self.turn})."
+        return f"The writer said: {self.round_actions.get('writer_0', '')}. Judge it."
+
+    def round_graph(self):
+        return DependencyGraph.from_parents(self.possible_agents, {"judge_0": ["writer_0"]})
+
+    def end_round(self, actions):
+        self.turn += 1
+        reward = float(len(actions["judge_0"]) % 2 == 0)
+        return RoundResult(rewards=dict.fromkeys(actions, reward), terminations=dict.fromkeys(actions, self.turn == 2),
+                           infos={a: {} for a in actions})
+
+
+class RemoteChain(ParityChain):
+    """The same task whose state cannot be copied (as a remote session's)."""
+
+    metadata = {**ParityChain.metadata, "name": "tests/RemoteChain-v0"}
+    branchable = False
+
+
+class ParityPair(FlexEnv):
+    """voter_0 and voter_1 act at once (an empty graph), one round; the team scores 1 when their lengths sum even."""
+
+    metadata = {"name": "tests/ParityPair-v0", "is_parallelizable": True, "render_modes": ["ansi"]}
+
+    def __init__(self, render_mode=None):
+        super().__init__(["voter_0", "voter_1"], render_mode=render_mode)
+
+    def reset_task(self, options):
+        self.topic = int(self.np_random.integers(1, 10))
+
+    def observe_text(self, agent):
+        return f"Vote on {self.topic}."
+
+    def round_graph(self):
+        return DependencyGraph.from_parents(self.possible_agents, {})
+
+    def end_round(self, actions):
+        reward = float(sum(len(a) for a in actions.values()) % 2 == 0)
+        return RoundResult(rewards=dict.fromkeys(actions, reward), terminations=dict.fromkeys(actions, True),
+                           infos={a: {} for a in actions})
+
+
+marft_envs.register("tests/ParityChain-v0", ParityChain)
+marft_envs.register("tests/RemoteChain-v0", RemoteChain)
+marft_envs.register("tests/ParityPair-v0", ParityPair)
+
+
+# ------------------------------------------------------------------------------------------- maths
+
+
+def step(tree: int, agent: str, node: int, score: float, prompt=(1,)) -> AgentStep:
+    return AgentStep(episode=tree, round=0, agent=agent, prompt=list(prompt), response=[], token_logps=torch.zeros(0),
+                     text="", group=(tree, 0, agent, node), score=score)
+
+
+def two_trees() -> list[Episode]:
+    """Two trees of K=3 on a writer -> judge chain; the first sibling of each node is the chosen one."""
+    scores = {0: {"writer_0": [2.0, 0.0, 1.0], "judge_0": [2.0, 2.0, 0.0]},
+              1: {"writer_0": [0.0, 0.0, 0.0], "judge_0": [2.0, 0.0, 0.0]}}
+    episodes = []
+    for tree, nodes in scores.items():
+        siblings = {a: [step(tree, a, n, x, prompt=(n, tree)) for x in xs] for n, (a, xs) in enumerate(nodes.items())}
+        episodes.append(Episode(index=tree, steps=[siblings["writer_0"][0], siblings["judge_0"][0]], solved=None,
+                                branches=siblings["writer_0"][1:] + siblings["judge_0"][1:]))
+    return episodes
+
+
+def test_tree_advantages_hand_computed():
+    episodes = two_trees()
+    agents = [s.agent for s in training_steps(episodes)]
+    # training order per tree: chosen writer, chosen judge, then the branches (writer 2, writer 3, judge 2, judge 3)
+    assert agents == ["writer_0", "judge_0", "writer_0", "writer_0", "judge_0", "judge_0"] * 2
+    adv = grpo_advantages(episodes, group_size=3, grouping="tree", gamma=1.0, eps=EPS)
+    # tree 0 writer [2, 0, 1]: mean 1, std sqrt(2/3) = 0.8164966 -> [1, -1, 0] / 0.8164966 = [1.2247449, -1.2247449, 0]
+    # tree 0 judge  [2, 2, 0]: mean 4/3, std sqrt(8/9) = 0.9428090 -> [2/3, 2/3, -4/3] / 0.9428090
+    #                                                               = [0.7071068, 0.7071068, -1.4142136]
+    # tree 1 writer [0, 0, 0]: no spread -> exactly 0
+    # tree 1 judge  [2, 0, 0]: mean 2/3, std 0.9428090 -> [1.4142136, -0.7071068, -0.7071068]
+    w, j1, j2 = 1 / (0.8164966 + EPS), (2 / 3) / (0.9428090 + EPS), (4 / 3) / (0.9428090 + EPS)
+    expected = [w, j1, -w, 0.0, j1, -j2,
+                0.0, j2, 0.0, 0.0, -j1, -j1]
+    assert_close(adv, torch.tensor(expected), atol=1e-5, rtol=0)
+
+    per_agent = grpo_advantages(episodes, group_size=3, grouping="tree", gamma=1.0, eps=EPS, normalize="agent")
+    # the baselines stay the sibling means; the scale is each agent's std over the whole batch:
+    # writer scores [2, 0, 1, 0, 0, 0]: mean 0.5, var (2.25 + 0.25 + 0.25 + 3 * 0.25) / 6 = 0.5833333, std 0.7637626
+    # judge scores  [2, 2, 0, 2, 0, 0]: mean 1, std 1
+    w = 1 / (0.7637626 + EPS)
+    a, b = (2 / 3) / (1 + EPS), (4 / 3) / (1 + EPS)
+    expected = [w, a, -w, 0.0, a, -b,
+                0.0, b, 0.0, 0.0, -a, -a]
+    assert_close(per_agent, torch.tensor(expected), atol=1e-5, rtol=0)
+
+
+def test_agent_scaled_hand_computed():
+    rewards = torch.tensor([1.0, 0.0, 3.0, 3.0])
+    groups = torch.tensor([0, 0, 1, 1])
+    agents = torch.tensor([0, 0, 0, 1])
+    # centred by group: [0.5, -0.5, 0, 0]; agent 0's rewards [1, 0, 3]: mean 4/3, std sqrt(14/9) = 1.2472191
+    # agent 1 has one reward: std 0 -> its centred 0 stays 0 (0 / eps)
+    s = 1.2472191 + EPS
+    assert_close(agent_scaled(rewards, groups, agents, EPS), torch.tensor([0.5 / s, -0.5 / s, 0.0, 0.0]),
+                 atol=1e-6, rtol=0)
+
+
+def test_agent_normalisation_with_agent_round_grouping_hand_computed():
+    from agent_helpers import episode
+
+    episodes = [episode(0, [[("a", 1.0), ("b", 1.0)]]), episode(1, [[("a", 0.0), ("b", 0.0)]]),   # problem 0
+                episode(2, [[("a", 1.0), ("b", 1.0)]]), episode(3, [[("a", 1.0), ("b", 1.0)]])]   # problem 1
+    # scores (the round's sum): problem 0 -> 2, 0 for each agent ; problem 1 -> 2, 2
+    # group (problem 0, a, round 0): [2, 0] centred [1, -1] ; problem 1's groups: no spread -> 0
+    # agent a's scores over the batch [2, 0, 2, 2]: mean 1.5, std sqrt((0.25 + 2.25 + 0.25 + 0.25) / 4) = 0.8660254
+    adv = grpo_advantages(episodes, group_size=2, grouping="agent_round", gamma=1.0, eps=EPS, normalize="agent")
+    x = 1 / (0.8660254 + EPS)
+    assert_close(adv, torch.tensor([x, x, -x, -x, 0.0, 0.0, 0.0, 0.0]), atol=1e-5, rtol=0)
+    # the group's own std (1) gives +-1 instead
+    group = grpo_advantages(episodes, group_size=2, grouping="agent_round", gamma=1.0, eps=EPS)
+    assert_close(group, torch.tensor([1.0, 1.0, -1.0, -1.0, 0.0, 0.0, 0.0, 0.0]), atol=1e-5, rtol=0)
+
+
+def test_grpo_refuses_unknown_tree_options(tiny_policy):
+    from marft_agents.algorithms.grpo import GRPO, GRPOConfig
+
+    with pytest.raises(ValueError, match="grpo.normalize must be one of"):
+        GRPO(tiny_policy, GRPOConfig(normalize="batch"), temperature=1.0)
+    with pytest.raises(ValueError, match="normalize=agent needs grpo.grouping=agent_round or tree"):
+        GRPO(tiny_policy, GRPOConfig(normalize="agent"), temperature=1.0)
+    with pytest.raises(ValueError, match="grpo.tree_pick must be one of"):
+        GRPO(tiny_policy, GRPOConfig(grouping="tree", tree_pick="worst"), temperature=1.0)
+    algo = GRPO(tiny_policy, GRPOConfig(grouping="tree", group_size=3, tree_continuations=1), temperature=1.0)
+    rollout = RolloutEngine(tiny_policy, Sampling(1.0, 4))
+    tree = algo.collector(rollout)
+    assert isinstance(tree, TreeRollout) and (tree.width, tree.continuations, tree.pick) == (3, 1, "best")
+    assert GRPO(tiny_policy, GRPOConfig(), temperature=1.0).collector(rollout) is rollout
+
+
+def test_a_sibling_group_with_different_prompts_is_refused():
+    episodes = two_trees()
+    episodes[0].branches[0].prompt = [99]
+    with pytest.raises(ValueError, match="holds different prompts"):
+        grpo_advantages(episodes, group_size=3, grouping="tree", gamma=1.0)
+    plain = [Episode(index=0, steps=[AgentStep(0, 0, "writer_0", [], [], torch.zeros(0), "")], solved=None)]
+    with pytest.raises(ValueError, match="needs episodes from a tree rollout"):
+        grpo_advantages(plain, group_size=3, grouping="tree", gamma=1.0)
+
+
+# ------------------------------------------------------------------------------------------- the walk
+
+
+class Scripted(Engine):
+    """Answers every request with ``texts[k % len(texts)]`` (k: its place in the call); log-probs of zero."""
+
+    def __init__(self, tokenizer, texts: list[str]):
+        super().__init__()
+        self.tokenizer, self.texts, self.sizes = tokenizer, texts, []
+
+    def generate(self, requests, sampling):
+        self.calls += 1
+        self.sizes.append(len(requests))
+        texts = [self.texts[k % len(self.texts)] for k in range(len(requests))]
+        ids = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        return Generation(responses=ids, token_logps=[torch.zeros(len(i)) for i in ids], texts=texts)
+
+
+@pytest.fixture(scope="module")
+def tiny_policy(tiny_model_dir):
+    model, tokenizer = load_base(str(tiny_model_dir))
+    return LaMASPolicy(model, tokenizer, ["writer_0", "judge_0"])
+
+
+def test_tree_walk_tags_siblings_batches_layers_and_continues_from_the_best(tiny_policy):
+    K, M = 3, 2
+    # In a call of K requests per node, the k-th candidate of every node says texts[k]: "ab" (even: reward 1),
+    # "a" and "abc" (odd: 0). A continuation call answers its first request "ab", the next "a", ...
+    engine = Scripted(tiny_policy.tokenizer, ["a", "ab", "abc"])
+    rollout = RolloutEngine(tiny_policy, Sampling(1.0, 8), engine=engine)
+    envs = [marft_envs.make("tests/ParityChain-v0") for _ in range(2)]
+    trees = TreeRollout(rollout, width=K, continuations=M, pick="best").collect(envs, range(2 * K),
+                                                                                  seed_of=lambda i: i // K)
+    assert [e.index for e in trees] == [0, K]
+    # per round: one call for the writers' layer (2 trees x K), one for their continuations
+    # (2 trees x K candidates x M copies), one for the judges' layer; two rounds
+    assert engine.sizes == [2 * K, 2 * K * M, 2 * K] * 2
+    for e in trees:
+        assert [(s.agent, s.round) for s in e.steps] == [("writer_0", 0), ("judge_0", 0), ("writer_0", 1),
+                                                           ("judge_0", 1)]
+        assert len(e.branches) == 4 * (K - 1) and e.steps[-1].done and [s.round_end for s in e.steps] == [
+            False, True, False, True]
+        groups: dict[tuple, list[AgentStep]] = {}
+        for s in training_steps([e]):
+            groups.setdefault(s.group, []).append(s)
+        assert len(groups) == 4 and all(len(g) == K for g in groups.values())
+        for members in groups.values():
+            assert all(m.prompt == members[0].prompt for m in members)  # siblings share the exact context
+            assert sorted(m.text for m in members) == ["a", "ab", "abc"]
+        for s in e.steps:
+            if s.agent == "judge_0":  # a judge closes the round: the best candidate is the even one
+                assert s.text == "ab" and s.score == 2.0 and s.reward == 1.0
+        judges = [s for s in e.branches if s.agent == "judge_0"]
+        assert all(s.score == 0.0 and s.reward == 0.0 for s in judges)
+        # a writer's candidate is scored by its M continuations: a continuation call of 2*K*M requests
+        # answers "a", "ab", "abc", "a", ... so its copies get scores by their place in the call
+        writers = [s for s in training_steps([e]) if s.agent == "writer_0"]
+        assert all(s.score in (0.0, 1.0, 2.0) for s in writers)
+        # the trunk's second round was played after the chosen judge
+        assert e.steps[1].text == "ab" and e.solved is None
+        # each round's continuation call gives each tree 2 copies of each text: "a", "ab", "abc", "a", "ab", "abc"
+        size = sum(len(tiny_policy.tokenizer.encode(t, add_special_tokens=False)) for t in ("a", "ab", "abc"))
+        assert e.extra_tokens == 2 * 2 * size
+    # the writers' continuation scores: copies c = 0..11 of one round's call answer texts[c % 3]; tree 0's
+    # candidate k owns copies 2k, 2k+1 -> k=0: "a","ab" (0 + 2)/2 = 1; k=1: "abc","a" 0; k=2: "ab","abc" 1
+    first = sorted(s.score for s in training_steps(trees[:1]) if s.agent == "writer_0" and s.round == 0)
+    assert first == [0.0, 1.0, 1.0]
+    # the caller's envs are left at the tree's root: only branches were stepped
+    assert all(env.round == 0 and env.ready_agents() == ["writer_0"] for env in envs)
+
+
+def test_agents_of_one_layer_share_its_call_and_the_later_one_branches_after_the_earlier_ones_pick(tiny_model_dir):
+    model, tokenizer = load_base(str(tiny_model_dir))
+    policy = LaMASPolicy(model, tokenizer, ["voter_0", "voter_1"])
+    K, M = 3, 2
+    engine = Scripted(tokenizer, ["a", "ab", "abc"])
+    rollout = RolloutEngine(policy, Sampling(1.0, 8), engine=engine)
+    (tree,) = TreeRollout(rollout, width=K, continuations=M).collect([marft_envs.make("tests/ParityPair-v0")],
+                                                                       range(K))
+    # one call for the layer (both voters' nodes, K each), one for voter_0's continuations (K * M voter_1
+    # actions); voter_1's candidates close the round themselves
+    assert engine.sizes == [2 * K, K * M]
+    voter_0 = {s.text: s.score for s in training_steps([tree]) if s.agent == "voter_0"}
+    # candidate k's continuations are copies 2k, 2k+1 of the call, answered texts[c % 3]:
+    # "a" (1) + "a" (1) even -> 2, + "ab" (2) odd -> 0: mean 1 ; "ab" + "abc"/"a" -> odd, odd: 0 ;
+    # "abc" (3) + "ab" odd -> 0, + "abc" even -> 2: mean 1
+    assert voter_0 == {"a": 1.0, "ab": 0.0, "abc": 1.0}
+    chosen_0, chosen_1 = tree.steps
+    assert [chosen_0.agent, chosen_1.agent] == ["voter_0", "voter_1"] and chosen_1.round_end and chosen_1.done
+    # voter_1 was played on branches of a trunk that already held voter_0's pick: its best closes the round even
+    assert (len(chosen_0.text) + len(chosen_1.text)) % 2 == 0 and chosen_1.score == 2.0
+    assert chosen_0.reward == chosen_1.reward == 1.0  # the trunk's round rewards, as a plain rollout records them
+    voter_1 = sorted(s.score for s in training_steps([tree]) if s.agent == "voter_1")
+    assert voter_1 == ([0.0, 2.0, 2.0] if len(chosen_0.text) % 2 else [0.0, 0.0, 2.0])
+
+
+def test_pick_sample_and_config_errors(tiny_policy):
+    rollout = RolloutEngine(tiny_policy, Sampling(1.0, 8), engine=Scripted(tiny_policy.tokenizer, ["a", "ab"]))
+    with pytest.raises(ValueError, match="at least 2 candidates"):
+        TreeRollout(rollout, width=1, continuations=1)
+    with pytest.raises(ValueError, match="tree_continuations must be at least 1"):
+        TreeRollout(rollout, width=2, continuations=0)
+    with pytest.raises(ValueError, match="tree_pick must be one of"):
+        TreeRollout(rollout, width=2, continuations=1, pick="worst")
+    tree = TreeRollout(rollout, width=2, continuations=1, pick="sample")
+    with pytest.raises(ValueError, match="multiple of grpo.group_size"):
+        tree.collect([marft_envs.make("tests/ParityChain-v0")], range(3))
+    from marft_envs.branching import NotBranchableError
+
+    with pytest.raises(NotBranchableError, match="branchable = False"):
+        tree.collect([marft_envs.make("tests/RemoteChain-v0")], range(2))
+    # "sample" picks at random: the same seeds give the same trees
+    a = tree.collect([marft_envs.make("tests/ParityChain-v0")], range(4), seed_of=lambda i: i)
+    b = tree.collect([marft_envs.make("tests/ParityChain-v0")], range(4), seed_of=lambda i: i)
+    assert [[s.text for s in e.steps] for e in a] == [[s.text for s in e.steps] for e in b]
+
+
+# ------------------------------------------------------------------------------------- the refusal
+
+
+def test_cli_refuses_tree_sampling_on_an_env_that_cannot_branch_before_any_work(tmp_path, capsys):
+    from marft_agents.cli import main as cli
+
+    run = tmp_path / "run"
+    common = ["train", "--algo", "grpo", "--no-progress", "grpo.grouping=tree", "model=/nonexistent/model",
+              f"run_dir={run}", "updates=1", "episodes_per_update=4", "grpo.group_size=2"]
+    assert cli([*common, "env=tests/RemoteChain-v0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "grpo.grouping=tree needs an env that can copy its state mid-episode" in err
+    assert "tests/RemoteChain-v0 (RemoteChain) declares branchable = False" in err
+    assert not run.exists()  # refused before the model was loaded or a file was written
+    assert cli([*common, "env=tests/ParityChain-v0", "distributed.workers=2"]) == 2
+    assert "use distributed.workers=0" in capsys.readouterr().err
+    assert not run.exists()
+
+
+# ------------------------------------------------------------------------------------- a training run
+
+
+def tree_config(model_dir, run_dir, *, updates: int):
+    from marft_agents.config import from_dict
+
+    return from_dict({"algo": "grpo", "env": "tests/ParityChain-v0", "model": str(model_dir),
+                      "run_dir": str(run_dir), "updates": updates, "episodes_per_update": 6, "grpo.group_size": 3,
+                      "grpo.grouping": "tree", "grpo.tree_continuations": 1, "grpo.minibatch_size": 8,
+                      "grpo.kl_coef": 0.1, "temperature": 1.0, "eval_episodes": 2, "eval_rounds": 0,
+                      "eval_every": 0, "max_new_tokens": 6, "checkpoint_every": 1, "threads": 1})
+
+
+def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_model_dir, tmp_path, monkeypatch):
+    from marft_agents import trainer
+
+    torch.set_num_threads(1)
+    built = {}
+    build_policy = trainer.build_policy
+
+    def keep(config, agents):  # the trainer's policy, and its parameters as they started
+        policy = built["policy"] = build_policy(config, agents)
+        models = {id(m): m for m in [policy.base, *policy.models.values()]}.values()
+        built["before"] = {(id(m), n): (p.detach().clone(), p.requires_grad)
+                           for m in models for n, p in m.named_parameters()}
+        return policy
+
+    monkeypatch.setattr(trainer, "build_policy", keep)
+    run = tmp_path / "tree"
+    config = tree_config(tiny_model_dir, run, updates=2)
+    trainer.train(config, progress=False, quiet=True)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(rows) == 2
+    for r in rows:
+        # 2 trees x 2 rounds x 2 agents = 8 nodes of 3 candidates; 1 continuation per writer candidate
+        assert r["tree/nodes"] == 8.0 and r["tree/continuation_tokens"] > 0
+        assert r["tree/generated_tokens"] > r["tree/continuation_tokens"]
+        assert 0.0 <= r["grpo/zero_spread_groups"] < 1.0 and np.isfinite(r["writer_0/loss"])
+    before = built["before"]
+    policy = built["policy"]
+    models = {id(m): m for m in [policy.base, *policy.models.values()]}.values()
+    after = {(id(m), n): p.detach() for m in models for n, p in m.named_parameters()}
+    trainable = {k for k, (_, grad) in before.items() if grad}
+    assert trainable
+    unchanged = [k[1] for k in trainable if torch.equal(before[k][0], after[k])]
+    assert not unchanged, f"trainable parameters that did not change: {unchanged[:5]}"
+    changed_frozen = [k[1] for k in before.keys() - trainable if not torch.equal(before[k][0], after[k])]
+    assert not changed_frozen, f"frozen parameters that changed: {changed_frozen[:5]}"
+
+
+def test_a_resumed_tree_run_ends_with_the_same_metrics(tiny_model_dir, tmp_path):
+    from marft_agents.trainer import train
+
+    torch.set_num_threads(1)
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    train(tree_config(tiny_model_dir, straight, updates=2), progress=False, quiet=True)
+    train(tree_config(tiny_model_dir, resumed, updates=1), progress=False, quiet=True)  # "interrupted" after 1
+    train(tree_config(tiny_model_dir, resumed, updates=2), resume=True, progress=False, quiet=True)
+
+    def rows(run):
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if not k.startswith("time/")} for line in lines]
+
+    assert len(rows(straight)) == 2 and rows(straight) == rows(resumed)  # the picks and samples replay
