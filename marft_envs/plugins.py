@@ -4,7 +4,8 @@ Three ways a user's task reaches ``marft_envs.make`` (and so ``marft train env=.
 
 1. **Import a module that registers it**: ``marft train --import my_tasks env=me/Task-v0`` (the
    ``imports`` config key does the same) imports ``my_tasks``, whose import calls
-   ``marft_envs.register("me/Task-v0", Task)``.
+   ``marft_envs.register("me/Task-v0", Task)``; the working directory is searched first, as with
+   ``python -m``, and a file path works too (``--import ./my_tasks.py``).
 2. **An entry point** in the group ``marft.envs`` of an installed distribution, as Gymnasium's plugins
    do; :func:`load_entry_points` loads every one of them (once) before an id is looked up, so an
    installed task package needs no flag at all. In ``pyproject.toml``::
@@ -20,6 +21,9 @@ Three ways a user's task reaches ``marft_envs.make`` (and so ``marft train env=.
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
 from importlib import metadata
 
 from marft_envs.core import FlexEnv
@@ -34,13 +38,45 @@ class PluginError(ValueError):
 
 
 def import_modules(names: list[str]) -> None:
-    """Import each module (by dotted name); a missing or failing module raises one line naming it."""
+    """Import each module: a dotted name, or a ``.py`` file's path; a failing one raises one line naming it.
+
+    As with ``python -m``, the working directory is on the module search path, so ``--import my_tasks``
+    finds ``./my_tasks.py``; a file path (``--import ./my_tasks.py``) is imported as module ``my_tasks``
+    with its folder on the path (its own sibling imports work).
+    """
     for name in names:
         try:
-            importlib.import_module(name)
+            if name.endswith(".py") or os.sep in name:
+                _import_file(name)
+            else:
+                if os.getcwd() not in sys.path and "" not in sys.path:
+                    sys.path.insert(0, os.getcwd())
+                importlib.import_module(name)
         except Exception as err:  # the user's module: report what went wrong without its traceback
             raise PluginError(f"cannot import {name!r} (--import / imports): {type(err).__name__}: "
                               f"{str(err).splitlines()[0] if str(err) else ''}".rstrip(": ")) from None
+
+
+def _import_file(path: str) -> None:
+    file = os.path.abspath(path)
+    if not os.path.isfile(file) or not file.endswith(".py"):
+        raise FileNotFoundError(f"no Python file at {path} (give a .py file's path, or a module name)")
+    name = os.path.basename(file)[:-3]
+    if not name.isidentifier():
+        raise ValueError(f"{os.path.basename(file)} is not an importable module name (rename it, e.g. my_tasks.py)")
+    folder = os.path.dirname(file)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    if getattr(sys.modules.get(name), "__file__", None) == file:
+        return  # imported already
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
 
 
 def load_entry_points() -> list[str]:

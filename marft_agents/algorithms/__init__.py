@@ -6,8 +6,8 @@ holds the common fields plus the section of the chosen algorithm only (``marft.l
 ``algo=marft``), validated against that algorithm's config class.
 
 Adding an algorithm (``docs/adding-an-algorithm.md``): write its module, then either add a line to
-``BUILTIN`` or call :func:`register` from your own package (``--import`` / a ``marft.algorithms``
-entry point are not needed: importing the module that calls ``register`` is enough).
+``BUILTIN`` or call :func:`register` from your own module and import it with the run:
+``marft train --import my_algo algo=NAME`` (or the ``imports`` config key).
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def lookup(name: str) -> tuple[type, type]:
     """``(config class, learner class)`` of ``name``; an unknown name raises a one-line ValueError."""
     if name not in _registered:
         if name not in BUILTIN:
-            raise ValueError(f"unknown algorithm {name!r}: use one of {names()}")
+            raise ValueError(f"unknown algorithm {name!r}: use one of {names()}, or, for your own, add "
+                             f"--import MODULE (the module that calls marft_agents.algorithms.register)")
         module, config_class, learner_class = BUILTIN[name]
         mod = importlib.import_module(module)
         _registered[name] = (getattr(mod, config_class), getattr(mod, learner_class))

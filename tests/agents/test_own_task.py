@@ -101,3 +101,28 @@ def test_a_failing_import_is_one_line(outside, tmp_path, tiny_model_dir):
     assert out.returncode == 2
     assert out.stderr.strip().endswith("cannot import 'broken_task' (--import / imports): RuntimeError: my bug")
     assert not (tmp_path / "r").exists()
+
+
+def marft_script(args, cwd: Path) -> subprocess.CompletedProcess:
+    """The installed ``marft`` command (not ``python -m``, which puts the working directory on the path itself)."""
+    script = Path(sys.executable).with_name("marft")
+    if not script.exists():
+        pytest.skip("no installed marft script beside this interpreter")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([str(script), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_import_finds_a_module_in_the_working_directory_and_takes_a_file_path(outside, tmp_path):
+    by_name = marft_script(["envs", "--import", "hiddensum"], cwd=outside)
+    assert by_name.returncode == 0 and "newcomer/HiddenSum-v0" in by_name.stdout, by_name.stderr
+    by_path = marft_script(["envs", "--import", "./hiddensum.py"], cwd=outside)
+    assert by_path.returncode == 0 and "newcomer/HiddenSum-v0" in by_path.stdout, by_path.stderr
+    elsewhere = marft_script(["envs", "--import", str(outside / "hiddensum.py")], cwd=tmp_path)
+    assert elsewhere.returncode == 0 and "newcomer/HiddenSum-v0" in elsewhere.stdout, elsewhere.stderr
+    missing = marft_script(["envs", "--import", "./nothere.py"], cwd=outside)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1 and "nothere.py" in missing.stderr
+
+
+def test_help_config_for_an_unknown_algorithm_mentions_import(tmp_path):
+    out = marft_script(["train", "--help-config", "--algo", "rloo"], cwd=tmp_path)
+    assert out.returncode == 2 and "--import MODULE" in out.stderr and len(out.stderr.strip().splitlines()) == 1
