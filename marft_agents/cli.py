@@ -53,13 +53,16 @@ def main(argv: list[str] | None = None) -> int:
                    help="import MODULE before the env id is resolved (it registers envs or algorithms); repeatable")
 
     p = sub.add_parser("eval", help="greedy held-out evaluation")
-    p.add_argument("overrides", nargs="*", help="generation.* keys, key=value (e.g. generation.engine=vllm "
-                   "generation.dtype=bfloat16): the engine that generates (default: the run's, else hf)")
+    p.add_argument("overrides", nargs="*", help="key=value: generation.* (e.g. generation.engine=vllm), threads, "
+                   "max_new_tokens, dtype (default: the run's, else the defaults)")
     p.add_argument("--run", help="a run folder: evaluates its latest checkpoint with its config")
     p.add_argument("--model", help="a base model (embedded, a named model such as smollm2-135m-instruct, a folder, or a Hub id), untuned")
     p.add_argument("--env", default=None, help="env id (default: the run's, or marft/MathChain-v0)")
     p.add_argument("--episodes", type=int, default=300)
     p.add_argument("--rounds", type=int, default=1, help=">1: the multi-round feedback protocol")
+    p.add_argument("--transcripts", metavar="FILE", help="write whole episodes to FILE (.jsonl; `marft show FILE`)")
+    p.add_argument("--transcripts-n", type=int, default=6, metavar="N",
+                   help="episodes in --transcripts, rewarded and unrewarded half each where both exist (default 6)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import MODULE before the env id is resolved (it registers envs); repeatable")
 
@@ -69,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("run_dir")
 
     p = sub.add_parser("show", help="print a run's evaluation transcripts (every agent's observation and action)")
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", help="a run folder, or a transcripts .jsonl file (marft eval --transcripts)")
+    p.add_argument("--reward", default="any", choices=("any", "rewarded", "unrewarded"),
+                   help="only episodes with a non-zero return (rewarded) or with none (unrewarded)")
     p.add_argument("--which", default="eval_after", choices=("eval_before", "eval_after"),
                    help="the evaluation before or after training (default: after)")
     p.add_argument("-n", type=int, default=None, help="at most this many episodes")
@@ -195,32 +200,39 @@ def cmd_eval(args) -> int:
     import_modules(args.imports)
     if bool(args.run) == bool(args.model):
         raise ValueError("pass exactly one of --run DIR or --model M")
-    other = [o for o in args.overrides if not o.startswith("generation.")]
+    other = [o for o in args.overrides if not o.startswith("generation.") and o.split("=", 1)[0] not in EVAL_KEYS]
     if other:
-        raise ValueError(f"marft eval takes only generation.* keys (e.g. generation.engine=vllm), got {other[0]!r}")
+        raise ValueError(f"marft eval takes generation.* keys and {', '.join(EVAL_KEYS)} "
+                         f"(e.g. generation.engine=vllm threads=1), got {other[0]!r}")
+    if args.transcripts_n < 1:
+        raise ValueError(f"--transcripts-n must be at least 1, got {args.transcripts_n}")
     validate(with_overrides(TrainConfig(), args.overrides))  # a bad key or value is named before any loading
     if not 1 <= args.episodes <= MAX_EVAL_EPISODES:  # the held-out draw slows sharply past it (config.py)
         raise ValueError(f"--episodes must be from 1 to {MAX_EVAL_EPISODES}, got {args.episodes}")
     if args.rounds < 1:
         raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
     _quiet_loading()
-    if args.run:
-        policy, config = policy_from_run(args.run, env=args.env)
+    if args.run:  # the run's resources and engine unless told otherwise
+        policy, config = policy_from_run(args.run, env=args.env, overrides=args.overrides)
     else:
-        config = TrainConfig(model=args.model, env=args.env or TrainConfig.env)
+        config = with_overrides(TrainConfig(model=args.model, env=args.env or TrainConfig.env), args.overrides)
+        validate(config)
         _check_env(config.env)
+        if config.threads:
+            torch.set_num_threads(config.threads)
         policy = build_policy(config, marft_envs.make(config.env, **config.env_kwargs).possible_agents)
-    config = with_overrides(config, args.overrides)  # the run's engine unless told otherwise
-    validate(config)
     if config.generation.engine == "vllm":
         from marft_agents.engines.vllm import check_available
 
         check_available()
     with build_engine(config, policy, None) as engine, torch.no_grad():
         result = evaluate(policy, config.env, config.env_kwargs, args.episodes, rounds=args.rounds,
-                          max_new_tokens=config.max_new_tokens, engine=engine)
-    from marft_agents.report import headline
+                          max_new_tokens=config.max_new_tokens, engine=engine,
+                          samples=args.transcripts_n if args.transcripts else 0)
+    from marft_agents.report import headline, write_transcripts
 
+    if args.transcripts:
+        print(f"transcripts: {write_transcripts(Path(args.transcripts), result.pop('samples'))}")
     key, label = headline(result)
     if key == "accuracy":
         value = f"{result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%}"
@@ -233,9 +245,20 @@ def cmd_eval(args) -> int:
     return 0
 
 
-def policy_from_run(run_dir: str, env: str | None = None):
-    """The policy of a run folder with its latest checkpoint's trained adapters loaded, and the run's config."""
+EVAL_KEYS = ("threads", "max_new_tokens", "dtype")
+"""Keys besides generation.* that ``marft eval`` takes: the resources and limits of the evaluation."""
+
+
+def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] = ()):
+    """The policy of a run folder with its latest checkpoint's trained adapters loaded, and the run's config.
+
+    ``overrides`` (``EVAL_KEYS`` and generation.*) apply to the run's config before the model loads;
+    the run's ``threads`` hold unless overridden.
+    """
+    import torch
+
     import marft_envs
+    from marft_agents.config import validate, with_overrides
     from marft_agents import checkpoint as ckpt
     from marft_agents.config import from_dict
     from marft_agents.trainer import build_policy
@@ -243,10 +266,13 @@ def policy_from_run(run_dir: str, env: str | None = None):
     saved = Path(run_dir) / "config.json"
     if not saved.is_file():
         raise FileNotFoundError(f"no run at {run_dir}: expected {saved}")
-    config = from_dict(json.loads(saved.read_text()), other_sections="drop")
+    config = with_overrides(from_dict(json.loads(saved.read_text()), other_sections="drop"), list(overrides))
+    validate(config)
     if env:
         config.env = env
     _check_env(config.env)
+    if config.threads:
+        torch.set_num_threads(config.threads)
     latest = ckpt.latest_checkpoint(Path(run_dir) / "checkpoints")
     if latest is None:
         raise FileNotFoundError(f"no checkpoint in {run_dir}/checkpoints")
@@ -264,7 +290,7 @@ def policy_from_run(run_dir: str, env: str | None = None):
 def cmd_show(args) -> int:
     from marft_agents.report import show
 
-    print(show(args.run_dir, args.which, args.n))
+    print(show(args.run_dir, args.which, args.n, reward=args.reward))
     return 0
 
 

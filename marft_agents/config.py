@@ -60,7 +60,7 @@ class TrainConfig:
     seed: int = 0
     """Seed for every random generator (problems, sampling, shuffling); 0 to 2**32 - 1."""
     updates: int = 300
-    """Number of updates (each collects ``episodes_per_update`` fresh episodes)."""
+    """Number of updates (each collects ``episodes_per_update`` fresh episodes); 0 only evaluates."""
     episodes_per_update: int = 64
     """Episodes collected per update (all envs stepped together)."""
     temperature: float = 0.7
@@ -73,6 +73,8 @@ class TrainConfig:
     """Also evaluate every N updates, for the curves (0: only before and after)."""
     eval_rounds: int = 3
     """Attempts in the multi-round (feedback) evaluation protocol; 0 skips it."""
+    eval_transcripts: int = 6
+    """Evaluation episodes saved whole to ``samples/`` each evaluation, rewarded and unrewarded half each where both exist."""
     checkpoint_every: int = 50
     """Write a checkpoint every N updates (and at the end)."""
     run_dir: str = "runs/default"
@@ -220,7 +222,7 @@ _TEMPERATURE, _LR = f">= {MIN_TEMPERATURE:g}", f"in (0, {MAX_LR:g})"
 _EVAL_EPISODES, _SEED = f"in [1, {MAX_EVAL_EPISODES}]", f"an integer in [0, {MAX_SEED}]"
 RULES: dict[str, str] = {
     # common fields
-    "updates": _AT_LEAST_ONE, "episodes_per_update": _AT_LEAST_ONE, "eval_episodes": _EVAL_EPISODES,
+    "updates": _NON_NEGATIVE, "eval_transcripts": _NON_NEGATIVE, "episodes_per_update": _AT_LEAST_ONE, "eval_episodes": _EVAL_EPISODES,
     "eval_every": _NON_NEGATIVE, "eval_rounds": _NON_NEGATIVE, "checkpoint_every": _NON_NEGATIVE,
     "threads": _NON_NEGATIVE, "temperature": _TEMPERATURE, "max_new_tokens": _AT_LEAST_ONE,
     "lora_r": _AT_LEAST_ONE, "lora_alpha": _POSITIVE, "seed": _SEED,

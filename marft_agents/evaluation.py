@@ -118,9 +118,22 @@ def eval_result(episodes: list[Episode], plan: EvalPlan, samples: int = 0) -> di
     """:func:`evaluate`'s result for the finished evaluation ``episodes`` (in index order) under ``plan``."""
     out = {**summarize(episodes), "heldout": plan.heldout, "protocol": plan.protocol, "attempts": plan.attempts,
            "headline_metric": plan.headline_metric}
-    if samples:  # whole transcripts of the first episodes, for the run folder
-        out["samples"] = [transcript(e) for e in episodes[:samples]]
+    if samples:  # whole transcripts, for the run folder
+        out["samples"] = [transcript(e) for e in pick_transcripts(episodes, samples)]
     return out
+
+
+def pick_transcripts(episodes: list[Episode], n: int) -> list[Episode]:
+    """``n`` episodes to keep whole: half rewarded (non-zero return) and half not, where both exist, in index order.
+
+    The first rewarded and the first unrewarded ones (the draw is the held-out split's, not chosen by
+    outcome); when one kind runs short the other fills the rest.
+    """
+    rewarded = [e for e in episodes if any(s.reward != 0 for s in e.steps)]
+    unrewarded = [e for e in episodes if not any(s.reward != 0 for s in e.steps)]
+    take = min(len(rewarded), max(n - len(unrewarded), (n + 1) // 2))
+    chosen = rewarded[:take] + unrewarded[: n - take]
+    return sorted(chosen, key=lambda e: e.index)
 
 
 def summarize(episodes: list[Episode]) -> dict:

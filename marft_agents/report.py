@@ -112,16 +112,31 @@ def write_samples(run_dir: Path, name: str, transcripts: list[dict]) -> Path:
     return run_files.write_text(run_dir, Path(SAMPLES, f"{name}.jsonl"), text)
 
 
-def show(run_dir: str | Path, which: str = "eval_after", n: int | None = None) -> str:
-    """The transcripts of a run folder as readable text (``which``: eval_before or eval_after)."""
-    path = Path(run_dir) / SAMPLES / f"{which}.jsonl"
+def write_transcripts(path: Path, transcripts: list[dict]) -> Path:
+    """Transcripts to a ``.jsonl`` file of the user's choosing (``marft eval --transcripts``), atomically."""
+    if path.suffix != ".jsonl":
+        raise ValueError(f"--transcripts {path}: name a .jsonl file")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return run_files.write_text(path.parent, path.name, "".join(json.dumps(t) + "\n" for t in transcripts))
+
+
+REWARD_FILTERS = {"any": lambda t: True, "rewarded": lambda t: t["return"] != 0, "unrewarded": lambda t: t["return"] == 0}
+"""``marft show --reward``: which transcripts to print."""
+
+
+def show(run_dir: str | Path, which: str = "eval_after", n: int | None = None, reward: str = "any") -> str:
+    """Transcripts as readable text: a run folder's (``which``: eval_before or eval_after) or a ``.jsonl`` file's."""
+    if reward not in REWARD_FILTERS:
+        raise ValueError(f"reward must be one of {list(REWARD_FILTERS)}, got {reward!r}")
+    given = Path(run_dir)
+    path = given if given.suffix == ".jsonl" else given / SAMPLES / f"{which}.jsonl"
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.jsonl")) if path.parent.is_dir() else []
         raise FileNotFoundError(f"no transcripts at {path}" + (f"; there are: {', '.join(known)}" if known else
                                                                  "; runs write them at each evaluation"))
     out = []
-    for line in path.read_text().splitlines()[:n]:
-        t = json.loads(line)
+    kept = [t for t in map(json.loads, path.read_text().splitlines()) if REWARD_FILTERS[reward](t)]
+    for t in kept[:n]:
         solved = {True: "yes", False: "no", None: "not reported"}[t["solved"]]
         out.append(f"=== {which}, episode {t['episode']}: solved {solved}, return {t['return']:.2f}")
         for s in t["steps"]:

@@ -50,8 +50,6 @@ from marft_agents.distributed.sampling import EpisodeSeededEngine
 from marft_agents.tis import recompute_behaviour
 from marft_envs.plugins import resolve as resolve_env
 
-SAMPLE_EPISODES = 3
-"""Evaluation episodes whose whole transcripts each evaluation writes to ``samples/``."""
 ZERO_REWARD_UPDATES = 10
 """Warn when every reward of this many first updates (or of a shorter run) was exactly 0."""
 
@@ -276,7 +274,10 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         raise RunInterrupted(stop.requested, f"stopped by {stop.name} after update {config.updates}")
     signal_summary = reward_signal.summary_of([json.loads(line) for line in log.path.read_text().splitlines()])
 
-    eval_after = _evaluate_all(evaluate_fn, policy, config, eval_args, run_dir, "eval_after")
+    if config.updates == 0:  # an evaluation-only run: nothing changed since eval_before
+        eval_after = eval_before
+    else:
+        eval_after = _evaluate_all(evaluate_fn, policy, config, eval_args, run_dir, "eval_after")
     generator.close()
     summary = {
         "env": config.env,
@@ -342,7 +343,7 @@ def _start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int)
 def _evaluate_all(evaluate, policy: LaMASPolicy, config: TrainConfig, eval_args: dict, run_dir: Path,
                   name: str) -> dict:
     """The single-pass evaluation, the attempts protocol where the env declares one, and transcripts."""
-    result = evaluate(policy, **eval_args, samples=SAMPLE_EPISODES)
+    result = evaluate(policy, **eval_args, samples=config.eval_transcripts)
     report.write_samples(run_dir, name, result.pop("samples"))
     if config.eval_rounds > 1 and marft_envs.spec(config.env).attempts_option is not None:
         multi = evaluate(policy, **eval_args, rounds=config.eval_rounds)

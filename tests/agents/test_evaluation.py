@@ -1,6 +1,8 @@
 """Held-out evaluation: per-role diagnostics and the before/after table on hand-made episodes, and the
 evaluation contract (what an env's registry entry declares, and what evaluation builds from it)."""
 
+import json
+
 import pytest
 import torch
 
@@ -214,3 +216,57 @@ def test_a_task_that_declares_mean_return_gets_it_as_its_headline():
     key, label = headline({**result, "success_reported": True})
     assert key == "mean_return" and "partial credit" in label
     assert headline({**result, "headline_metric": "accuracy", "success_reported": True})[0] == "accuracy"
+
+
+class _E:
+    def __init__(self, index, reward):
+        self.index = index
+        self.steps = [type("S", (), {"reward": reward})()]
+
+
+@pytest.mark.parametrize("rewards, n, kept", [
+    ([1, 0, 1, 0, 1, 0, 1, 0], 4, [0, 1, 2, 3]),  # half and half, in index order
+    ([0, 0, 0, 1, 0, 0, 0, 0], 4, [0, 1, 2, 3]),  # one rewarded: it and the first three others
+    ([0, 0, 0, 0, 0, 0, 0, 1], 3, [0, 1, 7]),  # the rewarded one is kept although it comes last
+    ([1, 1, 1, 1, 1, 0], 4, [0, 1, 2, 5]),  # one unrewarded: the rewarded fill the rest
+    ([0, 0], 6, [0, 1]),  # fewer episodes than asked
+    ([1, 0, 1], 0, []),
+])
+def test_transcripts_keep_rewarded_and_unrewarded_episodes(rewards, n, kept):
+    from marft_agents.evaluation import pick_transcripts
+
+    episodes = [_E(i, r) for i, r in enumerate(rewards)]
+    assert [e.index for e in pick_transcripts(episodes, n)] == kept
+
+
+def test_eval_takes_threads_and_token_limits_writes_transcripts_and_show_filters(tmp_path, tiny_model_dir, capsys):
+    from marft_agents.cli import main as cli
+
+    out = tmp_path / "eval.jsonl"
+    threads = torch.get_num_threads()
+    try:
+        assert cli(["eval", "--model", str(tiny_model_dir), "--episodes", "6", "threads=1", "max_new_tokens=8",
+                    "--transcripts", str(out), "--transcripts-n", "4"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 4 and all(len(s["action"]) < 200 for r in rows for s in r["steps"])
+    capsys.readouterr()
+    assert cli(["show", str(out), "--reward", "unrewarded"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.count("=== ") == sum(r["return"] == 0 for r in rows)
+    assert cli(["eval", "--model", str(tiny_model_dir), "lr=1"]) == 2  # other keys are refused in one line
+    assert "takes generation.* keys and threads, max_new_tokens, dtype" in capsys.readouterr().err
+
+
+def test_an_evaluation_only_run_evaluates_once_and_trains_nothing(tmp_path, tiny_model_dir):
+    from marft_agents.cli import main as cli
+
+    run = tmp_path / "run"
+    assert cli(["train", f"model={tiny_model_dir}", "updates=0", "eval_episodes=4", "eval_rounds=0",
+                "eval_transcripts=2", f"run_dir={run}", "--no-progress"]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["eval_after"] == summary["eval_before"] and summary["updates"] == 0
+    assert len((run / "samples" / "eval_before.jsonl").read_text().splitlines()) == 2
+    assert not list((run / "checkpoints").glob("*.pt")) if (run / "checkpoints").exists() else True
