@@ -1,7 +1,8 @@
 """marft_envs: Flex-POMDP text environments for LLM-based multi-agent systems.
 
 ``import marft_envs`` registers every env id in our registry, PettingZoo's (``aec``, and
-``parallel`` for Dec-POMDP ones) and Gymnasium's (one-agent ones). Torch-free.
+``parallel`` for Dec-POMDP ones) and Gymnasium's (one-agent ones), lazily: a task family is
+imported when one of its envs is first made. Torch-free.
 """
 
 from marft_envs.core import FlexEnv, RoundResult
@@ -30,30 +31,24 @@ __all__ = [
 
 
 def _register_builtin() -> None:
-    # Imported here, not at the top, so the core stays importable without the task families.
-    from marft_envs.tasks.math import MathChain, MathCORY, MathDebate, MathSolo
-
+    # "module:Class" targets: a family is imported when one of its envs is first made, not here, so
+    # ``import marft_envs`` costs what the caller uses (tests/envs/test_registry.py checks both).
     # Held-out evaluation: the test split, and "rounds" sets the attempts with feedback. In the
     # debate, "rounds" are debate rounds, not attempts: it has no attempts option.
     heldout = {"eval_kwargs": {"split": "test"}}
     attempts = {**heldout, "attempts_option": "rounds"}
-    register("marft/MathChain-v0", MathChain, **attempts)
-    register("marft/MathDebate-v0", MathDebate, **heldout)
-    register("marft/MathSolo-v0", MathSolo, gym=True, **attempts)
-    register("marft/MathCORY-v0", MathCORY, **attempts)
-
-    from marft_envs.tasks.booking import Booking, BookingDecPOMDP, BookingFixed
-
+    math, booking, code = "marft_envs.tasks.math", "marft_envs.tasks.booking", "marft_envs.tasks.code"
+    register("marft/MathChain-v0", f"{math}.chain:MathChain", parallel=False, **attempts)
+    register("marft/MathDebate-v0", f"{math}.debate:MathDebate", parallel=True, **heldout)
+    register("marft/MathSolo-v0", f"{math}.solo:MathSolo", parallel=True, gym=True, **attempts)
+    register("marft/MathCORY-v0", f"{math}.cory:MathCORY", parallel=False, **attempts)
     # Booking draws a fresh world from each seed: no held-out split, no attempts.
-    register("marft/Booking-v0", Booking)
-    register("marft/BookingFixed-v0", BookingFixed)
-    register("marft/BookingDecPOMDP-v0", BookingDecPOMDP)
-
-    from marft_envs.tasks.code import CodeRepairChain, CodeRepairSolo, CodeRepairVote
-
-    register("marft/CodeRepair-v0", CodeRepairChain, **attempts)
-    register("marft/CodeRepairVote-v0", CodeRepairVote, **attempts)
-    register("marft/CodeRepairSolo-v0", CodeRepairSolo, gym=True, **attempts)
+    register("marft/Booking-v0", f"{booking}.coordinated:Booking", parallel=False)
+    register("marft/BookingFixed-v0", f"{booking}.fixed:BookingFixed", parallel=False)
+    register("marft/BookingDecPOMDP-v0", f"{booking}.decpomdp:BookingDecPOMDP", parallel=True)
+    register("marft/CodeRepair-v0", f"{code}.chain:CodeRepairChain", parallel=False, **attempts)
+    register("marft/CodeRepairVote-v0", f"{code}.vote:CodeRepairVote", parallel=True, **attempts)
+    register("marft/CodeRepairSolo-v0", f"{code}.solo:CodeRepairSolo", parallel=True, gym=True, **attempts)
 
 
 _register_builtin()

@@ -16,6 +16,7 @@ and one-agent ids into Gymnasium's. So all of these work after ``import marft_en
 from __future__ import annotations
 
 import difflib
+import importlib
 import types
 import warnings
 from collections.abc import Callable
@@ -39,8 +40,8 @@ class EnvEntry:
 
     id: str
     """Versioned id, ``marft/<Name>-v<k>``."""
-    factory: Callable[..., FlexEnv]
-    """Builds the FlexEnv from keyword arguments."""
+    target: Callable[..., FlexEnv] | str
+    """Builds the FlexEnv from keyword arguments; or ``"module:Class"``, imported the first time it is needed."""
     kwargs: dict[str, Any]
     """Default keyword arguments for ``factory``."""
     parallel: bool
@@ -54,6 +55,21 @@ class EnvEntry:
     """The constructor option that sets the number of attempts with feedback (``"rounds"`` in the MATH
     and code-repair families); None: the env has no such option."""
 
+    @property
+    def factory(self) -> Callable[..., FlexEnv]:
+        """The FlexEnv factory (a ``"module:Class"`` target is imported now, once)."""
+        return _load(self.target)
+
+
+def _load(target: Callable[..., FlexEnv] | str) -> Callable[..., FlexEnv]:
+    if not isinstance(target, str):
+        return target
+    module, _, name = target.partition(":")
+    obj = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
 
 _registry: dict[str, EnvEntry] = {}
 
@@ -64,7 +80,7 @@ class RegistrationError(ValueError):
 
 def register(
     id: str,
-    factory: Callable[..., FlexEnv],
+    factory: Callable[..., FlexEnv] | str,
     *,
     parallel: bool | None = None,
     gym: bool = False,
@@ -74,6 +90,8 @@ def register(
 ) -> None:
     """Register a FlexEnv factory under ``id`` in our registry, PettingZoo's and (if ``gym``) Gymnasium's.
 
+    ``factory`` may be ``"module:Class"``: the module is imported only when the env is first made (as
+    Gymnasium's ids are), so registering costs nothing; ``parallel`` must then be given. Otherwise
     ``parallel`` defaults to the factory's ``metadata["is_parallelizable"]`` when it is a FlexEnv class.
     An id is registered once: registering it again with the same entry point (:func:`entry_point`, e.g.
     a module imported twice or reloaded) and the same options changes nothing; with a different env or
@@ -81,14 +99,22 @@ def register(
     ``eval_kwargs`` and ``attempts_option`` declare how held-out evaluation builds the env (see
     :class:`EnvEntry`); leave them out and the env is evaluated as configured, in a single protocol.
     """
-    if parallel is None:
+    if isinstance(factory, str):
+        if factory.count(":") != 1 or not all(p.replace(".", "").isidentifier() for p in factory.split(":")):
+            raise ValueError(f"a lazy env factory is 'package.module:Class', got {factory!r}")
+        if parallel is None:
+            raise ValueError(f"{id}: a 'module:Class' factory is not imported at registration: pass parallel=True/False")
+    elif parallel is None:
         parallel = bool(getattr(factory, "metadata", {}).get("is_parallelizable", False))
     if attempts_option is not None and not (isinstance(attempts_option, str) and attempts_option.isidentifier()):
         raise ValueError(f"attempts_option must be the name of a constructor option, got {attempts_option!r}")
-    entry = EnvEntry(id=id, factory=factory, kwargs=dict(kwargs or {}), parallel=parallel, gym=gym,
+    entry = EnvEntry(id=id, target=factory, kwargs=dict(kwargs or {}), parallel=parallel, gym=gym,
                      eval_kwargs=None if eval_kwargs is None else dict(eval_kwargs), attempts_option=attempts_option)
     if id in _registry:
-        _refuse_a_different_env(_registry[id], entry)
+        old = _registry[id]
+        _refuse_a_different_env(old, entry)
+        if isinstance(old.target, str):  # the same env by its class: the lazy entry stays as it was
+            entry = old
     _registry[id] = entry
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the same registration again (a module reload) is expected
@@ -101,8 +127,10 @@ def register(
             gymnasium.register(id=id, entry_point=_view_factory(entry, "gym"), disable_env_checker=False)
 
 
-def entry_point(factory: Callable[..., Any]) -> str:
+def entry_point(factory: Callable[..., Any] | str) -> str:
     """``module:qualname`` of a factory, the name a registration is known by (a reloaded module's class keeps it)."""
+    if isinstance(factory, str):
+        return factory
     module = getattr(factory, "__module__", None)
     name = getattr(factory, "__qualname__", None)
     return f"{module}:{name}" if module and name else repr(factory)
@@ -115,7 +143,7 @@ def _refuse_a_different_env(old: EnvEntry, new: EnvEntry) -> None:
     reported under that id's name (a user's module, or an installed entry point, replacing
     ``marft/MathChain-v0``).
     """
-    old_point, new_point = entry_point(old.factory), entry_point(new.factory)
+    old_point, new_point = entry_point(old.target), entry_point(new.target)
     if old_point != new_point:
         raise RegistrationError(f"env id {old.id!r} is already registered to {old_point}; refusing to re-register it "
                                 f"to {new_point}: register your env under an id of its own (e.g. 'you/Name-v0')")

@@ -232,3 +232,31 @@ def test_the_cli_refuses_an_import_that_takes_a_known_id(tmp_path, command):
                                  "marft_envs.tasks.math.chain:MathChain; refusing to re-register it to "
                                  "impostor_task:Always"), out.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_import_marft_envs_imports_no_task_family_until_one_is_made():
+    import subprocess
+    import sys
+
+    code = ("import sys, marft_envs; before = sorted(m for m in sys.modules if m.startswith('marft_envs.tasks') "
+            "or m.startswith('marft_envs.sandbox') or m == 'sqlite3'); marft_envs.make('marft/MathSolo-v0'); "
+            "after = sorted(m for m in sys.modules if m.startswith('marft_envs.tasks.')); "
+            "print(before, 'marft_envs.tasks.math.solo' in after, any(m.startswith('marft_envs.tasks.code') for m in after))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "True", "False"], out.stdout  # MATH made: MATH imported, code repair not
+
+
+def test_lazy_builtin_entries_declare_what_their_classes_say():
+    for env_id in marft_envs.list_envs():
+        entry = marft_envs.spec(env_id)
+        assert isinstance(entry.target, str), env_id
+        assert entry.parallel == bool(entry.factory.metadata.get("is_parallelizable", False)), env_id
+        assert entry.gym == (len(entry.factory().possible_agents) == 1), env_id
+
+
+def test_a_lazy_factory_needs_its_views_declared():
+    with pytest.raises(ValueError, match="pass parallel="):
+        marft_envs.register("test/Lazy-v0", "somewhere.module:Env")
+    with pytest.raises(ValueError, match="'package.module:Class'"):
+        marft_envs.register("test/Lazy-v0", "not a target", parallel=False)
