@@ -3,10 +3,20 @@
 - ``marft/Booking-v0`` (:class:`Booking`): the coordinator's plan sets each round's graph.
 - ``marft/BookingFixed-v0`` (:class:`BookingFixed`): calendar and location -> booking, every round.
 - ``marft/BookingDecPOMDP-v0`` (:class:`BookingDecPOMDP`): no same-round dependencies.
+
+The env classes are imported on first access (PEP 562), so that importing one of the family's plain
+modules (``world``, used by ``marft_envs.rewards.booking``) does not import the envs, which import
+that reward module: no import cycle through this package.
 """
 
-from marft_envs.tasks.booking.coordinated import Booking
-from marft_envs.tasks.booking.decpomdp import BookingDecPOMDP
-from marft_envs.tasks.booking.fixed import BookingFixed
+import importlib
 
-__all__ = ["Booking", "BookingDecPOMDP", "BookingFixed"]
+_EXPORTS = {"Booking": "coordinated", "BookingDecPOMDP": "decpomdp", "BookingFixed": "fixed"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
