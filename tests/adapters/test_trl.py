@@ -138,3 +138,34 @@ def test_grpo_trains_with_the_solo_reward(tmp_path):
     changed = [n for n, p in model.named_parameters() if n in before and not torch.equal(before[n], p.detach())]
     assert set(changed) == set(before)
     assert json.loads(json.dumps(trainer.state.log_history[0]))["rewards/marft_MathSolo_v0/mean"] >= 0.0
+
+
+def test_logprobs_are_the_sampling_distributions(tmp_path):
+    import marft_envs.adapters.trl as adapter
+
+    model, tokenizer = tiny_model()
+    trainer = trl.GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[token_reward],
+                              args=grpo_config(tmp_path, temperature=0.7),
+                              train_dataset=agent_step_dataset("marft/MathChain-v0", seeds=range(2)),
+                              rollout_func=MarftRollout("marft/MathChain-v0"))
+    env = marft_envs.make("marft/MathChain-v0")
+    env.reset(seed=0)
+    env.step({"reasoner_0": "a long line of reasoning that makes the actor's prompt longer"})
+    # prompts of different lengths: the batch is left-padded, each row must still match its own forward pass
+    steps = adapter.generate(trainer, [env.observe("reasoner_0"), env.observe("actor_0"), env.observe("reasoner_0")])
+    assert len(steps[1].prompt_ids) > len(steps[0].prompt_ids)
+    for step in steps:
+        assert len(step.logprobs) == len(step.completion_ids) >= 1
+        ids = torch.tensor([step.prompt_ids + step.completion_ids])
+        with torch.no_grad():
+            logits = model(ids).logits[0, len(step.prompt_ids) - 1:-1] / 0.7  # (T, V): what each token was drawn from
+        expected = logits.log_softmax(-1).gather(-1, torch.tensor(step.completion_ids)[:, None])[:, 0]
+        torch.testing.assert_close(torch.tensor(step.logprobs), expected, atol=1e-4, rtol=1e-4)
+        assert step.text == tokenizer.decode(step.completion_ids, skip_special_tokens=True)
+
+
+def test_the_adapters_venv_keeps_the_cpu_torch_and_no_vision_audio_packages():
+    import importlib.util
+
+    assert torch.__version__ == "2.13.0+cpu"
+    assert [m for m in ("torchvision", "torchaudio", "torchcodec") if importlib.util.find_spec(m)] == []
