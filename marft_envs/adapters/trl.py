@@ -118,23 +118,20 @@ class MarftRollout:
         needed: dict[int, int] = {}
         for (seed, _, _), n in copies.items():
             needed[seed] = max(needed.get(seed, 0), n)
-        keys = [(seed, j) for seed, n in needed.items() for j in range(n)]
-        played = dict(zip(keys, self.play([seed for seed, _ in keys], trainer)))
+        episode_keys = [(seed, j) for seed, n in needed.items() for j in range(n)]
+        played = dict(zip(episode_keys, self.play([seed for seed, _ in episode_keys], trainer)))
         pad = trainer.processing_class.pad_token_id
-        out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-                                REWARD_KEY: [], "marft_agent": [], "marft_round": []}
+        rows = []
         for (seed, agent, round), j in zip(slots, copy_of):
             episode = played[(seed, j)]
             step = episode.steps.get((agent, round))
             if step is None:  # this episode never reached the slot: one masked token, no reward
-                out["prompt_ids"].append([pad]), out["completion_ids"].append([pad]), out["logprobs"].append([0.0])
-                out["env_mask"].append([0]), out[REWARD_KEY].append(None)
+                rows.append(([pad], [pad], [0.0], [0], None, agent, round))
             else:
-                out["prompt_ids"].append(step.prompt_ids), out["completion_ids"].append(step.completion_ids)
-                out["logprobs"].append(step.logprobs), out["env_mask"].append([1] * len(step.completion_ids))
-                out[REWARD_KEY].append(episode.return_from(agent, round))
-            out["marft_agent"].append(agent), out["marft_round"].append(round)
-        return out
+                rows.append((step.prompt_ids, step.completion_ids, step.logprobs, [1] * len(step.completion_ids),
+                             episode.return_from(agent, round), agent, round))
+        columns = ("prompt_ids", "completion_ids", "logprobs", "env_mask", REWARD_KEY, "marft_agent", "marft_round")
+        return {column: [row[k] for row in rows] for k, column in enumerate(columns)}
 
     def play(self, seeds: Sequence[int], trainer: Any) -> list[Episode]:
         """Play one episode per seed, all envs together: per layer, one batched generate over every ready agent."""
