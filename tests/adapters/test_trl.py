@@ -169,3 +169,14 @@ def test_the_adapters_venv_keeps_the_cpu_torch_and_no_vision_audio_packages():
 
     assert torch.__version__ == "2.13.0+cpu"
     assert [m for m in ("torchvision", "torchaudio", "torchcodec") if importlib.util.find_spec(m)] == []
+
+
+def test_a_rows_reward_is_the_agents_return_from_its_round_on():
+    from marft_envs.adapters.trl import Episode, Step
+
+    episode = Episode(seed=0)
+    for (agent, round), reward in {("a_0", 0): 0.5, ("b_0", 0): 1.0, ("a_0", 1): 2.0, ("b_0", 1): -1.0}.items():
+        episode.steps[(agent, round)] = Step([1], [2], [0.0], "x", reward=reward)
+    assert [episode.return_from("a_0", 0), episode.return_from("a_0", 1), episode.return_from("b_0", 0)] == [2.5, 2.0, 0.0]
+    with pytest.raises(KeyError, match="unknown env id"):
+        MarftRollout("marft/MathChian-v0")
