@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo demo-envs test test-slow test-vllm vllm-venv bench clean
+.PHONY: demo demo-envs test test-slow test-vllm vllm-venv test-adapters bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,5 +59,23 @@ test-vllm: $(VLLM_STAMP)
 	mkdir -p .tmp/vllm
 	TMPDIR=$(CURDIR)/.tmp/vllm $(VLLM_BIN)/python -m pytest -q -m vllm
 
+# marft_envs.adapters (TRL, TextArena, reasoning-gym; docs/adapters.md) in their own venv: the extra pins
+# exact versions of libraries the main venv does not need. None of them pulls torchvision/torchaudio/
+# torchcodec (checked with trl 1.16.0, textarena 0.7.4, reasoning-gym 0.1.25); the uninstall keeps it so.
+ADAPTERS_VENV := .venv-adapters
+ADAPTERS_BIN := $(ADAPTERS_VENV)/bin
+ADAPTERS_STAMP := $(ADAPTERS_VENV)/.installed
+
+$(ADAPTERS_STAMP): pyproject.toml
+	test -x $(ADAPTERS_BIN)/python || $(PYTHON) -m venv $(ADAPTERS_VENV)
+	$(ADAPTERS_BIN)/python -m pip install --quiet --upgrade pip
+	$(ADAPTERS_BIN)/python -m pip install --quiet torch==2.13.0 -e '.[dev,adapters]'
+	$(ADAPTERS_BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	touch $(ADAPTERS_STAMP)
+
+# The adapters' tests (pytest -m adapters); `make test` skips them when the libraries are not importable.
+test-adapters: $(ADAPTERS_STAMP)
+	TRL_EXPERIMENTAL_SILENCE=1 $(ADAPTERS_BIN)/python -m pytest -q -m adapters
+
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) .tmp .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(ADAPTERS_VENV) .tmp .pytest_cache .hypothesis build *.egg-info

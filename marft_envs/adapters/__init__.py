@@ -1,0 +1,11 @@
+"""Adapters to and from other projects' APIs, each behind the ``adapters`` extra (docs/adapters.md).
+
+- :mod:`marft_envs.adapters.trl` (outward): a ``rollout_func`` and reward functions that let TRL's
+  ``GRPOTrainer`` train on marft envs.
+- :mod:`marft_envs.adapters.textarena` (inward): TextArena's multi-player games as FlexEnv ids
+  ``marft/TextArena-<Game>-v0``.
+- :mod:`marft_envs.adapters.reasoning_gym` (inward): reasoning-gym's tasks as ``marft/ReasoningGym-v0``
+  (one agent) and ``marft/ReasoningGym-Chain-v0`` (reasoner -> actor).
+
+Nothing here is imported by ``import marft_envs``: each module imports its library when it is used.
+"""
