@@ -174,11 +174,22 @@ def test_recompute_behaviour_keeps_the_engine_log_probs_and_takes_the_trainers(t
     assert all(torch.equal(s.engine_logps, b) for s, b in zip(steps, sampled)) and again["tis/abs_logp_diff_max"] < 1e-4
 
 
-def test_a_run_with_the_correction_logs_its_weights_and_trains(tiny_model_dir, tmp_path):
+def test_a_run_with_the_correction_logs_its_weights_and_trains(tiny_model_dir, tmp_path, monkeypatch):
+    from marft_agents import trainer
+
     config = TrainConfig(model=str(tiny_model_dir), run_dir=str(tmp_path / "run"), updates=2, episodes_per_update=4,
                          eval_episodes=2, max_new_tokens=6, checkpoint_every=0, threads=1)
     config.generation.tis_cap = 2.0
+    config.marft.minibatch_size = 3
+    batch_sizes = []
+
+    def spy(policy, steps, temperature, batch_size=64):
+        batch_sizes.append(batch_size)
+        return recompute_behaviour(policy, steps, temperature, batch_size)
+
+    monkeypatch.setattr(trainer, "recompute_behaviour", spy)
     train(config, progress=False, quiet=True)
+    assert batch_sizes == [3, 3]  # the recompute scores in the learner's minibatch size (Learner.score_batch_size)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2
     for row in rows:
