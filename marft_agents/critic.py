@@ -4,17 +4,24 @@ Because agent ``i``'s observation contains its predecessors' same-round actions,
 shared by all agents estimates MARFT's sequential value ``V(o, a^{1:i-1})``. The features are the
 base model's final hidden state at the last prompt token with adapters disabled (the original code
 used a frozen copy of the base; ours needs no copy). Since the base is frozen the learner computes
-the features once per update and the critic trains on them alone; :func:`fit_critic` is that
-training loop, shared by every learner with a value head.
+the features once per update (:func:`features`, or :func:`token_features` before every response
+token) and the critic trains on them alone; :func:`fit_critic` is that training loop, shared by
+every learner with a value head.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
 from marft_agents.losses import clipped_value_loss, ensure_finite, masked_mean
+
+if TYPE_CHECKING:
+    from marft_agents.policy import LaMASPolicy
+    from marft_agents.rollout import AgentStep
 
 
 class ValueHead(nn.Module):
@@ -30,6 +37,29 @@ class ValueHead(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.net(features).squeeze(-1)  # (B, d) -> (B,)
+
+
+def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -> torch.Tensor:
+    """Frozen base features of every step's prompt, ``(N, d)``, computed in minibatches."""
+    # Chunks of one agent's steps share its role prompt, which the policy then runs only once.
+    order = sorted(range(len(steps)), key=lambda i: steps[i].agent)
+    out = torch.empty(len(steps), policy.hidden_size)
+    for start in range(0, len(order), minibatch_size):
+        chunk = order[start: start + minibatch_size]
+        out[chunk] = policy.features([steps[i].prompt for i in chunk])
+    return out
+
+
+def token_features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -> torch.Tensor:
+    """Frozen base features before every response token, padded to ``(N, R, d)`` (zeros on padding)."""
+    width = max((len(s.response) for s in steps), default=0)
+    out = torch.zeros(len(steps), width, policy.hidden_size)
+    order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
+    for start in range(0, len(order), minibatch_size):
+        chunk = order[start: start + minibatch_size]
+        feats = policy.token_features([steps[i].prompt for i in chunk], [steps[i].response for i in chunk])
+        out[chunk, : feats.shape[1]] = feats
+    return out
 
 
 def fit_critic(

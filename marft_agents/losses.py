@@ -1,13 +1,16 @@
-"""PPO losses as pure functions: masked means, clipped surrogate, clipped value loss, KL, entropy.
+"""PPO losses as pure functions: masked means, action log-probs, clipped surrogate, clipped value loss, KL, entropy.
 
 Shapes are ``(B,)`` for action-level samples (one whole response each) or ``(B, L)`` with a mask
-for token-level ones; every mean is a mask-weighted mean.
+for token-level ones; every mean is a mask-weighted mean. Each algorithm composes its own loss from
+these (``marft_agents/algorithms/``) and reduces its per-minibatch numbers with :func:`mean_stats`.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 
@@ -31,6 +34,25 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tens
         return x.mean()
     mask = mask.to(x.dtype)
     return (x * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def reduce_logp(token_logps: torch.Tensor, n: int, reduction: str) -> torch.Tensor:
+    """An action's log-prob from its ``n`` token log-probs: their sum, or their mean."""
+    total = token_logps.sum()
+    return total / max(n, 1) if reduction == "mean" else total
+
+
+def action_logps(token_logps: Sequence[torch.Tensor], reduction: str) -> torch.Tensor:
+    """Per-action log-probs ``(B,)`` from each action's own token log-probs (a 1-D tensor per action)."""
+    return torch.stack([reduce_logp(t, len(t), reduction) for t in token_logps])
+
+
+def reduce_batch(logp_tok: torch.Tensor, mask: torch.Tensor, reduction: str) -> torch.Tensor:
+    """Per-row action log-probs ``(B,)`` from per-token ones ``(B, R)`` and their mask."""
+    total = (logp_tok * mask).sum(-1)  # (B,)
+    if reduction == "mean":
+        return total / mask.sum(-1).clamp(min=1)
+    return total
 
 
 def ppo_clip_loss(
@@ -153,3 +175,16 @@ def grpo_loss(
         if logp_ref is not None:
             stats["kl_ref"] = masked_mean(approx_kl(logp, logp_ref), mask).item()
     return loss, stats
+
+
+def mean_stats(rows: Sequence[dict[str, float]], prefix: str = "") -> dict[str, float]:
+    """An update's numbers from its minibatches' (one dict each; a key may be missing from some).
+
+    The mean over the minibatches that have the key, or the maximum for a key ending in ``_max``
+    (``tis_weight_max`` stays a maximum); keys get ``prefix``.
+    """
+    values: dict[str, list[float]] = {}
+    for row in rows:
+        for k, v in row.items():
+            values.setdefault(k, []).append(v)
+    return {f"{prefix}{k}": float(np.max(v) if k.endswith("_max") else np.mean(v)) for k, v in values.items()}

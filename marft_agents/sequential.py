@@ -1,4 +1,8 @@
-"""The sequential trust-region update (HAPPO-style), usable by action- and token-level MARFT.
+"""Which agents learn in an update, in what order, and the sequential trust-region weights (HAPPO-style).
+
+Agent-by-agent training (:func:`round_robin`, MARFT's ``agent_iteration_interval``) picks the
+adapters that learn; with the sequential update on, action- and token-level MARFT train them one
+after another (:func:`agent_order`), weighting each one's advantages by :class:`SequentialWeights`.
 
 Per update, draw an order of the learning agents (a random permutation, or the fixed adapter order).
 The ``k``-th agent in it optimises its clipped PPO surrogate with its advantage weighted by the
@@ -12,15 +16,16 @@ so agent ``k``'s step accounts for how its predecessors already changed the join
 probability. Over responses of hundreds of tokens a raw product of ratios explodes or vanishes,
 hence the log space and the clip. An agent's ``log pi(a|o)`` is whatever its learner uses in its
 own ratio (the sum of token log-probs by default). After an agent's step its new log-probs are
-recomputed (no gradient) and added to ``log M`` of the rounds it acted in. Rounds where a
-predecessor did not act keep factor 1 for it. Adapters shared by several agents (``"shared"`` mode)
-are one learner here: their log-ratios are summed over the agents they play.
+recomputed (no gradient; the learner does it) and added to ``log M`` of the rounds it acted in
+(:meth:`SequentialWeights.record`). Rounds where a predecessor did not act keep factor 1 for it.
+Adapters shared by several agents (``"shared"`` mode) are one learner here: their log-ratios are
+summed over the agents they play.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +45,13 @@ class SequentialConfig:
 
 
 ORDERS = ("random", "fixed")
+
+
+def round_robin(adapters: Sequence[str], update: int, interval: int) -> list[str]:
+    """The adapters that learn in ``update``: all (``interval <= 0``) or one in turn every ``interval`` updates."""
+    if interval <= 0:
+        return list(adapters)
+    return [adapters[(update // interval) % len(adapters)]]
 
 
 def agent_order(adapters: Sequence[str], order: str, rng: np.random.Generator) -> list[str]:
@@ -68,32 +80,23 @@ def accumulate(log_m: torch.Tensor, sample_ids: torch.Tensor, log_ratios: torch.
     return log_m.index_add(0, sample_ids, log_ratios.to(log_m.dtype))
 
 
-def sequential_update(
-    order: Sequence[str],
-    sample_ids: torch.Tensor,
-    steps_of: Callable[[str], torch.Tensor],
-    train: Callable[[str, torch.Tensor], dict[str, float]],
-    log_ratios: Callable[[str], torch.Tensor],
-    clip: float,
-) -> dict[str, float]:
-    """Run each adapter's step in ``order``, passing the weight ``M`` of every step of the batch.
+class SequentialWeights:
+    """The weight ``M`` of every step of one update's batch, as the adapters learn one after another.
 
-    ``sample_ids`` ``(N,)`` gives each step's joint sample; ``steps_of(adapter)`` the indices of the
-    adapter's steps; ``train(adapter, weights)`` does its PPO step with advantages times ``weights``
-    ``(N,)``; ``log_ratios(adapter)`` returns, after that step, ``log pi_new - log pi_old`` of its
-    steps (no gradient). Returns the merged metrics plus each adapter's mean weight.
+    ``keys`` ``(N,)`` are the steps' ``(episode, round)``: steps with the same key are one joint sample.
+    Before an adapter's step, :meth:`weights` gives ``M`` of every step (its predecessors' clipped
+    product ratio; 1 before any); after it, :meth:`record` adds its new action log-ratios.
     """
-    n_samples = int(sample_ids.max()) + 1 if sample_ids.numel() else 0
-    log_m = torch.zeros(n_samples, dtype=torch.float64)  # (n_samples,) log of the product so far
-    metrics: dict[str, float] = {}
-    for k, adapter in enumerate(order):
-        weights = clipped_weight(log_m, clip)[sample_ids].float()  # (N,)
-        idx = steps_of(adapter)
-        if len(idx) == 0:
-            continue
-        metrics.update(train(adapter, weights))
-        metrics[f"{adapter}/sequential_weight"] = float(weights[idx].mean())
-        metrics[f"{adapter}/sequential_position"] = float(k)
-        if k + 1 < len(order):  # the last agent's new ratio is not needed by anyone
-            log_m = accumulate(log_m, sample_ids[idx], log_ratios(adapter))
-    return metrics
+
+    def __init__(self, keys: Sequence[tuple[int, int]], clip: float):
+        self.sample_ids, n_samples = round_index(keys)  # (N,) one joint-sample id per step
+        self.log_m = torch.zeros(n_samples, dtype=torch.float64)  # (n_samples,) log of the product so far
+        self.clip = clip
+
+    def weights(self) -> torch.Tensor:
+        """``M`` of every step, ``(N,)``: multiply the advantages of the next adapter's steps by it."""
+        return clipped_weight(self.log_m, self.clip)[self.sample_ids].float()
+
+    def record(self, idx: Sequence[int], log_ratios: torch.Tensor) -> None:
+        """After an adapter's step: ``log_ratios`` ``(len(idx),)`` = ``log pi_new - log pi_old`` of its steps ``idx``."""
+        self.log_m = accumulate(self.log_m, self.sample_ids[list(idx)], log_ratios)

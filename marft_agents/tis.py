@@ -11,7 +11,7 @@ Training"), as verl and MARTI implement it, correct both, and so does ``generati
    the weights that sampled it (:func:`recompute_behaviour`): ``AgentStep.token_logps`` becomes
    ``log pi_old^trainer`` and the engine's numbers move to ``AgentStep.engine_logps``, so every
    learner's PPO ratio is ``pi_theta / pi_old^trainer`` without changing a line of it;
-2. the shared objectives (``algorithms/base.py``: whole actions, single tokens, GRPO's) multiply each
+2. every learner's loss (in its own module under ``algorithms/``) multiplies each
    sample's policy-gradient term by ``w = min(exp(log pi_old^trainer - log mu), C)``, detached:
    per token for token-level objectives (:func:`token_weights`), per action for action-level ones,
    with the action's log-prob reduced as the ratio's is (:func:`action_weights`).
@@ -90,8 +90,11 @@ def action_weights(steps: Sequence[AgentStep], reduction: str, cap: float | None
     return truncated_is_weights(trainer_sum, engine_sum, cap)
 
 
-def weight_stats(weights: torch.Tensor, mask: torch.Tensor | None = None) -> dict[str, float]:
-    """``tis_weight_mean`` and ``tis_weight_max`` over the entries where ``mask`` is true (all without one)."""
+def weight_stats(weights: torch.Tensor | None, mask: torch.Tensor | None = None) -> dict[str, float]:
+    """``tis_weight_mean`` and ``tis_weight_max`` over the entries where ``mask`` is true (all without one);
+    nothing when the correction is off (``weights`` None)."""
+    if weights is None:
+        return {}
     w = weights if mask is None else weights[mask.bool()]
     if not w.numel():
         return {"tis_weight_mean": 1.0, "tis_weight_max": 1.0}

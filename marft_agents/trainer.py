@@ -131,7 +131,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
     if config.init_from is not None and not resume:  # on resume the checkpoint holds the adapters
         load_init_adapters(config, policy)
     algo = build_learner(config.algo, policy, config.algo_args, config.temperature, config.generation.tis_cap)
-    group = max(int(algo.group_size), 1)
+    group = algo.group_size
     if config.episodes_per_update % group:
         raise ValueError(f"episodes_per_update={config.episodes_per_update} must be a multiple of {config.algo}'s "
                          f"group size {group}, so no group of episodes is split across updates")
@@ -222,7 +222,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         tis = {}
         if config.generation.tis_cap is not None:  # pi_old^trainer for the ratio and the TIS weights
             tis = recompute_behaviour(policy, [s for e in episodes for s in (*e.steps, *e.branches)], config.temperature,
-                                      getattr(config.algo_args, "minibatch_size", 64))
+                                      algo.score_batch_size)
         metrics = {**algo.update(episodes, update, rng), **tis}
         timings.training = time.perf_counter() - t1
         t2 = time.perf_counter()

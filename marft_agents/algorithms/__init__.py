@@ -13,6 +13,7 @@ Adding an algorithm (``docs/adding-an-algorithm.md``): write its module, then ei
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 BUILTIN: dict[str, tuple[str, str, str]] = {
@@ -30,7 +31,7 @@ _registered: dict[str, tuple[type, type]] = {}
 
 
 def register(name: str, config_class: type, learner_class: type) -> None:
-    """Make ``algo=name`` train with ``learner_class(policy, config_class(...), temperature=...)``."""
+    """Make ``algo=name`` train with ``learner_class(policy, config_class(...), temperature=..., tis_cap=...)``."""
     import dataclasses
 
     from marft_agents.algorithms.base import Learner
@@ -70,11 +71,17 @@ def build_learner(name: str, policy: Any, config: Any, temperature: float, tis_c
     """The learner for ``name`` on ``policy`` with its config section ``config``.
 
     ``tis_cap`` turns on the truncated importance-sampling correction (``marft_agents/tis.py``) in the
-    shared objectives the learner uses; the trainer recomputes the behaviour log-probs it needs.
+    learner's loss; the trainer recomputes the behaviour log-probs it needs.
     """
     config_cls, learner_cls = lookup(name)
     if not isinstance(config, config_cls):
         raise TypeError(f"algo={name} needs a {config_cls.__name__}, got {type(config).__name__}")
-    learner = learner_cls(policy, config, temperature=temperature)
-    learner.tis_cap = tis_cap
+    params = inspect.signature(learner_cls).parameters
+    if "tis_cap" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        raise TypeError(f"algo={name}: {learner_cls.__name__}.__init__ must take tis_cap=None and pass it on to "
+                        "Learner.__init__ (docs/adding-an-algorithm.md)")
+    learner = learner_cls(policy, config, temperature=temperature, tis_cap=tis_cap)
+    group = learner.group_size
+    if isinstance(group, bool) or not isinstance(group, int) or group < 1:
+        raise ValueError(f"algo={name}: the learner's group_size must be an integer >= 1, got {group!r}")
     return learner

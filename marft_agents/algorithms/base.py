@@ -10,50 +10,58 @@ An algorithm is a :class:`Learner` subclass plus a config dataclass, registered 
    the run's env options updated with ``eval_env_kwargs``.
 
 Algorithms are siblings: each module imports this one, the pure maths (``advantages``, ``losses``,
-``critic``, ``sequential``), the policy, the rollout types and the tree rollout, never another algorithm
-module. Shared below: per-adapter optimizers and checkpoint state, the policy-gradient minibatch loop
-(:func:`train_adapter`) and its two objectives, frozen-feature and token-packing helpers.
+``tis``, ``critic``, ``sequential``), the policy, the rollout types and the tree rollout — never another algorithm
+module. This module never calls an algorithm back: an update reads top to bottom in the algorithm's
+own module, which takes three things from here — its batch (:func:`by_adapter`), scored minibatches
+(:func:`minibatches`: rows, per-token log-probs, entropies, mask, reference log-probs when asked)
+and the optimizer step (:func:`apply`) — and writes its loss itself, from the pure pieces of
+``losses.py`` and ``tis.py``.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from marft_agents.losses import approx_kl, ensure_finite, masked_mean, ppo_clip_loss
+from marft_agents.losses import ensure_finite
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
-from marft_agents.sequential import (
-    SequentialConfig,
-    agent_order,
-    round_index,
-    sequential_update,
-)
-from marft_agents.tis import action_weights, token_weights, weight_stats
+from marft_agents.sequential import SequentialConfig
 
 
 class Learner(ABC):
     """One training algorithm as the trainer drives it: collection hooks, one update, checkpoint state."""
 
-    group_size: int = 1
-    """Consecutive episodes that share one problem (group-relative methods play each problem G times)."""
     needs_state: ClassVar[bool] = False
     """Whether the rollout engine must record the env's global state (``state_text()``) with every step."""
     eval_env_kwargs: ClassVar[dict[str, Any]] = {}
     """Env options that evaluation applies on top of the run's (e.g. CORY: each policy alone)."""
-    tis_cap: float | None = None
-    """Truncated importance-sampling cap ``C`` (``generation.tis_cap``, set by ``build_learner``); the
-    learner hands it to the shared objectives, which weight each term (``marft_agents/tis.py``). None: off."""
+    group_size: int
+    """Consecutive episodes that share one problem: the config's ``group_size`` field (read from it, so
+    that a group-relative learner cannot forget to tell the trainer), else a class attribute, else 1."""
+    score_batch_size: int
+    """Responses per forward pass when the trainer scores steps outside the update (the TIS recompute):
+    the config's ``minibatch_size``, 64 without one."""
+    tis_cap: float | None
+    """Truncated importance-sampling cap ``C`` (``generation.tis_cap``): each policy-gradient term is
+    weighted by ``tis.action_weights`` / ``tis.token_weights`` with it. None: off."""
+    optimizers: dict[str, torch.optim.Optimizer]
+    """One optimizer per adapter (:func:`adapter_optimizers`; empty until the learner makes them),
+    checkpointed by :meth:`state_dict`."""
 
-    def __init__(self, policy: LaMASPolicy, config: Any, temperature: float):
+    def __init__(self, policy: LaMASPolicy, config: Any, temperature: float, tis_cap: float | None = None):
         self.policy = policy
         self.config = config
         self.temperature = temperature
+        self.tis_cap = tis_cap
+        self.optimizers = {}
+        self.group_size = _positive_int(config, "group_size", getattr(type(self), "group_size", 1))
+        self.score_batch_size = _positive_int(config, "minibatch_size", 64)
 
     @classmethod
     def check_env(cls, config: Any, env: Any, *, workers: int = 0) -> None:
@@ -81,7 +89,15 @@ class Learner(ABC):
         """Restore what :meth:`state_dict` returned."""
         for a in self.policy.adapters:
             self.policy.load_adapter_state(a, state["adapters"][a])
-            self.optimizers[a].load_state_dict(state["optimizers"][a])
+        for a, optimizer in self.optimizers.items():
+            optimizer.load_state_dict(state["optimizers"][a])
+
+
+def _positive_int(config: Any, name: str, default: int) -> int:
+    value = getattr(config, name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{type(config).__name__}.{name} must be an integer >= 1, got {value!r}")
+    return value
 
 
 class CriticLearner(Learner):
@@ -146,7 +162,18 @@ class ChainSettings(PPOSettings):
     """The sequential trust-region update (HAPPO-style); off by default."""
 
 
-# -- batching and optimizers ------------------------------------------------------------------------
+def adapter_optimizers(policy: LaMASPolicy, lr: float) -> dict[str, torch.optim.Optimizer]:
+    """One AdamW (no weight decay) per adapter."""
+    return {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in policy.adapters}
+
+
+def check_reduction(reduction: str) -> None:
+    """``logp_reduction`` must be "sum" or "mean"."""
+    if reduction not in ("sum", "mean"):
+        raise ValueError(f"logp_reduction must be 'sum' or 'mean', got {reduction!r}")
+
+
+# -- 1. the batch -----------------------------------------------------------------------------------
 
 
 def flatten(episodes: list[Episode]) -> list[AgentStep]:
@@ -159,187 +186,10 @@ def steps_of(policy: LaMASPolicy, steps: list[AgentStep], adapter: str) -> list[
     return [i for i, s in enumerate(steps) if policy.adapter_of[s.agent] == adapter]
 
 
-def adapter_optimizers(policy: LaMASPolicy, lr: float) -> dict[str, torch.optim.Optimizer]:
-    """One AdamW (no weight decay) per adapter."""
-    return {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in policy.adapters}
-
-
-def round_robin(adapters: Sequence[str], update: int, interval: int) -> list[str]:
-    """The adapters that learn in ``update``: all (``interval <= 0``) or one in turn every ``interval`` updates."""
-    if interval <= 0:
-        return list(adapters)
-    return [adapters[(update // interval) % len(adapters)]]
-
-
-def check_reduction(reduction: str) -> None:
-    """``logp_reduction`` must be "sum" or "mean"."""
-    if reduction not in ("sum", "mean"):
-        raise ValueError(f"logp_reduction must be 'sum' or 'mean', got {reduction!r}")
-
-
-# -- the one policy-gradient minibatch loop -----------------------------------------------------------
-
-Objective = Callable[[np.ndarray, list[AgentStep], torch.Tensor, torch.Tensor, "torch.Tensor | None"],
-                     tuple[torch.Tensor, dict[str, float]]]
-"""``(rows, steps, logp_tok, mask, ref_tok) -> (loss, stats)`` for one minibatch."""
-
-
-def train_adapter(
-    policy: LaMASPolicy,
-    adapter: str,
-    optimizer: torch.optim.Optimizer,
-    steps: list[AgentStep],
-    idx: list[int],
-    rng: np.random.Generator,
-    objective: Objective,
-    *,
-    temperature: float,
-    entropy_coef: float,
-    kl_coef: float,
-    kl_gate: float | None,
-    epochs: int,
-    minibatch_size: int,
-    max_grad_norm: float,
-    reference: bool = False,
-) -> dict[str, float]:
-    """Epochs over shuffled minibatches of the steps ``idx`` for ``adapter``; returns mean stats.
-
-    Per minibatch the policy scores the responses (per-token log-probs ``(B, R)`` under the sampling
-    temperature, entropies, mask); ``objective`` turns them into a loss and stats (``rows``: the
-    minibatch's step indices; ``ref_tok``: reference log-probs, computed when ``kl_coef > 0`` or
-    ``reference``). The loop subtracts the entropy bonus, adds ``kl_coef`` times the per-token KL to
-    the reference (the base, adapters off), and skips the step when ``stats["approx_kl"]`` exceeds
-    ``kl_gate``.
-    """
-    params = policy.parameters(adapter)
-    sums: dict[str, list[float]] = {"loss": [], "entropy": []}
-    skipped = 0
-    for _ in range(epochs):
-        order = rng.permutation(idx)
-        for start in range(0, len(order), minibatch_size):
-            rows = order[start: start + minibatch_size]
-            mb = [steps[i] for i in rows]
-            prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
-            logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, temperature)  # (B, R)
-            ref_tok = None
-            if kl_coef > 0 or reference:
-                with torch.no_grad():
-                    ref_tok, _, _ = policy.score(prompts, responses, None, temperature)  # (B, R)
-            loss, stats = objective(rows, mb, logp_tok, mask, ref_tok)
-            entropy = masked_mean(entropy_tok, mask)
-            loss = loss - entropy_coef * entropy
-            if kl_coef > 0:
-                kl = masked_mean(approx_kl(logp_tok, ref_tok), mask)
-                loss = loss + kl_coef * kl
-                sums.setdefault("kl_ref", []).append(kl.item())  # logged for gated minibatches too
-            if kl_gate is not None and stats["approx_kl"] > kl_gate:
-                skipped += 1
-                continue
-            ensure_finite(loss, f"{adapter}/loss")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            ensure_finite(torch.nn.utils.clip_grad_norm_(params, max_grad_norm), f"{adapter}/grad_norm")
-            optimizer.step()
-            sums["loss"].append(loss.item())
-            sums["entropy"].append(entropy.item())
-            for k, v in stats.items():
-                sums.setdefault(k, []).append(v)
-    # a maximum stays a maximum over minibatches (tis_weight_max); everything else is averaged
-    out = {f"{adapter}/{k}": float(np.max(v) if k.endswith("_max") else np.mean(v)) for k, v in sums.items() if v}
-    out[f"{adapter}/skipped_minibatches"] = float(skipped)
-    return out
-
-
-def reduce_logp(token_logps: torch.Tensor, n: int, reduction: str) -> torch.Tensor:
-    """An action's log-prob from its ``n`` token log-probs: their sum, or their mean."""
-    total = token_logps.sum()
-    return total / max(n, 1) if reduction == "mean" else total
-
-
-def reduce_batch(logp_tok: torch.Tensor, mask: torch.Tensor, reduction: str) -> torch.Tensor:
-    """Per-row action log-probs ``(B,)`` from per-token ones ``(B, R)`` and their mask."""
-    total = (logp_tok * mask).sum(-1)  # (B,)
-    if reduction == "mean":
-        return total / mask.sum(-1).clamp(min=1)
-    return total
-
-
-def action_objective(advantages: torch.Tensor, clip_eps: float, reduction: str,
-                     tis_cap: float | None = None) -> Objective:
-    """PPO-clip on whole actions: one ratio per response; ``advantages`` ``(N,)``, or ``(N, 1)``-broadcastable.
-
-    ``tis_cap``: each action's term is weighted by its truncated importance weight (``tis.action_weights``).
-    """
-
-    def objective(rows, mb, logp_tok, mask, ref_tok):
-        old = torch.stack([reduce_logp(s.token_logps, len(s.response), reduction) for s in mb])  # (B,)
-        weights = action_weights(mb, reduction, tis_cap)  # (B,) or None
-        loss, stats = ppo_clip_loss(reduce_batch(logp_tok, mask, reduction), old, advantages[rows], clip_eps,
-                                    weights=weights)
-        out = {"clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
-        return loss, out if weights is None else {**out, **weight_stats(weights)}
-
-    return objective
-
-
-def token_objective(old_logp: torch.Tensor, advantages: torch.Tensor, clip_eps: float,
-                    tis_cap: float | None = None) -> Objective:
-    """PPO-clip per token: ``old_logp`` and ``advantages`` are ``(N, R)``, mask-weighted over a minibatch.
-
-    ``tis_cap``: each token's term is weighted by its truncated importance weight (``tis.token_weights``).
-    """
-
-    def objective(rows, mb, logp_tok, mask, ref_tok):
-        width = mask.shape[1]
-        rows = torch.as_tensor(rows)
-        weights = token_weights(mb, width, tis_cap)  # (B, R) or None
-        loss, stats = ppo_clip_loss(logp_tok, old_logp[rows, :width], advantages[rows, :width], clip_eps, mask,
-                                    weights=weights)
-        out = {"clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
-        return loss, out if weights is None else {**out, **weight_stats(weights, mask)}
-
-    return objective
-
-
-@torch.no_grad()
-def action_log_ratios(
-    policy: LaMASPolicy, adapter: str, steps: list[AgentStep], *, temperature: float, minibatch_size: int,
-    reduction: str,
-) -> torch.Tensor:
-    """``log pi_new(a|o) - log pi_old(a|o)`` of each step's action under ``adapter``, ``(n,)``."""
-    out = []
-    for start in range(0, len(steps), minibatch_size):
-        mb = steps[start: start + minibatch_size]
-        logp_tok, _, mask = policy.score([s.prompt for s in mb], [s.response for s in mb], adapter, temperature)
-        old = torch.stack([reduce_logp(s.token_logps, len(s.response), reduction) for s in mb])  # (B,)
-        out.append(reduce_batch(logp_tok, mask, reduction) - old)
-    return torch.cat(out) if out else torch.zeros(0)
-
-
-# -- frozen features and per-token tensors ----------------------------------------------------------
-
-
-def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -> torch.Tensor:
-    """Frozen base features of every step's prompt, ``(N, d)``, computed in minibatches."""
-    # Chunks of one agent's steps share its role prompt, which the policy then runs only once.
-    order = sorted(range(len(steps)), key=lambda i: steps[i].agent)
-    out = torch.empty(len(steps), policy.hidden_size)
-    for start in range(0, len(order), minibatch_size):
-        chunk = order[start: start + minibatch_size]
-        out[chunk] = policy.features([steps[i].prompt for i in chunk])
-    return out
-
-
-def token_features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -> torch.Tensor:
-    """Frozen base features before every response token, padded to ``(N, R, d)`` (zeros on padding)."""
-    width = max((len(s.response) for s in steps), default=0)
-    out = torch.zeros(len(steps), width, policy.hidden_size)
-    order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
-    for start in range(0, len(order), minibatch_size):
-        chunk = order[start: start + minibatch_size]
-        feats = policy.token_features([steps[i].prompt for i in chunk], [steps[i].response for i in chunk])
-        out[chunk, : feats.shape[1]] = feats
-    return out
+def by_adapter(policy: LaMASPolicy, episodes: list[Episode]) -> tuple[list[AgentStep], dict[str, list[int]]]:
+    """The update's batch: every agent-step in acting order, and each adapter's indices into it."""
+    steps = flatten(episodes)
+    return steps, {a: steps_of(policy, steps, a) for a in policy.adapters}
 
 
 @dataclass
@@ -364,37 +214,69 @@ def pack(steps: list[AgentStep]) -> TokenBatch:
     return TokenBatch(old_logp=old, mask=mask, lengths=lengths)
 
 
-def sequential_policy_steps(
+# -- 2. scored minibatches --------------------------------------------------------------------------
+
+
+@dataclass
+class Minibatch:
+    """Some of one adapter's steps, their responses scored by the current policy (``(B, R)`` tensors)."""
+
+    rows: np.ndarray
+    """The steps' indices into the update's batch, ``(B,)``: index per-step tensors with them."""
+    steps: list[AgentStep]
+    """The steps themselves (their behaviour ``token_logps``, ``engine_logps`` for TIS)."""
+    logp_tok: torch.Tensor
+    """Log-prob of every response token under the adapter at the sampling temperature (with grad)."""
+    entropy_tok: torch.Tensor
+    """Entropy of the policy before every response token (with grad)."""
+    mask: torch.Tensor
+    """True on real response tokens."""
+    ref_tok: torch.Tensor | None
+    """Log-probs under the reference (the base, adapters off; no grad) when asked for, else None."""
+
+
+def minibatches(
     policy: LaMASPolicy,
-    adapters: Sequence[str],
+    adapter: str,
     steps: list[AgentStep],
-    advantages: torch.Tensor,
-    rng: np.random.Generator,
-    train: Callable[[str, list[int], torch.Tensor], dict[str, float]],
+    idx: list[int],
+    rng: np.random.Generator | None,
     *,
-    settings: SequentialConfig,
     temperature: float,
     minibatch_size: int,
-    reduction: str,
-) -> dict[str, float]:
-    """The sequential trust-region update (``marft_agents/sequential.py``) over ``adapters``.
+    epochs: int = 1,
+    reference: bool = False,
+) -> Iterator[Minibatch]:
+    """``epochs`` passes over the steps ``idx`` of ``adapter``, each in a fresh ``rng`` permutation.
 
-    ``train(adapter, idx, weighted_advantages)`` is the learner's own policy step; ``advantages`` is
-    ``(N,)`` (one per action) or ``(N, R)`` (one per token), and each adapter trains on it times its
-    predecessors' clipped product ratio ``M``, broadcast over tokens.
+    ``rng=None``: one pass in ``idx`` order (e.g. new log-probs after a step, under ``torch.no_grad``).
+    ``reference``: also score every minibatch under the reference policy (for a KL penalty).
     """
-    idx_of = {a: steps_of(policy, steps, a) for a in adapters}
-    sample_ids, _ = round_index([(s.episode, s.round) for s in steps])  # (N,) one id per round
+    for _ in range(epochs):
+        order = np.asarray(idx) if rng is None else rng.permutation(idx)
+        for start in range(0, len(order), minibatch_size):
+            rows = order[start: start + minibatch_size]
+            mb = [steps[i] for i in rows]
+            prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
+            logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, temperature)  # (B, R)
+            ref_tok = None
+            if reference:
+                with torch.no_grad():
+                    ref_tok, _, _ = policy.score(prompts, responses, None, temperature)  # (B, R)
+            yield Minibatch(rows=rows, steps=mb, logp_tok=logp_tok, entropy_tok=entropy_tok, mask=mask, ref_tok=ref_tok)
 
-    def weighted(adapter: str, weights: torch.Tensor) -> dict[str, float]:
-        weights = weights.view(-1, *([1] * (advantages.dim() - 1)))  # broadcast over tokens
-        return train(adapter, idx_of[adapter], advantages * weights)
 
-    return sequential_update(
-        agent_order(adapters, settings.order, rng), sample_ids,
-        steps_of=lambda a: torch.tensor(idx_of[a], dtype=torch.long),
-        train=weighted,
-        log_ratios=lambda a: action_log_ratios(policy, a, [steps[i] for i in idx_of[a]], temperature=temperature,
-                                               minibatch_size=minibatch_size, reduction=reduction),
-        clip=settings.weight_clip,
-    )
+# -- 3. the optimizer step --------------------------------------------------------------------------
+
+
+def apply(optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[torch.nn.Parameter],
+          max_grad_norm: float, name: str) -> None:
+    """One gradient step on ``loss``: zero the gradients, backward, clip their norm, step.
+
+    A NaN or infinite loss or gradient norm raises (naming ``name``) before any weight changes.
+    """
+    ensure_finite(loss, f"{name}/loss")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    ensure_finite(torch.nn.utils.clip_grad_norm_(params, max_grad_norm), f"{name}/grad_norm")
+    optimizer.step()

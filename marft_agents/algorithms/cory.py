@@ -32,19 +32,12 @@ import numpy as np
 import torch
 
 from marft_agents.advantages import at_last_token, normalize, spread, token_advantages
-from marft_agents.algorithms.base import (
-    Learner,
-    adapter_optimizers,
-    flatten,
-    pack,
-    steps_of,
-    token_features,
-    token_objective,
-    train_adapter,
-)
-from marft_agents.critic import ValueHead, fit_critic
+from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, pack
+from marft_agents.critic import ValueHead, fit_critic, token_features
+from marft_agents.losses import masked_mean, mean_stats, ppo_clip_loss
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
+from marft_agents.tis import token_weights, weight_stats
 
 
 @dataclass
@@ -104,13 +97,13 @@ class CORY(Learner):
     eval_env_kwargs = {"reference": False, "pioneer": "solver_1"}
     """Evaluate each policy alone on query-only prompts (the headline answer is ``solver_0``'s)."""
 
-    def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: float):
+    def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: float, tis_cap: float | None = None):
         if len(policy.adapters) != 2:
             raise ValueError(
                 f"CORY needs two agents with their own adapters, got adapters {policy.adapters}: "
                 "use env=marft/MathCORY-v0 and adapter_mode 'lora' or 'copies'"
             )
-        super().__init__(policy, config, temperature)
+        super().__init__(policy, config, temperature, tis_cap)
         self.agents = list(policy.agents)
         self.critics = {a: ValueHead(policy.hidden_size) for a in policy.adapters}
         self.kl_coefs = {a: config.kl_coef for a in policy.adapters}
@@ -144,7 +137,7 @@ class CORY(Learner):
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """Each agent's own PPO step on the shared batch; returns metrics."""
         cfg = self.config
-        steps = flatten(episodes)
+        steps, idx_of = by_adapter(self.policy, episodes)
         batch = pack(steps)  # (N, R)
         features = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen
         kl_tok = (batch.old_logp - self.reference_logps(steps, batch.mask.shape[1])) * batch.mask  # (N, R)
@@ -154,8 +147,7 @@ class CORY(Learner):
         raw = torch.zeros_like(batch.old_logp)  # (N, R): the same before normalisation, for signal/advantage_std
         metrics: dict[str, float] = {"cory/pioneer": float(self.agents.index(self.pioneer))}
         plans = {}
-        for adapter in self.policy.adapters:
-            idx = steps_of(self.policy, steps, adapter)
+        for adapter, idx in idx_of.items():
             if not idx:
                 continue
             rows = torch.tensor(idx)
@@ -181,18 +173,31 @@ class CORY(Learner):
                                                           cfg.kl_horizon, len(idx))
         metrics["signal/advantage_std"] = spread(raw, batch.mask)
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
-            metrics.update(train_adapter(  # the KL penalty is in the reward, not the loss
-                self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
-                token_objective(batch.old_logp, advantages, cfg.clip_eps, self.tis_cap),
-                temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=None,
-                epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
-            ))
+            metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages, rng))
             metrics.update(fit_critic(
                 self.critics[adapter], self.critic_optimizers[adapter], (features[rows],), values_old, ret, rng,
                 epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip,
                 max_grad_norm=cfg.max_grad_norm, mask=mask, prefix=f"{adapter}/critic",
             ))
         return metrics
+
+    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], old_logp: torch.Tensor,
+                    advantages: torch.Tensor, rng: np.random.Generator) -> dict[str, float]:
+        """Epochs of PPO-clip per token over ``adapter``'s steps ``idx`` (the KL penalty is in the reward, not here)."""
+        cfg = self.config
+        log = []  # per-minibatch stats
+        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
+                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs):
+            rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
+            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+            ppo, stats = ppo_clip_loss(mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps,
+                                       mb.mask, weights=weights)
+            entropy = masked_mean(mb.entropy_tok, mb.mask)
+            loss = ppo - cfg.entropy_coef * entropy
+            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
+            log.append({"loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"],
+                        "approx_kl": stats["approx_kl"], **weight_stats(weights, mb.mask)})
+        return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": 0.0}  # no gate: never skips
 
     @torch.no_grad()
     def reference_logps(self, steps: list[AgentStep], width: int) -> torch.Tensor:

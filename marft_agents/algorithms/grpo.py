@@ -30,14 +30,8 @@ import numpy as np
 import torch
 
 from marft_agents.advantages import agent_scaled, group_relative, spread
-from marft_agents.algorithms.base import (
-    Learner,
-    adapter_optimizers,
-    flatten,
-    steps_of,
-    train_adapter,
-)
-from marft_agents.losses import grpo_loss
+from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, steps_of
+from marft_agents.losses import grpo_loss, masked_mean, mean_stats
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode, RolloutEngine
 from marft_agents.tis import token_weights, weight_stats
@@ -154,7 +148,7 @@ def _relative(scores: torch.Tensor, groups: torch.Tensor, agents: list[str], nor
 class GRPO(Learner):
     """Multi-agent GRPO: group-relative advantages and a token-level clipped objective, no critic."""
 
-    def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: float):
+    def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: float, tis_cap: float | None = None):
         if config.grouping not in GROUPINGS:
             raise ValueError(f"grpo.grouping must be one of {list(GROUPINGS)}, got {config.grouping!r}")
         if config.normalize not in NORMALIZATIONS:
@@ -167,8 +161,7 @@ class GRPO(Learner):
         if config.group_size < 2:
             raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), "
                              f"got {config.group_size}")
-        super().__init__(policy, config, temperature)
-        self.group_size = config.group_size
+        super().__init__(policy, config, temperature, tis_cap)  # group_size: read from config.group_size
         self.optimizers = adapter_optimizers(policy, config.lr)
 
     @classmethod
@@ -200,7 +193,7 @@ class GRPO(Learner):
             # A group split across two updates would be standardised in two halves.
             raise ValueError(f"grpo: {len(episodes)} episodes do not split into groups of {cfg.group_size}; "
                              "set episodes_per_update to a multiple of grpo.group_size")
-        steps = flatten(episodes)
+        steps, idx_of = by_adapter(self.policy, episodes)
         advantages = grpo_advantages(episodes, group_size=cfg.group_size, grouping=cfg.grouping,
                                      gamma=cfg.gamma, eps=cfg.std_eps, normalize=cfg.normalize)  # (N,)
         metrics: dict[str, float] = {
@@ -208,10 +201,9 @@ class GRPO(Learner):
             "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
             "signal/advantage_std": spread(advantages),
         }
-        for adapter in self.policy.adapters:
-            idx = steps_of(self.policy, steps, adapter)
+        for adapter, idx in idx_of.items():
             if idx:
-                metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
+                metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
         return metrics
 
     def _tree_update(self, episodes: list[Episode], rng: np.random.Generator) -> dict[str, float]:
@@ -228,29 +220,30 @@ class GRPO(Learner):
             "tree/generated_tokens": float(sum(len(s.response) for s in steps) + sum(e.extra_tokens for e in episodes)),
             "tree/continuation_tokens": float(sum(e.extra_tokens for e in episodes)),
         }
-        for adapter in self.policy.adapters:
+        for adapter in self.policy.adapters:  # indices into the tree's steps, branches included
             idx = steps_of(self.policy, steps, adapter)
             if idx:
-                metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
+                metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
         return metrics
 
-    def _policy_step(self, adapter, steps, idx, advantages, rng) -> dict[str, float]:
+    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor,
+                    rng: np.random.Generator) -> dict[str, float]:
+        """Epochs of GRPO's clipped objective over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
         cfg = self.config
-
-        def objective(rows, mb, logp_tok, mask, ref_tok):
-            old = _pad([s.token_logps for s in mb], mask.shape[1])  # (B, R)
-            weights = token_weights(mb, mask.shape[1], self.tis_cap)  # (B, R) or None: the TIS correction
-            loss, stats = grpo_loss(logp_tok, old, advantages[rows], mask, cfg.clip_eps, ref_tok, cfg.kl_coef,
-                                    weights=weights)
-            return loss, stats if weights is None else {**stats, **weight_stats(weights, mask)}
-
-        # GRPO's KL penalty is inside its per-response average (grpo_loss), not added by the loop.
-        return train_adapter(
-            self.policy, adapter, self.optimizers[adapter], steps, idx, rng, objective,
-            temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=None,
-            epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
-            reference=cfg.kl_coef > 0,
-        )
+        log = []  # per-minibatch stats
+        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
+                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0):
+            width = mb.mask.shape[1]
+            old = _pad([s.token_logps for s in mb.steps], width)  # (B, R) behaviour log-probs
+            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+            # the KL penalty is inside each response's token average (grpo_loss), unlike PPO's
+            grpo, stats = grpo_loss(mb.logp_tok, old, advantages[mb.rows], mb.mask, cfg.clip_eps, mb.ref_tok,
+                                    cfg.kl_coef, weights=weights)
+            entropy = masked_mean(mb.entropy_tok, mb.mask)
+            loss = grpo - cfg.entropy_coef * entropy
+            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
+            log.append({"loss": loss.item(), "entropy": entropy.item(), **stats, **weight_stats(weights, mb.mask)})
+        return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": 0.0}  # no gate: never skips
 
 
 def _pad(rows: list[torch.Tensor], width: int) -> torch.Tensor:

@@ -14,8 +14,8 @@ Both then do, per agent ``i`` and independently of the other agents:
 1. GAE along the agent's own rounds: ``delta_t^i = r_t^i + gamma (1 - done_t) V(x_{t+1}^i) - V(x_t^i)``,
    ``A_t^i = delta_t^i + gamma lam (1 - done_t) A_{t+1}^i`` (``x`` is ``o^i`` or ``s``). Unlike MARFT's
    chain GAE, no agent bootstraps from another agent's value in the same round.
-2. PPO-clip on whole responses per agent (the shared action-level step of ``base.py``: entropy
-   bonus, optional KL to the reference, optional approx-KL gate), advantages standardised over the batch.
+2. PPO-clip on whole responses per agent (:meth:`IPPO.policy_step`: entropy bonus, optional KL to
+   the reference, optional approx-KL gate), advantages standardised over the batch.
 3. The critic(s) fit the GAE returns with a clipped value loss.
 
 On an env with dependencies they still run (an observation then holds the parents' actions), but
@@ -23,8 +23,6 @@ they ignore the agent-to-agent links that MARFT's chain GAE uses.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -34,27 +32,20 @@ from marft_agents.advantages import chain_gae, normalize, spread
 from marft_agents.algorithms.base import (
     CriticLearner,
     PPOSettings,
-    action_objective,
     adapter_optimizers,
+    apply,
+    by_adapter,
     check_reduction,
-    features,
-    flatten,
-    steps_of,
-    train_adapter,
+    minibatches,
 )
-from marft_agents.critic import ValueHead, fit_critic
+from marft_agents.critic import ValueHead, features, fit_critic
+from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
+from marft_agents.tis import action_weights, weight_stats
 
-
-@dataclass
-class IPPOConfig(PPOSettings):
-    """Hyper-parameters of IPPO (MAPPO uses the same ones): the shared PPO ones."""
-
-
-@dataclass
-class MAPPOConfig(IPPOConfig):
-    """Hyper-parameters of MAPPO: IPPO's, with the critic centralised."""
+IPPOConfig = MAPPOConfig = PPOSettings
+"""Hyper-parameters of IPPO and of MAPPO (the same ones; MAPPO only centralises the critic): the shared PPO ones."""
 
 
 def agent_streams(episodes: list[Episode]) -> tuple[list[int], list[bool]]:
@@ -116,9 +107,9 @@ class IPPO(CriticLearner):
     centralised = False
     """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
 
-    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: float):
+    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: float, tis_cap: float | None = None):
         check_reduction(config.logp_reduction)
-        super().__init__(policy, config, temperature)
+        super().__init__(policy, config, temperature, tis_cap)
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
         self.critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents))
         self.optimizers = adapter_optimizers(policy, config.lr)
@@ -131,7 +122,7 @@ class IPPO(CriticLearner):
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One IPPO/MAPPO update from whole episodes; returns metrics."""
         cfg = self.config
-        steps = flatten(episodes)
+        steps, idx_of = by_adapter(self.policy, episodes)
         feats = self.critic_features(steps)  # (N, d), frozen: computed once per update
         heads = torch.tensor([self.head_of[s.agent] for s in steps])  # (N,)
         with torch.no_grad():
@@ -142,21 +133,41 @@ class IPPO(CriticLearner):
             advantages = normalize(advantages)
         metrics: dict[str, float] = {}
         for adapter in self.policy.adapters:
-            idx = steps_of(self.policy, steps, adapter)
-            if idx:
-                metrics.update(train_adapter(
-                    self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
-                    action_objective(advantages, cfg.clip_eps, cfg.logp_reduction, self.tis_cap),
-                    temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef,
-                    kl_gate=cfg.kl_gate, epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
-                    max_grad_norm=cfg.max_grad_norm,
-                ))
+            if idx_of[adapter]:
+                metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
         metrics.update(fit_critic(self.critic, self.critic_optimizer, (feats, heads), values_old, returns, rng,
                                   epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         metrics["signal/advantage_std"] = raw_spread
         return metrics
+
+    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor,
+                    rng: np.random.Generator) -> dict[str, float]:
+        """Epochs of PPO-clip on whole responses over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
+        cfg, reduction = self.config, self.config.logp_reduction
+        log, skipped = [], 0  # per-minibatch stats
+        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
+                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0):
+            logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
+            old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
+            weights = action_weights(mb.steps, reduction, self.tis_cap)  # (B,) TIS weights, or None (off)
+            ppo, stats = ppo_clip_loss(logp, old, advantages[mb.rows], cfg.clip_eps, weights=weights)
+            entropy = masked_mean(mb.entropy_tok, mb.mask)  # per token
+            loss = ppo - cfg.entropy_coef * entropy
+            row = {}
+            if cfg.kl_coef > 0:
+                kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask)  # per token, to the reference
+                loss = loss + cfg.kl_coef * kl
+                row["kl_ref"] = kl.item()  # logged for gated minibatches too
+            if cfg.kl_gate is not None and stats["approx_kl"] > cfg.kl_gate:  # too far from the behaviour policy
+                log.append(row)
+                skipped += 1
+                continue
+            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
+            log.append({**row, "loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"],
+                        "approx_kl": stats["approx_kl"], **weight_stats(weights)})
+        return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
 
 
 class MAPPO(IPPO):

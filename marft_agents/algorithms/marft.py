@@ -4,9 +4,10 @@
    the predecessors' same-round actions, this is the sequential value ``V(o, a^{1:i-1})``.
 2. Chain GAE along each round's acting order (``gamma_agent`` between agents of a round, ``gamma``
    between rounds), over all collected episodes at once (episode ends cut exactly one link).
-3. Per agent, PPO-clip on whole actions: ``log pi(a|o)`` is the sum (or mean) of the response's token
-   log-probs under the sampling temperature; an entropy bonus; an optional KL-to-reference penalty
-   (the base with adapters disabled); an optional approx-KL gate that skips a minibatch.
+3. Per agent, PPO-clip on whole actions (:meth:`MARFT.policy_step`): ``log pi(a|o)`` is the sum (or
+   mean) of the response's token log-probs under the sampling temperature; an entropy bonus; an
+   optional KL-to-reference penalty (the base with adapters disabled); an optional approx-KL gate
+   that skips a minibatch.
 4. The critic fits the GAE returns with a clipped value loss.
 5. Agent-by-agent training (the original's ``agent_iteration_interval``): only agent
    ``(update // K) mod N`` learns in update ``update``; ``K = 0`` trains every agent every update.
@@ -16,8 +17,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
@@ -25,25 +24,21 @@ from marft_agents.advantages import chain_gae, normalize, spread
 from marft_agents.algorithms.base import (
     ChainSettings,
     CriticLearner,
-    action_log_ratios,
-    action_objective,
     adapter_optimizers,
+    apply,
+    by_adapter,
     check_reduction,
-    features,
-    flatten,
-    round_robin,
-    sequential_policy_steps,
-    steps_of,
-    train_adapter,
+    minibatches,
 )
-from marft_agents.critic import ValueHead, fit_critic
+from marft_agents.critic import ValueHead, features, fit_critic
+from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
+from marft_agents.sequential import SequentialWeights, agent_order, round_robin
+from marft_agents.tis import action_weights, weight_stats
 
-
-@dataclass
-class MARFTConfig(ChainSettings):
-    """Hyper-parameters of action-level MARFT: the shared PPO ones plus the multi-agent ones."""
+MARFTConfig = ChainSettings
+"""Hyper-parameters of action-level MARFT: the shared PPO ones plus the multi-agent ones (``ChainSettings``)."""
 
 
 def compute_advantages(
@@ -61,9 +56,9 @@ class MARFT(CriticLearner):
 
     config: MARFTConfig
 
-    def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: float):
+    def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: float, tis_cap: float | None = None):
         check_reduction(config.logp_reduction)
-        super().__init__(policy, config, temperature)
+        super().__init__(policy, config, temperature, tis_cap)
         self.critic = ValueHead(policy.hidden_size)
         self.optimizers = adapter_optimizers(policy, config.lr)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
@@ -71,7 +66,7 @@ class MARFT(CriticLearner):
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One MARFT update from whole episodes; returns metrics."""
         cfg = self.config
-        steps = flatten(episodes)
+        steps, idx_of = by_adapter(self.policy, episodes)
         feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d), frozen: computed once per update
         with torch.no_grad():
             values_old = self.critic(feats)  # (N,)
@@ -82,18 +77,24 @@ class MARFT(CriticLearner):
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         learning = self.learning_adapters(update)
+        trust = None
+        if cfg.sequential.enabled:  # one adapter after another, each weighted by its predecessors' ratios
+            learning = agent_order(learning, cfg.sequential.order, rng)
+            trust = SequentialWeights([(s.episode, s.round) for s in steps], cfg.sequential.weight_clip)
         metrics: dict[str, float] = {}
-        if cfg.sequential.enabled:
-            metrics.update(sequential_policy_steps(
-                self.policy, learning, steps, advantages, rng, lambda a, idx, adv: self._policy_step(a, steps, idx, adv, rng),
-                settings=cfg.sequential, temperature=self.temperature, minibatch_size=cfg.minibatch_size,
-                reduction=cfg.logp_reduction,
-            ))
-        else:
-            for adapter in learning:
-                idx = steps_of(self.policy, steps, adapter)
-                if idx:
-                    metrics.update(self._policy_step(adapter, steps, idx, advantages, rng))
+        for k, adapter in enumerate(learning):
+            idx = idx_of[adapter]
+            if not idx:
+                continue
+            if trust is None:
+                metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
+                continue
+            weights = trust.weights()  # (N,) M of every step
+            metrics.update(self.policy_step(adapter, steps, idx, advantages * weights, rng))
+            metrics[f"{adapter}/sequential_weight"] = float(weights[idx].mean())
+            metrics[f"{adapter}/sequential_position"] = float(k)
+            if k + 1 < len(learning):  # the last adapter's new ratio is not needed by anyone
+                trust.record(idx, self.log_ratios(adapter, steps, idx))
         metrics.update(fit_critic(self.critic, self.critic_optimizer, (feats,), values_old, returns, rng,
                                   epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
@@ -105,16 +106,39 @@ class MARFT(CriticLearner):
         """The adapters that learn in this update (all, or one in turn)."""
         return round_robin(self.policy.adapters, update, self.config.agent_iteration_interval)
 
-    def action_log_ratios(self, adapter: str, steps: list[AgentStep]) -> torch.Tensor:
-        """``log pi_new(a|o) - log pi_old(a|o)`` of each step's action under ``adapter``, ``(n,)``."""
-        return action_log_ratios(self.policy, adapter, steps, temperature=self.temperature,
-                                 minibatch_size=self.config.minibatch_size, reduction=self.config.logp_reduction)
+    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor,
+                    rng: np.random.Generator) -> dict[str, float]:
+        """Epochs of PPO-clip on whole actions over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
+        cfg, reduction = self.config, self.config.logp_reduction
+        log, skipped = [], 0  # per-minibatch stats
+        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
+                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0):
+            logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
+            old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
+            weights = action_weights(mb.steps, reduction, self.tis_cap)  # (B,) TIS weights, or None (off)
+            ppo, stats = ppo_clip_loss(logp, old, advantages[mb.rows], cfg.clip_eps, weights=weights)
+            entropy = masked_mean(mb.entropy_tok, mb.mask)  # per token
+            loss = ppo - cfg.entropy_coef * entropy
+            row = {}
+            if cfg.kl_coef > 0:
+                kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask)  # per token, to the reference
+                loss = loss + cfg.kl_coef * kl
+                row["kl_ref"] = kl.item()  # logged for gated minibatches too
+            if cfg.kl_gate is not None and stats["approx_kl"] > cfg.kl_gate:  # too far from the behaviour policy
+                log.append(row)
+                skipped += 1
+                continue
+            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
+            log.append({**row, "loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"],
+                        "approx_kl": stats["approx_kl"], **weight_stats(weights)})
+        return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
 
-    def _policy_step(self, adapter, steps, idx, advantages, rng) -> dict[str, float]:
-        cfg = self.config
-        return train_adapter(
-            self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
-            action_objective(advantages, cfg.clip_eps, cfg.logp_reduction, self.tis_cap),
-            temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate,
-            epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
-        )
+    @torch.no_grad()
+    def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
+        """``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s actions ``idx`` (after its step), ``(len(idx),)``."""
+        cfg, reduction = self.config, self.config.logp_reduction
+        return torch.cat([
+            reduce_batch(mb.logp_tok, mb.mask, reduction) - action_logps([s.token_logps for s in mb.steps], reduction)
+            for mb in minibatches(self.policy, adapter, steps, idx, None, temperature=self.temperature,
+                                  minibatch_size=cfg.minibatch_size)
+        ])

@@ -16,7 +16,7 @@ and GAE runs backwards over that sequence with ``lambda`` (:func:`marft_agents.a
 2. The flattened sequences of all episodes are laid out as rows of one ``(n_episodes, T)`` tensor with
    index arithmetic (no Python loop over tokens); the GAE scan loops over token positions only,
    vectorised over episodes.
-3. Per agent, PPO-clip per token: ``rho_k = exp(log pi(w_k) - log pi_old(w_k))`` times the token's
+3. Per agent, PPO-clip per token (:meth:`MARFTToken.policy_step`): ``rho_k = exp(log pi(w_k) - log pi_old(w_k))`` times the token's
    advantage, mask-weighted means over the response tokens of a minibatch of agent-steps; the
    entropy bonus, optional KL-to-reference penalty and approx-KL gate of action level.
 4. The critic fits the per-token returns with a masked clipped value loss.
@@ -35,21 +35,19 @@ from marft_agents.advantages import at_last_token, normalize, spread, token_adva
 from marft_agents.algorithms.base import (
     ChainSettings,
     CriticLearner,
-    action_log_ratios,
     adapter_optimizers,
+    apply,
+    by_adapter,
     check_reduction,
-    flatten,
+    minibatches,
     pack,
-    round_robin,
-    sequential_policy_steps,
-    steps_of,
-    token_features,
-    token_objective,
-    train_adapter,
 )
-from marft_agents.critic import ValueHead, fit_critic
+from marft_agents.critic import ValueHead, fit_critic, token_features
+from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
+from marft_agents.sequential import SequentialWeights, agent_order, round_robin
+from marft_agents.tis import token_weights, weight_stats
 
 
 @dataclass
@@ -69,9 +67,10 @@ class MARFTToken(CriticLearner):
 
     config: MARFTTokenConfig
 
-    def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: float):
+    def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: float,
+                 tis_cap: float | None = None):
         check_reduction(config.logp_reduction)
-        super().__init__(policy, config, temperature)
+        super().__init__(policy, config, temperature, tis_cap)
         self.critic = ValueHead(policy.hidden_size)  # applied at every response position
         self.optimizers = adapter_optimizers(policy, config.lr)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
@@ -79,7 +78,7 @@ class MARFTToken(CriticLearner):
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One token-level MARFT update from whole episodes; returns metrics."""
         cfg = self.config
-        steps = flatten(episodes)
+        steps, idx_of = by_adapter(self.policy, episodes)
         batch = pack(steps)
         feats = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen: once per update
         with torch.no_grad():
@@ -96,28 +95,25 @@ class MARFTToken(CriticLearner):
         raw_spread = spread(advantages, batch.mask)  # before normalisation: 0 when there is nothing to learn
         if cfg.normalize_advantages:
             advantages = normalize(advantages, batch.mask)
-
-        def policy_step(adapter: str, idx: list[int], adv: torch.Tensor) -> dict[str, float]:
-            return train_adapter(
-                self.policy, adapter, self.optimizers[adapter], steps, idx, rng,
-                token_objective(batch.old_logp, adv, cfg.clip_eps, self.tis_cap),
-                temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef,
-                kl_gate=cfg.kl_gate, epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
-                max_grad_norm=cfg.max_grad_norm,
-            )
-
-        metrics: dict[str, float] = {}
         learning = self.learning_adapters(update)
-        if cfg.sequential.enabled:
-            metrics.update(sequential_policy_steps(
-                self.policy, learning, steps, advantages, rng, policy_step, settings=cfg.sequential,
-                temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction,
-            ))
-        else:
-            for adapter in learning:
-                idx = steps_of(self.policy, steps, adapter)
-                if idx:
-                    metrics.update(policy_step(adapter, idx, advantages))
+        trust = None
+        if cfg.sequential.enabled:  # one adapter after another, each weighted by its predecessors' ratios
+            learning = agent_order(learning, cfg.sequential.order, rng)
+            trust = SequentialWeights([(s.episode, s.round) for s in steps], cfg.sequential.weight_clip)
+        metrics: dict[str, float] = {}
+        for k, adapter in enumerate(learning):
+            idx = idx_of[adapter]
+            if not idx:
+                continue
+            if trust is None:
+                metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages, rng))
+                continue
+            weights = trust.weights()  # (N,) M of every step, the same for all its tokens
+            metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages * weights.view(-1, 1), rng))
+            metrics[f"{adapter}/sequential_weight"] = float(weights[idx].mean())
+            metrics[f"{adapter}/sequential_position"] = float(k)
+            if k + 1 < len(learning):  # the last adapter's new ratio is not needed by anyone
+                trust.record(idx, self.log_ratios(adapter, steps, idx))
         metrics.update(fit_critic(self.critic, self.critic_optimizer, (feats,), values_old, returns, rng,
                                   epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm, mask=batch.mask))
@@ -129,11 +125,39 @@ class MARFTToken(CriticLearner):
         """The adapters that learn in this update (all, or one in turn)."""
         return round_robin(self.policy.adapters, update, self.config.agent_iteration_interval)
 
-    def action_log_ratios(self, adapter: str, steps: list[AgentStep]) -> torch.Tensor:
-        """``log pi_new(a|o) - log pi_old(a|o)`` of each step's action under ``adapter``, ``(n,)``."""
-        return action_log_ratios(self.policy, adapter, steps, temperature=self.temperature,
-                                 minibatch_size=self.config.minibatch_size, reduction=self.config.logp_reduction)
+    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], old_logp: torch.Tensor,
+                    advantages: torch.Tensor, rng: np.random.Generator) -> dict[str, float]:
+        """Epochs of PPO-clip per token over ``adapter``'s steps ``idx``; ``old_logp``, ``advantages`` ``(N, R)``."""
+        cfg = self.config
+        log, skipped = [], 0  # per-minibatch stats
+        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
+                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0):
+            rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
+            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+            ppo, stats = ppo_clip_loss(mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps,
+                                       mb.mask, weights=weights)
+            entropy = masked_mean(mb.entropy_tok, mb.mask)
+            loss = ppo - cfg.entropy_coef * entropy
+            row = {}
+            if cfg.kl_coef > 0:
+                kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask)  # per token, to the reference
+                loss = loss + cfg.kl_coef * kl
+                row["kl_ref"] = kl.item()  # logged for gated minibatches too
+            if cfg.kl_gate is not None and stats["approx_kl"] > cfg.kl_gate:  # too far from the behaviour policy
+                log.append(row)
+                skipped += 1
+                continue
+            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
+            log.append({**row, "loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"],
+                        "approx_kl": stats["approx_kl"], **weight_stats(weights, mb.mask)})
+        return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
 
-    def features(self, steps: list[AgentStep]) -> torch.Tensor:
-        """Frozen base features before every response token, ``(N, R, d)`` (zeros on padding)."""
-        return token_features(self.policy, steps, self.config.minibatch_size)
+    @torch.no_grad()
+    def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
+        """Action-level ``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s steps ``idx``, for the weight ``M``."""
+        cfg, reduction = self.config, self.config.logp_reduction
+        return torch.cat([
+            reduce_batch(mb.logp_tok, mb.mask, reduction) - action_logps([s.token_logps for s in mb.steps], reduction)
+            for mb in minibatches(self.policy, adapter, steps, idx, None, temperature=self.temperature,
+                                  minibatch_size=cfg.minibatch_size)
+        ])

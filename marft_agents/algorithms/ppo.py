@@ -1,12 +1,13 @@
 """Single-agent PPO: the MARFT paper's baseline (``docs/algorithms/ppo.md``), one agent with the same model and budget.
 
-Textbook PPO with the pieces action-level MARFT uses (``base.py``), on one agent:
+Textbook PPO with the pieces action-level MARFT uses (``base.py``, ``losses.py``), on one agent:
 
 1. A critic ``V(o)``, a small MLP on frozen base features of the observation (``critic.py``).
 2. GAE over the agent's rounds: with one agent every step ends its round, so chain GAE's
    ``delta_t = r_t + gamma (1 - done_t) V(o_{t+1}) - V(o_t)`` is plain GAE (``gamma_agent`` never applies).
-3. PPO-clip on whole responses, ``log pi(a|o)`` the sum (or mean) of the response's token log-probs
-   under the sampling temperature; entropy bonus; optional KL-to-reference penalty and approx-KL gate.
+3. PPO-clip on whole responses (:meth:`PPO.policy_step`), ``log pi(a|o)`` the sum (or mean) of the
+   response's token log-probs under the sampling temperature; entropy bonus; optional KL-to-reference
+   penalty and approx-KL gate.
 4. A clipped value loss on the GAE returns.
 
 Select it with ``marft train env=marft/MathSolo-v0 algo=ppo``; keep ``max_new_tokens`` and
@@ -15,8 +16,6 @@ Select it with ``marft train env=marft/MathSolo-v0 algo=ppo``; keep ``max_new_to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
@@ -24,21 +23,20 @@ from marft_agents.advantages import chain_gae, normalize, spread
 from marft_agents.algorithms.base import (
     CriticLearner,
     PPOSettings,
-    action_objective,
     adapter_optimizers,
+    apply,
+    by_adapter,
     check_reduction,
-    features,
-    flatten,
-    train_adapter,
+    minibatches,
 )
-from marft_agents.critic import ValueHead, fit_critic
+from marft_agents.critic import ValueHead, features, fit_critic
+from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import Episode
+from marft_agents.rollout import AgentStep, Episode
+from marft_agents.tis import action_weights, weight_stats
 
-
-@dataclass
-class PPOConfig(PPOSettings):
-    """Hyper-parameters of single-agent PPO: the shared PPO ones, with MARFT's defaults for a fair comparison."""
+PPOConfig = PPOSettings
+"""Hyper-parameters of single-agent PPO: the shared PPO ones, with MARFT's defaults for a fair comparison."""
 
 
 class PPO(CriticLearner):
@@ -46,14 +44,14 @@ class PPO(CriticLearner):
 
     config: PPOConfig
 
-    def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: float):
+    def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: float, tis_cap: float | None = None):
         if len(policy.agents) != 1:
             raise ValueError(
                 f"single-agent PPO needs a one-agent env such as marft/MathSolo-v0, got agents {policy.agents}; "
                 "use algo=marft, ippo or mappo for several agents"
             )
         check_reduction(config.logp_reduction)
-        super().__init__(policy, config, temperature)
+        super().__init__(policy, config, temperature, tis_cap)
         self.critic = ValueHead(policy.hidden_size)
         self.optimizers = adapter_optimizers(policy, config.lr)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
@@ -61,7 +59,7 @@ class PPO(CriticLearner):
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One PPO update from whole episodes; returns metrics."""
         cfg = self.config
-        steps = flatten(episodes)
+        steps, idx_of = by_adapter(self.policy, episodes)
         feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d), frozen: computed once per update
         with torch.no_grad():
             values_old = self.critic(feats)  # (N,)
@@ -75,15 +73,37 @@ class PPO(CriticLearner):
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         (adapter,) = self.policy.adapters
-        metrics = train_adapter(
-            self.policy, adapter, self.optimizers[adapter], steps, list(range(len(steps))), rng,
-            action_objective(advantages, cfg.clip_eps, cfg.logp_reduction, self.tis_cap),
-            temperature=self.temperature, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate,
-            epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, max_grad_norm=cfg.max_grad_norm,
-        ) if steps else {}
+        metrics = self.policy_step(adapter, steps, idx_of[adapter], advantages, rng) if steps else {}
         metrics.update(fit_critic(self.critic, self.critic_optimizer, (feats,), values_old, returns, rng,
                                   epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
                                   value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         metrics["signal/advantage_std"] = raw_spread
         return metrics
+
+    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor,
+                    rng: np.random.Generator) -> dict[str, float]:
+        """Epochs of PPO-clip on whole responses over the steps ``idx``; ``advantages`` ``(N,)``."""
+        cfg, reduction = self.config, self.config.logp_reduction
+        log, skipped = [], 0  # per-minibatch stats
+        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
+                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0):
+            logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
+            old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
+            weights = action_weights(mb.steps, reduction, self.tis_cap)  # (B,) TIS weights, or None (off)
+            ppo, stats = ppo_clip_loss(logp, old, advantages[mb.rows], cfg.clip_eps, weights=weights)
+            entropy = masked_mean(mb.entropy_tok, mb.mask)  # per token
+            loss = ppo - cfg.entropy_coef * entropy
+            row = {}
+            if cfg.kl_coef > 0:
+                kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask)  # per token, to the reference
+                loss = loss + cfg.kl_coef * kl
+                row["kl_ref"] = kl.item()  # logged for gated minibatches too
+            if cfg.kl_gate is not None and stats["approx_kl"] > cfg.kl_gate:  # too far from the behaviour policy
+                log.append(row)
+                skipped += 1
+                continue
+            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
+            log.append({**row, "loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"],
+                        "approx_kl": stats["approx_kl"], **weight_stats(weights)})
+        return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}

@@ -45,6 +45,28 @@ def test_an_algorithm_imports_no_other_algorithm_module(path):
     assert not (imported_modules(path) & siblings) - {own}
 
 
+def called_names(path: Path) -> set[str]:
+    """The names of everything ``path`` calls (``f(...)`` and ``x.f(...)`` both give ``f``)."""
+    calls = [n.func for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Call)]
+    return {f.id if isinstance(f, ast.Name) else f.attr for f in calls if isinstance(f, (ast.Name, ast.Attribute))}
+
+
+def test_the_base_takes_no_callbacks():
+    # The base hands data to the algorithm and takes its optimizer steps; it never calls it back.
+    base = PACKAGE / "algorithms" / "base.py"
+    args = [a for f in ast.walk(ast.parse(base.read_text())) if isinstance(f, ast.FunctionDef)
+            for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)]
+    assert args and not [a.arg for a in args if a.annotation is not None and "Callable" in ast.unparse(a.annotation)]
+    assert not [m for m in imported_modules(base) if m.endswith(".Callable")]
+
+
+@pytest.mark.parametrize("path", [p for p in ALGORITHM_FILES if p.name not in ("base.py", "__init__.py")],
+                         ids=lambda p: p.name)
+def test_each_algorithm_writes_its_own_loss_over_the_base_minibatches(path):
+    calls = called_names(path)
+    assert {"minibatches", "apply"} <= calls and calls & {"ppo_clip_loss", "grpo_loss"}, path.name
+
+
 def test_every_registered_learner_subclasses_the_base_and_has_a_dataclass_config():
     for name in algorithms.names():
         config_class, learner_class = algorithms.lookup(name)

@@ -13,11 +13,14 @@ import torch
 from torch.testing import assert_close
 
 from marft_agents.losses import (
+    action_logps,
     approx_kl,
     clipped_value_loss,
     entropy_from_logits,
     masked_mean,
+    mean_stats,
     ppo_clip_loss,
+    reduce_batch,
 )
 
 LN15, LN05, LN11 = math.log(1.5), math.log(0.5), math.log(1.1)
@@ -195,3 +198,24 @@ def test_entropy_one_hot_and_two_point():
     # bf16 logits are computed in float32
     h8 = entropy_from_logits(torch.zeros(8, dtype=torch.bfloat16)).item()
     assert h8 == pytest.approx(math.log(8.0), abs=1e-5)  # ln 8 = 2.0794415
+
+
+# ------------------------------------------------------------------- action log-probs and update stats
+
+
+def test_action_logps_and_reduce_batch_sum_or_average_the_tokens():
+    tokens = [_t([-1.0, -0.5]), _t([-0.3])]
+    _close(action_logps(tokens, "sum"), [-1.5, -0.3])
+    _close(action_logps(tokens, "mean"), [-0.75, -0.3])
+    padded = _t([[-1.0, -0.5], [-0.3, -9.0]])  # -9 is padding
+    mask = torch.tensor([[True, True], [True, False]])
+    _close(reduce_batch(padded, mask, "sum"), [-1.5, -0.3])
+    _close(reduce_batch(padded, mask, "mean"), [-0.75, -0.3])
+
+
+def test_mean_stats_averages_over_the_minibatches_that_have_a_key_and_keeps_maxima():
+    rows = [{"kl_ref": 0.1},  # a gated minibatch: only its KL is logged
+            {"kl_ref": 0.3, "loss": 1.0, "tis_weight_max": 1.5},
+            {"kl_ref": 0.5, "loss": 2.0, "tis_weight_max": 1.2}]
+    assert mean_stats(rows, "a/") == pytest.approx({"a/kl_ref": 0.3, "a/loss": 1.5, "a/tis_weight_max": 1.5})
+    assert mean_stats([]) == {}

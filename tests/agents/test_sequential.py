@@ -1,4 +1,4 @@
-"""The sequential trust-region update: hand-computed weights, the update loop, and MARFT with it on."""
+"""The sequential trust-region update: hand-computed weights, the weights class, and MARFT with it on."""
 
 import math
 
@@ -12,11 +12,12 @@ from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
 from marft_agents.sequential import (
     SequentialConfig,
+    SequentialWeights,
     accumulate,
     agent_order,
     clipped_weight,
     round_index,
-    sequential_update,
+    round_robin,
 )
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
@@ -45,29 +46,28 @@ def test_round_index_and_agent_order():
         agent_order(["a"], "alphabetical", np.random.default_rng(0))
 
 
-def test_sequential_update_weights_later_agents_by_earlier_ratios():
+def test_round_robin_picks_all_or_one_adapter_in_turn():
+    assert round_robin(["a", "b"], 5, 0) == ["a", "b"]
+    assert [round_robin(["a", "b"], u, 2) for u in range(5)] == [["a"], ["a"], ["b"], ["b"], ["a"]]
+
+
+def test_sequential_weights_weight_later_agents_by_earlier_ratios():
     # Steps: a acts in rounds 0 and 1, b in rounds 0 and 1, c in round 0 only.
     agents = ["a", "a", "b", "b", "c"]
-    sample_ids = torch.tensor([0, 1, 0, 1, 0])
+    keys = [(0, 0), (0, 1), (0, 0), (0, 1), (0, 0)]  # (episode, round)
     log_ratio = {"a": torch.tensor([math.log(1.1), math.log(0.95)]), "b": torch.tensor([math.log(1.05), math.log(0.5)])}
+    trust = SequentialWeights(keys, clip=0.2)
     seen = {}
-
-    def train(adapter, weights):
-        seen[adapter] = weights.clone()
-        return {f"{adapter}/loss": 0.0}
-
-    metrics = sequential_update(
-        ["a", "b", "c"], sample_ids,
-        steps_of=lambda a: torch.tensor([i for i, x in enumerate(agents) if x == a]),
-        train=train, log_ratios=lambda a: log_ratio[a], clip=0.2,
-    )
+    for adapter in ["a", "b", "c"]:
+        seen[adapter] = trust.weights()
+        if adapter in log_ratio:
+            trust.record([i for i, x in enumerate(agents) if x == adapter], log_ratio[adapter])
     assert_close(seen["a"], torch.ones(5))  # the first agent: M = 1
     # b: round 0 -> 1.1, round 1 -> 0.95
     assert_close(seen["b"], torch.tensor([1.1, 0.95, 1.1, 0.95, 1.1]))
     # c: round 0 -> 1.1 * 1.05 = 1.155; round 1 -> 0.95 * 0.5 = 0.475, clipped to 0.8
     assert_close(seen["c"], torch.tensor([1.155, 0.8, 1.155, 0.8, 1.155]))
-    assert metrics["c/sequential_weight"] == pytest.approx(1.155)
-    assert metrics["b/sequential_position"] == 1.0
+    assert seen["c"].dtype == torch.float32 and trust.log_m.dtype == torch.float64  # the product in float64
 
 
 def setup(model_dir, cls, config):
@@ -98,7 +98,16 @@ def test_sequential_marft_two_updates_change_every_trainable_parameter(tiny_mode
     assert not [n for n in before.keys() - trainable if not torch.equal(before[n][0], after[n])]
 
 
-def test_action_log_ratios_are_zero_before_any_step(tiny_model_dir):
-    policy, algo, engine, envs = setup(tiny_model_dir, MARFT, MARFTConfig(minibatch_size=3))
-    steps = [s for e in engine.collect(envs, range(4)) for s in e.steps if s.agent == "actor_0"]
-    assert_close(algo.action_log_ratios("actor_0", steps), torch.zeros(len(steps)), rtol=0, atol=1e-4)
+@pytest.mark.parametrize("cls, config_cls", [(MARFT, MARFTConfig), (MARFTToken, MARFTTokenConfig)])
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_log_ratios_are_zero_before_any_step(tiny_model_dir, cls, config_cls, reduction):
+    policy, algo, engine, envs = setup(tiny_model_dir, cls, config_cls(minibatch_size=3, logp_reduction=reduction))
+    steps = [s for e in engine.collect(envs, range(4)) for s in e.steps]
+    idx = [i for i, s in enumerate(steps) if s.agent == "actor_0"]
+    ratios = algo.log_ratios("actor_0", steps, idx)  # minibatches of 3 in idx order
+    assert ratios.shape == (len(idx),) and not ratios.requires_grad
+    assert_close(ratios, torch.zeros(len(idx)), rtol=0, atol=1e-4)
+    with torch.no_grad():  # after a change to the adapter, the ratio of every step moves
+        for p in policy.parameters("actor_0"):
+            p.add_(0.05)
+    assert (algo.log_ratios("actor_0", steps, idx).abs() > 1e-4).all()

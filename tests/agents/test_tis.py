@@ -1,4 +1,4 @@
-"""Truncated importance sampling (generation.tis_cap): the weights, the shared objectives, every learner, a run."""
+"""Truncated importance sampling (generation.tis_cap): the weights, the losses with them, every learner, a run."""
 
 import copy
 import json
@@ -10,12 +10,11 @@ import torch
 
 import marft_envs
 from marft_agents.algorithms import build_learner, config_class, names
-from marft_agents.algorithms.base import action_objective, token_objective
 from marft_agents.config import ConfigError, TrainConfig, load, validate
-from marft_agents.losses import grpo_loss, ppo_clip_loss, truncated_is_weights
+from marft_agents.losses import action_logps, grpo_loss, ppo_clip_loss, reduce_batch, truncated_is_weights
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import AgentStep, RolloutEngine
-from marft_agents.tis import action_weights, recompute_behaviour, token_weights
+from marft_agents.tis import action_weights, recompute_behaviour, token_weights, weight_stats
 from marft_agents.trainer import train
 
 # -- the weights: pure maths ------------------------------------------------------------------------
@@ -51,7 +50,7 @@ def test_grpo_loss_weights_the_surrogate_but_not_the_kl_term_by_hand():
     assert loss.item() == pytest.approx(expected.item())
 
 
-# -- the shared objectives with engine log-probs on the steps ---------------------------------------
+# -- the learners' losses with engine log-probs on the steps (as MARFT and MARFTToken compose them) ---
 
 
 def step(response, trainer, engine):
@@ -59,30 +58,40 @@ def step(response, trainer, engine):
                      token_logps=torch.tensor(trainer), text="", engine_logps=torch.tensor(engine))
 
 
-def test_action_objective_with_a_perturbed_engine_log_prob_by_hand():
+def action_loss(mb, logp_tok, mask, adv, tis_cap):
+    """MARFT's PPO-clip on whole actions (``MARFT.policy_step``), without entropy and KL."""
+    weights = action_weights(mb, "sum", tis_cap)
+    loss, _ = ppo_clip_loss(reduce_batch(logp_tok, mask, "sum"), action_logps([s.token_logps for s in mb], "sum"),
+                            adv, 0.2, weights=weights)
+    return loss, weight_stats(weights)
+
+
+def test_action_level_loss_with_a_perturbed_engine_log_prob_by_hand():
     mb = [step([5, 6], [-1.0, -0.5], [-1.1, -0.6]),  # engine lower by 0.2 in total: w = exp(0.2)
           step([7], [-0.3], [-1.3])]  # lower by 1.0: exp(1) = 2.72, capped at 2
     logp_tok = torch.tensor([[-0.9, -0.5], [-0.3, 0.0]])  # new policy; ratios exp(0.1) and 1
     mask = torch.tensor([[True, True], [True, False]])
     adv = torch.tensor([1.0, -1.0])
-    loss, stats = action_objective(adv, 0.2, "sum", tis_cap=2.0)([0, 1], mb, logp_tok, mask, None)
+    loss, stats = action_loss(mb, logp_tok, mask, adv, tis_cap=2.0)
     assert loss.item() == pytest.approx(-(math.exp(0.2) * math.exp(0.1) * 1.0 + 2.0 * 1.0 * -1.0) / 2, rel=1e-6)
     assert stats["tis_weight_mean"] == pytest.approx((math.exp(0.2) + 2.0) / 2, rel=1e-6)
     assert stats["tis_weight_max"] == pytest.approx(2.0)
-    plain, plain_stats = action_objective(adv, 0.2, "sum")([0, 1], mb, logp_tok, mask, None)
-    assert plain.item() == pytest.approx(-(math.exp(0.1) - 1.0) / 2, rel=1e-6) and "tis_weight_mean" not in plain_stats
+    plain, plain_stats = action_loss(mb, logp_tok, mask, adv, tis_cap=None)
+    assert plain.item() == pytest.approx(-(math.exp(0.1) - 1.0) / 2, rel=1e-6) and plain_stats == {}
     # "mean" reduction: the weight of the per-token average, exp(0.2 / 2) for the two-token action
     w = action_weights(mb, "mean", 2.0)
     torch.testing.assert_close(w, torch.tensor([math.exp(0.1), 2.0]))
 
 
-def test_token_objective_with_a_perturbed_engine_log_prob_by_hand():
+def test_token_level_loss_with_a_perturbed_engine_log_prob_by_hand():
     mb = [step([5, 6], [-1.0, -0.5], [-1.0, -1.0])]  # token 2's engine log-prob is 0.5 lower
     old = torch.tensor([[-1.0, -0.5]])
     logp_tok = torch.tensor([[-1.0, -0.4]])  # ratios 1 and exp(0.1)
     mask = torch.ones(1, 2, dtype=torch.bool)
     adv = torch.tensor([[1.0, 2.0]])
-    loss, stats = token_objective(old, adv, 0.2, tis_cap=1.5)([0], mb, logp_tok, mask, None)
+    weights = token_weights(mb, 2, 1.5)  # as MARFTToken.policy_step weights ppo_clip_loss per token
+    loss, _ = ppo_clip_loss(logp_tok, old, adv, 0.2, mask, weights=weights)
+    stats = weight_stats(weights, mask)
     # weights 1 and min(exp(0.5) = 1.65, 1.5) = 1.5
     assert loss.item() == pytest.approx(-(1.0 * 1.0 + 1.5 * math.exp(0.1) * 2.0) / 2, rel=1e-6)
     assert stats["tis_weight_max"] == pytest.approx(1.5)
@@ -165,11 +174,22 @@ def test_recompute_behaviour_keeps_the_engine_log_probs_and_takes_the_trainers(t
     assert all(torch.equal(s.engine_logps, b) for s, b in zip(steps, sampled)) and again["tis/abs_logp_diff_max"] < 1e-4
 
 
-def test_a_run_with_the_correction_logs_its_weights_and_trains(tiny_model_dir, tmp_path):
+def test_a_run_with_the_correction_logs_its_weights_and_trains(tiny_model_dir, tmp_path, monkeypatch):
+    from marft_agents import trainer
+
     config = TrainConfig(model=str(tiny_model_dir), run_dir=str(tmp_path / "run"), updates=2, episodes_per_update=4,
                          eval_episodes=2, max_new_tokens=6, checkpoint_every=0, threads=1)
     config.generation.tis_cap = 2.0
+    config.marft.minibatch_size = 3
+    batch_sizes = []
+
+    def spy(policy, steps, temperature, batch_size=64):
+        batch_sizes.append(batch_size)
+        return recompute_behaviour(policy, steps, temperature, batch_size)
+
+    monkeypatch.setattr(trainer, "recompute_behaviour", spy)
     train(config, progress=False, quiet=True)
+    assert batch_sizes == [3, 3]  # the recompute scores in the learner's minibatch size (Learner.score_batch_size)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2
     for row in rows:
@@ -187,8 +207,9 @@ def test_tis_cap_is_validated():
         validate(load(overrides=["generation.tis_cap=big"]))
 
 
-def test_the_objectives_do_not_change_the_steps():
+def test_the_weights_do_not_change_the_steps():
     mb = [step([5], [-0.3], [-1.3])]
     frozen = copy.deepcopy(mb)
-    action_objective(torch.tensor([1.0]), 0.2, "sum", 2.0)([0], mb, torch.tensor([[-0.2]]), torch.ones(1, 1), None)
+    action_loss(mb, torch.tensor([[-0.2]]), torch.ones(1, 1), torch.tensor([1.0]), tis_cap=2.0)
+    token_weights(mb, 1, 2.0)
     assert torch.equal(mb[0].token_logps, frozen[0].token_logps) and torch.equal(mb[0].engine_logps, frozen[0].engine_logps)
