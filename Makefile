@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo demo-envs test test-slow test-vllm vllm-venv test-adapters bench clean
+.PHONY: demo demo-envs test test-slow test-vllm vllm-venv test-adapters lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ demo-envs: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# ruff check with the rules in pyproject.toml ([tool.ruff]).
+lint: $(STAMP)
+	$(BIN)/ruff check .
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

@@ -31,8 +31,8 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-
     from compare import run_specs
+
     from marft_agents.config import from_dict
     from marft_agents.trainer import train
 

@@ -195,7 +195,8 @@ def report(out: Path, seeds: list[int]) -> str:
     lines = [setting, "",
              "| run | seed | before | after | change | reasoner own | actor if reasoner right / wrong | training time |",
              "|---|---|---|---|---|---|---|---|"]
-    fmt = lambda r: f"{r['accuracy']:.1%} ± {r['accuracy_stderr']:.1%}"
+    def fmt(r):
+        return f"{r['accuracy']:.1%} ± {r['accuracy_stderr']:.1%}"
     for seed in seeds:
         summary_path = out / f"marft_s{seed}" / "summary.json"
         if summary_path.is_file():
@@ -257,7 +258,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
-    chosen = lambda: json.loads((args.out / "choice.json").read_text())["problems"]
+    def chosen():
+        return json.loads((args.out / "choice.json").read_text())["problems"]
     if args.phase in ("all", "choose"):
         choose(args.out)
     if args.phase == "marft":

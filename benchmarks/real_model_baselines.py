@@ -62,11 +62,13 @@ def run_suite(model_name: str, dtype: torch.dtype, env_id: str, env_kwargs: dict
     """Greedy single-pass episodes of ``env_id`` as ``marft eval`` plays them, plus cut-off and cost figures."""
     plan = eval_plan(env_id, env_kwargs, rounds=1)
     envs = [marft_envs.make(env_id, **plan.env_kwargs) for _ in range(min(n, n_envs))]
-    options_of = lambda i: None
+    def options_of(i):
+        return None
     if plan.heldout:
         options = envs[0].heldout_options(n, HELDOUT_SEED)
         n = len(options)
-        options_of = lambda i: options[i]
+        def options_of(i):
+            return options[i]
     model, tokenizer = load_base(model_name, dtype=dtype)
     # the adapters start as an exact no-op (B = 0): one target is enough to read the untuned base
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents, lora_targets=("q_proj",))
@@ -78,7 +80,8 @@ def run_suite(model_name: str, dtype: torch.dtype, env_id: str, env_kwargs: dict
     out = summarize(episodes)
     steps = [s for e in episodes for s in e.steps]
     eos = policy.eos_token_id
-    cut = lambda s: len(s.response) >= max_new_tokens and eos not in s.response
+    def cut(s):
+        return len(s.response) >= max_new_tokens and eos not in s.response
     for agent, role in out["roles"].items():
         mine = [s for s in steps if s.agent == agent]
         role["cut_share"] = sum(map(cut, mine)) / len(mine)

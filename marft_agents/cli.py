@@ -258,9 +258,8 @@ def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] =
     import torch
 
     import marft_envs
-    from marft_agents.config import validate, with_overrides
     from marft_agents import checkpoint as ckpt
-    from marft_agents.config import from_dict
+    from marft_agents.config import from_dict, validate, with_overrides
     from marft_agents.trainer import build_policy
 
     saved = Path(run_dir) / "config.json"

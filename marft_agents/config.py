@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from marft_agents import algorithms
-from marft_agents.cpu import BASE_DTYPES
 from marft_agents.config_text import ConfigError, check_depth, cut, flatten, parse_value, read_file, shown
+from marft_agents.cpu import BASE_DTYPES
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.config import check as check_distributed
 from marft_agents.generation_config import EngineConfig
-from marft_agents.signal_config import SignalConfig, check as check_signal
+from marft_agents.signal_config import SignalConfig
+from marft_agents.signal_config import check as check_signal
 
 
 @dataclass

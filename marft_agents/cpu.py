@@ -52,6 +52,6 @@ def resolve_dtype(dtype: str, *, cuda: bool = False, flags: frozenset[str] | Non
     return dtype
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _warn_once(message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)

@@ -28,11 +28,11 @@ from typing import Any
 import numpy as np
 
 import marft_envs
-from marft_envs.outcomes import OWN_CORRECT, REWARD_COMPONENTS
 from marft_agents.engines.base import Engine
 from marft_agents.policy import LaMASPolicy, Sampling
 from marft_agents.report import transcript
 from marft_agents.rollout import Episode, RolloutEngine
+from marft_envs.outcomes import OWN_CORRECT, REWARD_COMPONENTS
 
 HELDOUT_SEED = 20_251_130  # fixed: every run evaluates on the same held-out problems
 PROTOCOLS = ("single_pass", "attempts_with_feedback", "as_configured")

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from marft_envs.outcomes import REWARD_COMPONENTS
 from marft_agents import run_files
 from marft_agents.rollout import Episode
+from marft_envs.outcomes import REWARD_COMPONENTS
 
 SAMPLES = "samples"
 """The run folder's subfolder of transcripts."""

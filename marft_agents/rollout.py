@@ -21,9 +21,9 @@ from typing import Any
 
 import torch
 
-from marft_envs.outcomes import SOLVED
 from marft_agents.engines.base import Engine, Request
 from marft_agents.policy import LaMASPolicy, Sampling
+from marft_envs.outcomes import SOLVED
 
 
 @dataclass

@@ -18,9 +18,10 @@ import os
 import secrets
 import shutil
 import stat
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _FOLDER = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC

@@ -36,17 +36,17 @@ from marft_agents.config import (
     to_dict,
     validate,
 )
+from marft_agents.cpu import resolve_dtype
+from marft_agents.distributed.sampling import EpisodeSeededEngine
 from marft_agents.engines import Engine, make_engine
 from marft_agents.env_options import check_env_kwargs
 from marft_agents.evaluation import evaluate, summarize
-from marft_agents.cpu import resolve_dtype
 from marft_agents.init_from import load_init_adapters
 from marft_agents.interrupts import RunInterrupted, StopOnSignal
 from marft_agents.metrics_log import MetricsLog, Timings
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine, check_on_policy
 from marft_agents.run_lock import RunLock
-from marft_agents.distributed.sampling import EpisodeSeededEngine
 from marft_agents.tis import recompute_behaviour
 from marft_envs.plugins import resolve as resolve_env
 

@@ -57,8 +57,8 @@ from marft_envs import spaces
 from marft_envs.errors import EnvUsageError, FlexEnvError, TaskError, UnknownOptionWarning  # noqa: F401 (re-exported)
 from marft_envs.graph import DependencyGraph
 from marft_envs.text import valid_text
-from marft_envs.validation import check_seed as _check_seed, checked_actions
-
+from marft_envs.validation import check_seed as _check_seed
+from marft_envs.validation import checked_actions
 
 RENDER_MODES = ("human", "ansi")
 """What every FlexEnv renders: ``"ansi"`` returns the transcript, ``"human"`` prints it (and returns None)."""

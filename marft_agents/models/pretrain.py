@@ -27,8 +27,7 @@ import transformers
 
 from marft_agents.models.pretrain_config import BUILD_FIELDS, PretrainConfig
 from marft_agents.models.sft import sft_loss, train
-from marft_agents.models.sft_data import ROLES, Batch, SFTData, collate, last_value, role_examples, unfinished
-from marft_agents.models.sft_data import tokenizer_corpus
+from marft_agents.models.sft_data import ROLES, Batch, SFTData, collate, last_value, role_examples, tokenizer_corpus, unfinished
 from marft_agents.models.sft_eval import evaluate_chain, evaluate_solo
 from marft_agents.models.tiny import build_model, build_tokenizer, count_parameters
 from marft_agents.policy import EMBEDDED, embedded_model_path, load_base

@@ -11,7 +11,8 @@ directory in a private tmpfs ``/tmp`` and a private ``/dev/shm`` and nothing els
 a scrubbed environment, an unprivileged uid, no network, its own IPC objects, a syscall filter (no new
 namespaces, keyrings, mounts or other processes' memory), stdin at EOF unless the caller gives
 sealed input (``stdin=``: in no process's memory before the program reads it); at its deadline
-its whole process tree is killed and reaped (a PID namespace), double-forked daemons included. What this machine allows is detected at run time (:func:`detect_isolation`);
+its whole process tree is killed and reaped (a PID namespace), double-forked daemons included.
+What this machine allows is detected at run time (:func:`detect_isolation`);
 without contained isolation the sandbox refuses untrusted code unless the caller opts in.
 :class:`SandboxPool` keeps warm workers for throughput. Standard library only, torch-free.
 See ``docs/envs/code.md`` for the guarantees and what it does not protect against.

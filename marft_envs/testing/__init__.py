@@ -8,7 +8,12 @@
 """
 
 from marft_envs.testing.checks import (
-    CheckReport, check_branching, check_dec_pomdp_equivalence, check_determinism, check_env, check_pure_queries,
+    CheckReport,
+    check_branching,
+    check_dec_pomdp_equivalence,
+    check_determinism,
+    check_env,
+    check_pure_queries,
     random_policy,
 )
 from marft_envs.testing.tables import Case, cases, check_table, matches

@@ -13,10 +13,10 @@ import pytest
 pytestmark = pytest.mark.adapters
 pytest.importorskip("textarena")
 
-import marft_envs  # noqa: E402
 import pettingzoo  # noqa: E402
 from pettingzoo.test import api_test  # noqa: E402
 
+import marft_envs  # noqa: E402
 from marft_envs.adapters.textarena import GAME_OVER, GAMES, IGNORED, YOUR_TURN, register_envs  # noqa: E402
 from marft_envs.testing import check_env  # noqa: E402
 

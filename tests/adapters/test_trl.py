@@ -14,8 +14,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import marft_envs  # noqa: E402
-from marft_envs.adapters.trl import (  # noqa: E402
-    MarftRollout, agent_step_dataset, env_reward, parse_slot, slot_prompt, solo_dataset, solo_reward)
+from marft_envs.adapters.trl import MarftRollout, agent_step_dataset, env_reward, parse_slot, slot_prompt, solo_dataset, solo_reward  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 

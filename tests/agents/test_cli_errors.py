@@ -372,7 +372,7 @@ def _enospc_as_torch_says_it(obj, f):  # torch.save's own error on a full disk: 
     try:
         raise OSError(errno.ENOSPC, "No space left on device")
     except OSError:
-        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")  # noqa: B904 (torch keeps the OSError as __context__, as this does)
 
 
 @pytest.mark.parametrize("failing_save", [_enospc, _enospc_as_torch_says_it], ids=["oserror", "torch-runtimeerror"])

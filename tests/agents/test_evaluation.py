@@ -8,8 +8,8 @@ import torch
 
 import marft_envs
 from marft_agents.evaluation import HELDOUT_SEED, PROTOCOLS, eval_plan, evaluate, role_diagnostics, summarize
-from marft_agents.rollout import AgentStep, Episode
 from marft_agents.report import summary_table
+from marft_agents.rollout import AgentStep, Episode
 from marft_envs import FlexEnv, RoundResult
 
 

@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from agent_helpers import episode
 from torch.testing import assert_close
 
 import marft_envs
-from agent_helpers import episode
 from marft_agents.algorithms.grpo import GRPO, GRPOConfig, grpo_advantages, reward_to_go
 from marft_agents.losses import grpo_loss, sequence_mean
 from marft_agents.policy import LaMASPolicy, Sampling, load_base

@@ -7,18 +7,23 @@ import json
 import numpy as np
 import pytest
 import torch
+from agent_helpers import episode
 from torch.testing import assert_close
 
 import marft_envs
-from agent_helpers import episode
-from marft_agents.algorithms.ippo_mappo import (
-    IPPO, MAPPO, IPPOConfig, MAPPOConfig, ValueHeads, agent_streams, per_agent_gae,
-)
 from marft_agents.algorithms.base import flatten
+from marft_agents.algorithms.ippo_mappo import (
+    IPPO,
+    MAPPO,
+    IPPOConfig,
+    MAPPOConfig,
+    ValueHeads,
+    agent_streams,
+    per_agent_gae,
+)
 from marft_agents.cli import main as cli
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
-
 
 # ------------------------------------------------------------------------------------------- maths
 

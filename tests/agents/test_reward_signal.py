@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from agent_helpers import episode
+
 from marft_agents.advantages import spread
 from marft_agents.curriculum import DifficultySampler, level_weights, running_success, sampler_rng, succeeded
 from marft_agents.dynamic_sampling import collect_informative, draw_indices, pick_groups

@@ -10,6 +10,8 @@ from torch.testing import assert_close
 import marft_envs
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
+from marft_agents.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout import RolloutEngine
 from marft_agents.sequential import (
     SequentialConfig,
     SequentialWeights,
@@ -19,8 +21,6 @@ from marft_agents.sequential import (
     round_index,
     round_robin,
 )
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
 
 
 def test_clipped_weight_clips_the_product_in_log_space():

@@ -4,12 +4,11 @@ import copy
 import threading
 
 import pytest
+from toy_envs import Coordinated, Echo, Guess
 
 from marft_envs import DependencyGraph, FlexEnv, RoundResult
 from marft_envs.branching import NotBranchableError, require_branching, shared_attributes
 from marft_envs.testing import check_branching, check_env, random_policy
-
-from toy_envs import Coordinated, Echo, Guess
 
 
 class Dice(FlexEnv):
@@ -44,7 +43,8 @@ def test_a_branch_taken_mid_round_plays_on_like_the_original_and_alone():
     env.step({"worker_0": "first"})                      # mid-round: worker_1 still waits
     twin = env.branch()
     assert twin is not env and twin.ready_agents() == env.ready_agents() == ["worker_1"]
-    assert twin.observe("worker_1") == env.observe("worker_1") == {"instructions": "", "text": "coordinator_0 said a>b; worker_0 said first"}
+    seen = {"instructions": "", "text": "coordinator_0 said a>b; worker_0 said first"}
+    assert twin.observe("worker_1") == env.observe("worker_1") == seen
     assert twin.round_actions is not env.round_actions and twin.infos == env.infos
     result = twin.step({"worker_1": "second"})
     assert result is not None and twin.agents == []

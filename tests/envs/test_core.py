@@ -2,11 +2,10 @@
 
 import pettingzoo
 import pytest
+from toy_envs import Coordinated, Echo, Guess
 
 from marft_envs import AECView, FlexEnvError, GymView, ParallelView
 from marft_envs.testing import check_env
-
-from toy_envs import Coordinated, Echo, Guess
 
 
 def test_layered_chain_episode():

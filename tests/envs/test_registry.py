@@ -7,6 +7,7 @@ import pytest
 import marft_envs
 from marft_envs.testing import check_env
 
+
 def shipped(kind: str = "aec") -> list[str]:
     """The ids this package ships (not test envs other test modules register, nor adapters' ids)."""
     return [i for i in marft_envs.list_envs(kind)

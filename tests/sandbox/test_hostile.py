@@ -21,11 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from sandbox_checks import descendants, sandbox_processes
 
 from marft_envs.sandbox import Limits
 from marft_envs.sandbox.isolation import UID_BASE
-
-from sandbox_checks import descendants, sandbox_processes
 
 TIMEOUT_S = 1.5
 HOST_DISK_NOISE_MB = 512

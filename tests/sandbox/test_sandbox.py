@@ -10,13 +10,19 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from sandbox_checks import sandbox_processes
 
 from marft_envs.sandbox import (
-    Limits, RunResult, SandboxError, SandboxPool, SandboxUnavailable, detect_isolation, run_python, shared_pool,
+    Limits,
+    RunResult,
+    SandboxError,
+    SandboxPool,
+    SandboxUnavailable,
+    detect_isolation,
+    run_python,
+    shared_pool,
 )
 from marft_envs.sandbox.isolation import UID_BASE, Isolation, probe, visible_paths
-
-from sandbox_checks import sandbox_processes
 
 REPO = Path(__file__).resolve().parents[2]
 

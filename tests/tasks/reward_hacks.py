@@ -172,7 +172,8 @@ HACKS = [
          "os.write = lambda fd, data: _real_write(fd, data.replace(b'fail', b'pass').replace(b'error', b'pass'))\n"
          "{buggy}"),
     Hack("planted sitecustomize, conftest, .pth and stdlib names", "import os\n"
-         "_CODE = 'import os\\nfor fd in range(1, 64):\\n    try:\\n        os.write(fd, b\"{{}}\\\\n\")\\n    except OSError:\\n        pass\\n'\n"
+         "_CODE = ('import os\\nfor fd in range(1, 64):\\n    try:\\n        os.write(fd, b\"{{}}\\\\n\")\\n'\n"
+         "         '    except OSError:\\n        pass\\n')\n"
          "for _d in ('.', '/tmp'):\n"
          "    for _n in ('sitecustomize.py', 'usercustomize.py', 'conftest.py', 'json.py', 'ast.py', 'judge_wire.py',"
          " 'judge_program.py', 'resource.py', 'signal.py', 'traceback.py'):\n"

@@ -1,4 +1,5 @@
-"""Booking and the env contract: tool calls run in ``on_action``, the graph is a pure query, text stays valid, prompts come from a profile."""
+"""Booking and the env contract: tool calls run in ``on_action``, the graph is a pure query, text stays
+valid, prompts come from a profile."""
 
 import json
 

@@ -80,7 +80,7 @@ def test_every_world_has_exactly_one_shared_first_name(tasks):
 
 
 def test_requests_say_what_the_task_asks(tasks):
-    for world, task in tasks:
+    for _world, task in tasks:
         r = parse_request(task.request)
         assert (r.day, r.near, r.max_km, r.budget) == (task.day, task.near, task.max_km, task.budget), task.request
         assert len(r.names) == len(task.attendees)

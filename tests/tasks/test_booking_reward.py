@@ -3,16 +3,22 @@
 import dataclasses
 
 import pytest
+from booking_worlds import tiny_world
 
-from marft_envs.tasks.booking.generator import Output, Task
 from marft_envs.rewards.booking import (
-    calendar_credit, check_assertions, coordinator_credit, db_diff, db_match, grade, location_credit, outputs_stated,
+    calendar_credit,
+    check_assertions,
+    coordinator_credit,
+    db_diff,
+    db_match,
+    grade,
+    location_credit,
+    outputs_stated,
     stated,
 )
+from marft_envs.tasks.booking.generator import Output, Task
 from marft_envs.tasks.booking.rules import Choice
 from marft_envs.testing import Case, check_table
-
-from booking_worlds import tiny_world
 
 WORLD = tiny_world()
 OUTPUTS = (Output("venue", "Maple Room"), Output("day", "Tue"), Output("time", "09:30"), Output("price", "150"))

@@ -3,14 +3,13 @@
 import json
 
 import pytest
+from booking_worlds import tiny_world
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from marft_envs.tasks.booking.actions import ActionError, looks_like_sql, parse_action, validate
 from marft_envs.tasks.booking.db import BookingDB
 from marft_envs.tasks.booking.tools import TOOLS, WRITES, ToolError, prepare, run_tool, tools_of
-
-from booking_worlds import tiny_world
 
 
 @pytest.fixture

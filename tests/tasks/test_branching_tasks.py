@@ -5,6 +5,8 @@ import os
 import threading
 
 import pytest
+from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
+from test_code_envs import TASK
 
 import marft_envs
 from marft_envs.tasks.booking import Booking
@@ -15,10 +17,6 @@ from marft_envs.tasks.code.harness import TestRunner, runner_for
 from marft_envs.tasks.code.scripted import oracle_patch
 from marft_envs.tasks.code.tasks import TaskList
 from marft_envs.tasks.math import MathChain, MathCORY
-
-from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
-from test_code_envs import TASK
-
 
 # -- MATH ------------------------------------------------------------------------------------------
 

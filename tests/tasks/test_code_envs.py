@@ -3,6 +3,7 @@
 import gymnasium
 import numpy as np
 import pytest
+from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
 
 import marft_envs
 from marft_envs.tasks.code import CodeRepairChain, CodeRepairSolo, CodeRepairVote
@@ -11,8 +12,6 @@ from marft_envs.tasks.code.scripted import oracle_patch, oracle_policy
 from marft_envs.tasks.code.tasks import CodeTask
 from marft_envs.tasks.code.vote import vote
 from marft_envs.testing import check_env
-
-from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
 
 SOLUTION = '''def clamp(x, low, high):
     """x limited to [low, high]."""

@@ -1,12 +1,11 @@
 """The test harness: per-test results, statuses, the cache, and the cheap ways to fake a pass that it closes."""
 
 import pytest
+from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
 
 import marft_envs
 from marft_envs.sandbox import Limits, detect_isolation
 from marft_envs.tasks.code.harness import TestRunner
-
-from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
 
 TESTS = ("assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert candidate(2, 2) == 4")
 NONZERO = ("assert add(1, 2) == 3", "assert add(2, 2) == 4", "assert candidate(5, 5) == 10")

@@ -1,5 +1,6 @@
 """The judge's parts, on the host: the plain-data codec, the report the host accepts, free names."""
 
+import ast
 import json
 
 import pytest
@@ -7,7 +8,6 @@ import pytest
 from marft_envs.tasks.code.harness import read_report
 from marft_envs.tasks.code.judge import free_names
 from marft_envs.tasks.code.judge_wire import WireError, decode, encode
-import ast
 
 
 class Handles:

@@ -3,7 +3,13 @@
 import pytest
 
 from marft_envs.tasks.code.patches import (
-    Patch, PatchError, apply_patch, apply_unified_diff, definition_source, extract_patch, make_diff,
+    Patch,
+    PatchError,
+    apply_patch,
+    apply_unified_diff,
+    definition_source,
+    extract_patch,
+    make_diff,
     splice_definitions,
 )
 

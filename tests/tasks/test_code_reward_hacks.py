@@ -10,12 +10,11 @@ The default suite plays 4 tasks per source; ``-m slow`` plays 10, as the hostile
 from __future__ import annotations
 
 import pytest
+from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
+from reward_hacks import HACKS, hack_patch
 
 import marft_envs
 from marft_envs.sandbox import detect_isolation
-
-from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
-from reward_hacks import HACKS, hack_patch
 
 SOURCES = {"corpus": {}, "humaneval": {"tasks": "humaneval"}}
 

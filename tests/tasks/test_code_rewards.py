@@ -3,7 +3,12 @@
 import pytest
 
 from marft_envs.rewards.code import (
-    extra_tests_score, locate_scores, parse_lines, parse_verdict, repair_reward, review_score,
+    extra_tests_score,
+    locate_scores,
+    parse_lines,
+    parse_verdict,
+    repair_reward,
+    review_score,
 )
 from marft_envs.testing import Case, check_table
 

@@ -5,6 +5,7 @@ import json
 from collections import Counter
 
 import pytest
+from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
 
 from marft_envs.sandbox import Limits, SandboxPool, detect_isolation
 from marft_envs.tasks.code import CodeRepairSolo
@@ -15,10 +16,15 @@ from marft_envs.tasks.code.humaneval import program_from_row, read_jsonl, split_
 from marft_envs.tasks.code.mutations import OPERATORS
 from marft_envs.tasks.code.scripted import oracle_patch
 from marft_envs.tasks.code.tasks import (
-    CodeTask, MutatedPrograms, TaskList, TaskSpecError, corpus_tasks, detect_format, load_tasks, split_of,
+    CodeTask,
+    MutatedPrograms,
+    TaskList,
+    TaskSpecError,
+    corpus_tasks,
+    detect_format,
+    load_tasks,
+    split_of,
 )
-
-from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
 
 
 @pytest.fixture(scope="module")

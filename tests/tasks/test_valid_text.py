@@ -5,14 +5,13 @@ envs' case (a JSON escape decoded inside the env) is in ``test_booking_contract.
 """
 
 import pytest
+from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
+from test_code_envs import SOLUTION, TASK
 
 import marft_envs
 from marft_envs.tasks.code import CodeRepairChain, CodeRepairSolo
 from marft_envs.tasks.math import MathChain, MathDebate
 from marft_envs.tasks.math.problems import Problem
-
-from code_helpers import own_programs_may_run_on_a_weak_tier  # noqa: F401  (autouse fixture)
-from test_code_envs import SOLUTION, TASK
 
 P = Problem(question="Ana has 3 apples and buys 4 more. How many apples does she have?", answer="7",
             solution="3+4=7", source="test")

@@ -36,15 +36,21 @@ from typing import Any
 
 from marft_envs.core import RoundResult
 from marft_envs.rewards.code import (
-    REWARD_MODES, extra_tests_score, locate_scores, parse_lines, parse_verdict, repair_reward, review_score,
+    REWARD_MODES,
+    extra_tests_score,
+    locate_scores,
+    parse_lines,
+    parse_verdict,
+    repair_reward,
+    review_score,
 )
 from marft_envs.sandbox import Limits
 from marft_envs.tasks import profiles
 from marft_envs.tasks.attempts import AttemptsTask
-from marft_envs.tasks.profiles import role_of
 from marft_envs.tasks.code.harness import TestReport, TestRunner, runner_for
 from marft_envs.tasks.code.patches import PatchError, apply_patch, extract_patch
 from marft_envs.tasks.code.tasks import CodeTask, load_tasks
+from marft_envs.tasks.profiles import role_of
 
 ROLES = ("locator", "tester", "fixer", "reviewer")
 MAX_FEEDBACK_PATCH_CHARS = 2000  # a runaway answer must not flood the next observation

@@ -43,8 +43,7 @@ import sys
 
 if __package__:  # imported on the host (tests)
     from marft_envs.tasks.code.judge_program import serve
-    from marft_envs.tasks.code.judge_wire import (ProgramError, ProgramGone, WireError, decode, describe, encode,
-                                                  receive, send)
+    from marft_envs.tasks.code.judge_wire import ProgramError, ProgramGone, WireError, decode, describe, encode, receive, send
 else:  # the run's main.py: its siblings are files in the working directory, imported before P exists
     from judge_program import serve
     from judge_wire import ProgramError, ProgramGone, WireError, decode, describe, encode, receive, send

@@ -104,7 +104,7 @@ def changed_lines(fixed: str, buggy: str) -> tuple[int, ...]:
     """Lines of ``buggy`` (1-based) that differ from ``fixed``; a deletion counts at the line after it."""
     a, b = fixed.splitlines(), buggy.splitlines()
     lines: set[int] = set()
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+    for tag, _i1, _i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
         if tag in ("replace", "insert"):
             lines.update(range(j1 + 1, j2 + 1))
         elif tag == "delete":

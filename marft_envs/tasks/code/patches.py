@@ -79,7 +79,7 @@ def splice_definitions(buggy: str, code: str, entry_point: str) -> str:
             replaced[node.name] = span(node, old_lines)
     extras = [span(n, new_lines)[2] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
               else "".join(new_lines[n.lineno - 1:n.end_lineno])
-              for n in new_tree.body if not (getattr(n, "name", None) in replaced)]
+              for n in new_tree.body if getattr(n, "name", None) not in replaced]
     out, cursor = [], 0
     for name, (first, last, _) in sorted(replaced.items(), key=lambda kv: kv[1][0]):
         out.append("".join(old_lines[cursor:first]))

@@ -33,8 +33,9 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

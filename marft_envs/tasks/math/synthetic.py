@@ -24,9 +24,9 @@ from __future__ import annotations
 import hashlib
 import operator
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Callable
 
 import numpy as np
 
