@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo demo-envs test test-slow test-vllm vllm-venv test-adapters lint bench clean
+.PHONY: demo demo-envs test test-real-model test-slow test-vllm vllm-venv test-adapters lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ test: $(STAMP)
 # ruff check with the rules in pyproject.toml ([tool.ruff]).
 lint: $(STAMP)
 	$(BIN)/ruff check .
+
+# The real pretrained model (SmolLM2-135M-Instruct, fetched once into .cache/): about 5 minutes on 2 cores.
+test-real-model: $(STAMP)
+	$(BIN)/python -m pytest -q -m "real_model and not slow and not vllm"
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

@@ -73,7 +73,7 @@ NEW_RUN_CASES = [
     (["temperature=0"], "temperature must be >= 0.001"),
     (["temperature=-1"], "temperature must be >= 0.001"),
     (["temperature=1e-300"], "temperature must be >= 0.001"),  # was: probability tensor contains inf/nan
-    (["updates=0"], "updates must be >= 1"),
+    (["updates=-1"], "updates must be >= 0"),
     (["episodes_per_update=0"], "episodes_per_update must be >= 1"),
     (["eval_episodes=0"], "eval_episodes must be in [1, 10000]"),
     (["threads=-1"], "threads must be >= 0"),

@@ -204,6 +204,7 @@ def test_a_worker_killed_mid_collection_is_restarted_and_its_episodes_played_aga
     assert same_episodes(again, baseline)
 
 
+@pytest.mark.slow  # waits out a timeout (~30 s); the killed-worker test keeps the restart path in the default suite
 def test_a_worker_that_hangs_past_the_timeout_is_killed_and_its_episodes_played_again(pool, baseline):
     failures = sum(pool.failures)
     pool.fault.write_text("hang")

@@ -76,6 +76,7 @@ def cli_run(tmp_path_factory):
     return run_dir
 
 
+@pytest.mark.slow  # a whole workers=2 CLI run (~70 s); test_distributed.py keeps the pool's fast checks
 def test_the_cli_run_evaluates_exactly_as_the_in_process_path(cli_run):
     config = load(None, COMMAND)
     summary = json.loads((cli_run / "summary.json").read_text())
@@ -88,6 +89,7 @@ def test_the_cli_run_evaluates_exactly_as_the_in_process_path(cli_run):
     assert len(rows) == 2 and all(r["time/collect_s"] > 0 and "time/gather_s" in r for r in rows)
 
 
+@pytest.mark.slow  # a whole workers=2 CLI run (~70 s); test_distributed.py keeps the pool's fast checks
 def test_an_in_process_run_with_episode_seeds_equals_the_workers_run(cli_run, tmp_path):
     # workers sample each episode from its own generator; distributed.episode_seeds=true does the same
     # in this process, so the whole run (episodes, updates, both evaluations) is the workers' run
@@ -107,6 +109,7 @@ def test_episode_seeds_are_for_the_hf_engine(tmp_path, capsys):
     assert "distributed.episode_seeds=true samples with the hf engine" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a whole workers=2 CLI run (~70 s); test_distributed.py keeps the pool's fast checks
 def test_a_run_resumed_through_an_address_ends_with_the_same_metrics_and_weights(cli_run, ray_cluster, tmp_path):
     import ray
 

@@ -126,7 +126,7 @@ def test_eval_generates_with_the_engine_it_is_given(small_run, monkeypatch, caps
     assert cli(["eval", "--run", str(small_run), "--episodes", "2", "generation.engine=hf"]) == 0
     assert calls  # the run's engine (hf) generated every layer
     capsys.readouterr()
-    for argv, message in ((["seed=3"], "marft eval takes only generation.* keys"),
+    for argv, message in ((["seed=3"], "marft eval takes generation.* keys and threads, max_new_tokens, dtype"),
                           (["generation.engine=sglang"], "generation.engine must be one of"),
                           (["generation.tis_cap=0.5"], "generation.tis_cap must be >= 1")):
         assert cli(["eval", "--run", str(small_run), "--episodes", "2", *argv]) == 2

@@ -80,6 +80,7 @@ def test_an_entry_point_needs_no_flag(outside, tmp_path, tiny_model_dir):
     assert "newcomer/HiddenSum-v0" in marft(["envs"], outside, tmp_path).stdout
 
 
+@pytest.mark.slow  # a third whole CLI training run (~15 s); --import and entry points stay
 def test_a_module_class_id_trains(outside, tmp_path, tiny_model_dir):
     out = marft(["train", "env=hiddensum:HiddenSum", *short_run(tiny_model_dir, tmp_path / "run")], outside, tmp_path)
     assert out.returncode == 0, out.stderr

@@ -98,6 +98,7 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
 
 
+@pytest.mark.slow  # 1,000 episodes (~17 s)
 def test_a_thousand_episodes_leave_no_files_or_connections(tmp_path, monkeypatch):
     # File storage, so that leaked databases would show as files; envs closed or just dropped.
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
