@@ -26,8 +26,10 @@ demo: $(STAMP)
 demo-envs: $(STAMP)
 	$(BIN)/python -m marft_envs.demo
 
+# One torch thread per test process (unless OMP_NUM_THREADS is set): the tests' models are tiny, and on
+# shared cores torch's spinning threads made the suite several times slower (EXPERIMENTS.md: up to 10x).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
 
 # ruff check with the rules in pyproject.toml ([tool.ruff]).
 lint: $(STAMP)

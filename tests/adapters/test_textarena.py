@@ -35,7 +35,8 @@ def test_every_game_is_registered_and_marft_envs_does_not_import_textarena():
 @pytest.mark.parametrize("env_id", IDS)
 def test_checkers_pass(env_id):
     report = check_env(env_id, seeds=range(3))
-    assert report.passed == ["pettingzoo.api_test", "pettingzoo.seed_test", "marft.determinism", "marft.pure_queries"]
+    assert report.passed == ["pettingzoo.api_test", "pettingzoo.seed_test", "marft.determinism", "marft.pure_queries",
+                             "marft.branching"]
     api_test(pettingzoo.make("aec", env_id), num_cycles=100)
 
 
