@@ -137,3 +137,14 @@ def test_no_module_is_over_400_lines_outside_data_corpora():
     lengths = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines()) for path in files.values()}
     too_long = {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES and not name.startswith(DATA_CORPORA)}
     assert not too_long, f"modules over {MAX_MODULE_LINES} lines (split them by concept): {too_long}"
+
+
+def test_marft_envs_is_torch_free_even_inside_functions():
+    heavy = ("torch", "transformers", "peft", "trl", "accelerate")
+    found = []
+    for path in sorted((Path(__file__).parent.parent / "marft_envs").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in heavy]
+    assert not found, f"marft_envs must stay torch-free (put such code in marft_agents): {found}"

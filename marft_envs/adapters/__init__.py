@@ -1,7 +1,8 @@
 """Adapters to and from other projects' APIs, each behind the ``adapters`` extra (docs/adapters.md).
 
-- :mod:`marft_envs.adapters.trl` (outward): a ``rollout_func`` and reward functions that let TRL's
-  ``GRPOTrainer`` train on marft envs.
+- outward to TRL: :mod:`marft_agents.trl_rollout` (it generates with torch, so it lives in
+  ``marft_agents``; this package stays torch-free), a ``rollout_func`` and reward functions that
+  let TRL's ``GRPOTrainer`` train on marft envs.
 - :mod:`marft_envs.adapters.textarena` (inward): TextArena's multi-player games as FlexEnv ids
   ``marft/TextArena-<Game>-v0``.
 - :mod:`marft_envs.adapters.reasoning_gym` (inward): reasoning-gym's tasks as ``marft/ReasoningGym-v0``

@@ -58,7 +58,7 @@ def parse_slot(prompt: Any) -> tuple[int, str, int]:
         return int(data["seed"]), str(data["agent"]), int(data["round"])
     except (TypeError, ValueError, KeyError):
         raise ValueError(f"MarftRollout: the prompt {str(prompt)[:80]!r} is not an agent-step slot; build the "
-                         "train dataset with marft_envs.adapters.trl.agent_step_dataset") from None
+                         "train dataset with marft_agents.trl_rollout.agent_step_dataset") from None
 
 
 def agent_step_dataset(env_id: str, seeds: Iterable[int], *, rounds: int = 1, env_kwargs: Mapping[str, Any] | None = None):
