@@ -27,7 +27,7 @@ demo-envs: $(STAMP)
 	$(BIN)/python -m marft_envs.demo
 
 # One torch thread per test process (unless OMP_NUM_THREADS is set): the tests' models are tiny, and on
-# shared cores torch's spinning threads made the suite several times slower (EXPERIMENTS.md: up to 10x).
+# shared cores torch's spinning threads made the suite several times slower (up to 10x when cores are oversubscribed).
 test: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
 

@@ -88,7 +88,7 @@ NEW_RUN_CASES = [
     (["env_kwargs.rouns=3"], "did you mean 'rounds'?"),
     (["env_kwargs.rounds=abc"], "env_kwargs.rounds must be of type int"),
     (["algo=ppo", "env=marft/MathSolo-v0", "marft.lr=1e-9"], "is a key of algo=marft, but this run uses algo=ppo"),
-    # bounds on values that used to end in inf/nan, a hang or a traceback (issue 20)
+    # bounds on values that used to end in inf/nan, a hang or a traceback 
     (["marft.lr=1e308"], "marft.lr must be in (0, 1)"),
     (["marft.lr=1"], "marft.lr must be in (0, 1)"),
     (["marft.critic_lr=5"], "marft.critic_lr must be in (0, 1)"),
@@ -296,7 +296,7 @@ def test_pretrain_refuses_nonsense_before_writing(option, value, message, tmp_pa
 
 # -- symbolic links where a run writes: refused in one line, whatever the mode; the target untouched ------
 
-LINK_CASES = [  # (mode, the name that is a link, what it points at); the first six are issue 20's attacks
+LINK_CASES = [  # (mode, the name that is a link, what it points at); the first six are dangling or outside links planted by a hostile tester
     ("new", "metrics.jsonl", "nothing"),
     ("new", "config.json", "nothing"),
     ("new", "eval_before.json", "nothing"),
@@ -423,7 +423,7 @@ def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_continues(
             assert proc.poll() is None, proc.communicate()[1]
             assert time.monotonic() < deadline, "no update within 240 s"
             time.sleep(0.2)
-        # issue 20: a second run into the folder (here --overwrite, from this process) is refused with the PID
+        # a second run into the folder (here --overwrite, from this process) is refused with the PID
         assert cli(["train", "--overwrite", *argv[1:]]) == 2
         assert f"is in use by another marft run (PID {proc.pid})" in capsys.readouterr().err
         proc.send_signal(signum)

@@ -322,7 +322,7 @@ def test_tables_through_the_reward_kit():
     check_table(extract_answer, [Case((text,), expected) for text, expected in EXTRACTION])
 
 
-# -- the time promise (issue 20): each call within 0.1 s on any input --------------------------------
+# -- the time promise: each call within 0.1 s on any input --------------------------------
 
 PROMISE_S = 0.1  # the module docstring's promise; asserted with a 10x margin for a loaded machine
 TOWER = r"\sqrt{" + "300!" * 240 + "}"  # 967 characters of exact arithmetic: 240 factorials of 2,041 bits
