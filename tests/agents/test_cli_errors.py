@@ -88,7 +88,7 @@ NEW_RUN_CASES = [
     (["env_kwargs.rouns=3"], "did you mean 'rounds'?"),
     (["env_kwargs.rounds=abc"], "env_kwargs.rounds must be of type int"),
     (["algo=ppo", "env=marft/MathSolo-v0", "marft.lr=1e-9"], "is a key of algo=marft, but this run uses algo=ppo"),
-    # bounds on values that used to end in inf/nan, a hang or a traceback 
+    # bounds on values that used to end in inf/nan, a hang or a traceback
     (["marft.lr=1e308"], "marft.lr must be in (0, 1)"),
     (["marft.lr=1"], "marft.lr must be in (0, 1)"),
     (["marft.critic_lr=5"], "marft.critic_lr must be in (0, 1)"),
