@@ -296,7 +296,7 @@ def test_pretrain_refuses_nonsense_before_writing(option, value, message, tmp_pa
 
 # -- symbolic links where a run writes: refused in one line, whatever the mode; the target untouched ------
 
-LINK_CASES = [  # (mode, the name that is a link, what it points at); the first six are dangling or outside links planted by a hostile tester
+LINK_CASES = [  # (mode, the name that is a link, what it points at); the first six: links a hostile tester planted
     ("new", "metrics.jsonl", "nothing"),
     ("new", "config.json", "nothing"),
     ("new", "eval_before.json", "nothing"),
