@@ -82,14 +82,29 @@ def _stop_processes_naming(text: str, wait_s: float = 5.0) -> None:
     import time
 
     def pids() -> list[int]:
-        found = []
+        # the processes naming the folder, and their descendants: Ray's agents rename themselves
+        # ("ray::DashboardAgent"), so only their parent's command line names the cluster
+        named, parent = set(), {}
         for proc in Path("/proc").iterdir():
             try:
-                if proc.name.isdigit() and text.encode() in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
+                if not proc.name.isdigit():
+                    continue
+                parent[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                if text.encode() in (proc / "cmdline").read_bytes():
+                    named.add(int(proc.name))
+            except (OSError, ValueError, IndexError):
                 continue
-        return found
+
+        def descends(pid: int) -> bool:
+            seen = set()
+            while pid in parent and pid not in seen and pid > 1:
+                if pid in named:
+                    return True
+                seen.add(pid)
+                pid = parent[pid]
+            return False
+
+        return [pid for pid in parent if descends(pid)]
 
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids():
