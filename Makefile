@@ -31,9 +31,10 @@ demo-envs: $(STAMP)
 test: $(STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
 
-# ruff check with the rules in pyproject.toml ([tool.ruff]).
+# ruff check with the rules in pyproject.toml ([tool.ruff]), and the formatter's check (nothing would be re-wrapped).
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 # The real pretrained model (SmolLM2-135M-Instruct, fetched once into .cache/): about 5 minutes on 2 cores.
 test-real-model: $(STAMP)

@@ -15,13 +15,24 @@ import ast
 import dataclasses
 import difflib
 import inspect
-import math
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from marft_agents import algorithms
+from marft_agents.config_fields import (
+    AT_LEAST_ONE,
+    EVAL_EPISODES,
+    MAX_EVAL_EPISODES,  # noqa: F401  (cli.py's --episodes bound)
+    NON_NEGATIVE,
+    POSITIVE,
+    SEED,
+    TEMPERATURE,
+    check_value,
+    range_of,
+    ranged,
+)
 from marft_agents.config_text import ConfigError, check_depth, cut, flatten, parse_value, read_file, shown
 from marft_agents.cpu import BASE_DTYPES
 from marft_agents.distributed.config import DistributedConfig
@@ -47,9 +58,9 @@ class TrainConfig:
     """The base model's dtype for training and rollouts: "float32", "bfloat16" or "auto" (bfloat16 only on a CPU with native bf16; LoRA adapters stay float32)."""
     adapter_mode: str = "lora"
     """"lora" (one adapter per agent), "shared" (one adapter for all), or "copies" (full copies)."""
-    lora_r: int = 8
+    lora_r: int = ranged(8, AT_LEAST_ONE)
     """LoRA rank (at most the model's hidden size)."""
-    lora_alpha: int = 16
+    lora_alpha: int = ranged(16, POSITIVE)
     """LoRA alpha."""
     lora_targets: list[str] = field(default_factory=lambda: [
         "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
@@ -58,29 +69,29 @@ class TrainConfig:
     """Training algorithm (``marft train --help-config --algo NAME`` lists its keys)."""
     algo_args: Any = None
     """The chosen algorithm's hyper-parameters, its config dataclass; keys ``<algo>.<field>`` (e.g. ``marft.lr``)."""
-    seed: int = 0
+    seed: int = ranged(0, SEED)
     """Seed for every random generator (problems, sampling, shuffling); 0 to 2**32 - 1."""
-    updates: int = 300
+    updates: int = ranged(300, NON_NEGATIVE)
     """Number of updates (each collects ``episodes_per_update`` fresh episodes); 0 only evaluates."""
-    episodes_per_update: int = 64
+    episodes_per_update: int = ranged(64, AT_LEAST_ONE)
     """Episodes collected per update (all envs stepped together)."""
-    temperature: float = 0.7
+    temperature: float = ranged(0.7, TEMPERATURE, "training samples; greedy decoding is for evaluation")
     """Sampling temperature during training, >= 0.001 (log-probs use the same; 0.7 beat 1.0 on the embedded model)."""
-    max_new_tokens: int = 48
+    max_new_tokens: int = ranged(48, AT_LEAST_ONE)
     """Longest response per action, in tokens."""
-    eval_episodes: int = 300
+    eval_episodes: int = ranged(300, EVAL_EPISODES, "the held-out split's draw slows sharply past it")
     """Held-out problems for the greedy evaluation before and after training (at most 10,000)."""
-    eval_every: int = 75
+    eval_every: int = ranged(75, NON_NEGATIVE)
     """Also evaluate every N updates, for the curves (0: only before and after)."""
-    eval_rounds: int = 3
+    eval_rounds: int = ranged(3, NON_NEGATIVE)
     """Attempts in the multi-round (feedback) evaluation protocol; 0 skips it."""
-    eval_transcripts: int = 6
+    eval_transcripts: int = ranged(6, NON_NEGATIVE)
     """Evaluation episodes saved whole to ``samples/`` each evaluation, rewarded and unrewarded half each where both exist."""
-    checkpoint_every: int = 50
+    checkpoint_every: int = ranged(50, NON_NEGATIVE)
     """Write a checkpoint every N updates (and at the end)."""
     run_dir: str = "runs/default"
     """Where metrics, checkpoints, plots and summary.json go."""
-    threads: int = 0
+    threads: int = ranged(0, NON_NEGATIVE)
     """torch CPU threads (0: torch's default)."""
     generation: EngineConfig = field(default_factory=EngineConfig)
     """The generation engine and its settings."""
@@ -97,14 +108,6 @@ class TrainConfig:
                 self.algo_args = algorithms.config_class(self.algo)()
             except ValueError as err:
                 raise ConfigError(str(err)) from None
-
-    def __getattr__(self, name: str) -> Any:
-        # ``config.marft`` is the algorithm section when ``algo == "marft"`` (``marft.lr=...`` keys read the same).
-        values = self.__dict__
-        if "algo" in values and name == values["algo"]:
-            return values["algo_args"]
-        raise AttributeError(f"TrainConfig has no attribute {name!r}"
-                             + (f" (this config is for algo={values['algo']})" if name in algorithms.names() else ""))
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -204,55 +207,9 @@ def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> T
 
 
 # -- validation: one layer for every run's config --------------------------------------------------
-
-_POSITIVE, _NON_NEGATIVE, _AT_LEAST_ONE, _UNIT = "> 0", ">= 0", ">= 1", "in [0, 1]"
-MIN_TEMPERATURE = 1e-3
-"""Below it sampling is greedy in all but name, and the log-probs' gradients (which scale with 1/T)
-blow up; a ``temperature`` of 1e-300 made ``logits / T`` infinite ("probability tensor contains
-inf/nan"). Greedy decoding (T = 0) is the evaluation's, not a training temperature."""
-MAX_LR = 1.0
-"""An Adam step moves each weight by about ``lr``: at 1 or more a step is as large as the weights
-themselves (LoRA's usual rates are 1e-5 to 1e-3; ``marft.lr=1e308`` ended in inf/nan)."""
-MAX_EVAL_EPISODES = 10_000
-"""The synthetic held-out split draws 10,000 distinct problems in about 5 s here and slows sharply
-past it (50,000 took 106 s); MATH's test split has 5,000 problems.
-``eval_episodes=10**9`` hung in that draw."""
-MAX_SEED = 2**32 - 1
-"""Seeds are unsigned 32-bit integers: every generator here (Python, NumPy, torch, vLLM) takes them."""
-_TEMPERATURE, _LR = f">= {MIN_TEMPERATURE:g}", f"in (0, {MAX_LR:g})"
-_EVAL_EPISODES, _SEED = f"in [1, {MAX_EVAL_EPISODES}]", f"an integer in [0, {MAX_SEED}]"
-RULES: dict[str, str] = {
-    # common fields
-    "updates": _NON_NEGATIVE, "eval_transcripts": _NON_NEGATIVE, "episodes_per_update": _AT_LEAST_ONE, "eval_episodes": _EVAL_EPISODES,
-    "eval_every": _NON_NEGATIVE, "eval_rounds": _NON_NEGATIVE, "checkpoint_every": _NON_NEGATIVE,
-    "threads": _NON_NEGATIVE, "temperature": _TEMPERATURE, "max_new_tokens": _AT_LEAST_ONE,
-    "lora_r": _AT_LEAST_ONE, "lora_alpha": _POSITIVE, "seed": _SEED,
-    # algorithm fields, by name, in whichever section has them
-    "lr": _LR, "critic_lr": _LR, "clip_eps": _POSITIVE, "value_clip": _POSITIVE,
-    "kl_gate": _POSITIVE, "ppo_epochs": _AT_LEAST_ONE, "minibatch_size": _AT_LEAST_ONE,
-    "max_grad_norm": _POSITIVE, "gamma": _UNIT, "gae_lambda": _UNIT, "gamma_agent": _UNIT,
-    "gamma_token": _UNIT, "entropy_coef": _NON_NEGATIVE, "kl_coef": _NON_NEGATIVE, "std_eps": _POSITIVE,
-    "kl_target": _POSITIVE, "kl_horizon": _AT_LEAST_ONE, "agent_iteration_interval": _NON_NEGATIVE,
-    "swap_interval": _NON_NEGATIVE, "weight_clip": _UNIT, "group_size": _AT_LEAST_ONE,
-    "tree_continuations": _AT_LEAST_ONE,
-    # generation, distributed
-    "kv_cache_gb": _POSITIVE, "max_loras": _NON_NEGATIVE, "tis_cap": _AT_LEAST_ONE, "workers": _NON_NEGATIVE,
-    "cpus_per_worker": _POSITIVE, "gpus_per_worker": _NON_NEGATIVE, "timeout_s": _POSITIVE,
-    "start_timeout_s": _POSITIVE, "max_restarts": _NON_NEGATIVE,
-}
-"""Field name -> the range its value must lie in (``None`` always allowed where it is the default)."""
-_HOLDS = {
-    _POSITIVE: lambda v: v > 0, _NON_NEGATIVE: lambda v: v >= 0, _AT_LEAST_ONE: lambda v: v >= 1,
-    _UNIT: lambda v: 0 <= v <= 1, _TEMPERATURE: lambda v: v >= MIN_TEMPERATURE, _LR: lambda v: 0 < v < MAX_LR,
-    _EVAL_EPISODES: lambda v: 1 <= v <= MAX_EVAL_EPISODES, _SEED: lambda v: isinstance(v, int) and 0 <= v <= MAX_SEED,
-}
-WHY: dict[str, str] = {
-    "temperature": "training samples; greedy decoding is for evaluation",
-    "lr": "an Adam step moves each weight by about lr; LoRA's usual rates are 1e-5 to 1e-3",
-    "critic_lr": "an Adam step moves each weight by about lr",
-    "eval_episodes": "the held-out split's draw slows sharply past it",
-}
-"""Field name -> why its range is what it is, added to the error (see the constants above)."""
+# Each field's range travels with the field (``ranged(...)``, ``marft_agents/config_fields.py``), so a
+# plugin algorithm's config is checked like the shipped ones; only the choices and the cross-field
+# rules below are kept here.
 
 CHOICES: dict[str, tuple[str, ...]] = {"adapter_mode": ("lora", "shared", "copies"), "engine": ("hf", "vllm"),
                                        "dtype": ("float32", "bfloat16", "float16")}
@@ -269,18 +226,14 @@ def validate(config: TrainConfig) -> None:
     if config.dtype == "bfloat16" and config.adapter_mode == "copies":  # bf16 copies would round Adam's small steps away
         raise ConfigError(f"dtype={config.dtype} is for LoRA on a frozen base: use adapter_mode=lora or shared with it, "
                           "or dtype=float32 with adapter_mode=copies")
-    for key, value, _ in _items(config):
+    for key, value, f, _ in _fields(config):
         name = key.rsplit(".", 1)[-1]
-        if isinstance(value, bool) or value is None:
+        try:
+            check_value(key, value, *range_of(f))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+        if value is None or isinstance(value, bool):
             continue
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{key} must be a finite number, got {value}")
-        rule = RULES.get(name)
-        if rule and not isinstance(value, (int, float)):  # set from None, a value skipped the type check
-            raise ConfigError(f"{key} must be a number, got {shown(value)}")
-        if isinstance(value, (int, float)) and rule and not _HOLDS[rule](value):
-            why = f" ({WHY[name]})" if name in WHY else ""
-            raise ConfigError(f"{key} must be {rule}{why}, got {shown(value)}")
         if name in CHOICES and key != "dtype" and value not in CHOICES[name]:  # the base's: BASE_DTYPES above
             raise ConfigError(f"{key} must be one of {list(CHOICES[name])}, got {shown(value)}")
     try:
@@ -290,12 +243,11 @@ def validate(config: TrainConfig) -> None:
         raise ConfigError(str(err)) from None
 
 
-def _items(config: TrainConfig) -> list[tuple[str, Any, str]]:
-    """Every ``(key, current value, docstring)`` of ``config``, like :func:`describe` but with its values."""
-    rows: list[tuple[str, Any, str]] = []
+def _fields(config: TrainConfig) -> list[tuple[str, Any, dataclasses.Field, type]]:
+    """Every ``(key, current value, dataclass field, the dataclass declaring it)`` of ``config``, dotted keys."""
+    rows: list[tuple[str, Any, dataclasses.Field, type]] = []
 
     def walk(obj: Any, prefix: str) -> None:
-        docs = field_docs(type(obj))
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
             if f.name == "algo_args":
@@ -303,7 +255,7 @@ def _items(config: TrainConfig) -> list[tuple[str, Any, str]]:
             elif dataclasses.is_dataclass(value):
                 walk(value, f"{prefix}{f.name}.")
             else:
-                rows.append((f"{prefix}{f.name}", value, docs.get(f.name, "")))
+                rows.append((f"{prefix}{f.name}", value, f, type(obj)))
 
     walk(config, "")
     return rows
@@ -311,7 +263,7 @@ def _items(config: TrainConfig) -> list[tuple[str, Any, str]]:
 
 def describe(algo: str = TrainConfig.algo) -> list[tuple[str, Any, str]]:
     """``(key, default, docstring)`` of every key of a run with ``algo``, common keys first."""
-    return _items(TrainConfig(algo=algo))
+    return [(key, value, field_docs(owner).get(f.name, "")) for key, value, f, owner in _fields(TrainConfig(algo=algo))]
 
 
 def field_docs(cls: type) -> dict[str, str]:

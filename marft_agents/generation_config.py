@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from marft_agents.config_fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranged
+
 
 @dataclass
 class EngineConfig:
@@ -13,11 +15,11 @@ class EngineConfig:
     """"hf" (transformers' generate on the trained model) or "vllm" (one vLLM engine serving every agent's adapter; `make test-vllm` installs it)."""
     dtype: str = "float32"
     """vllm: the engine's dtype; float32 keeps behaviour log-probs within 1e-4 of the trainer's, bfloat16 is faster but off by up to ~0.2."""
-    kv_cache_gb: float = 1.0
+    kv_cache_gb: float = ranged(1.0, POSITIVE)
     """vllm on CPU: memory for the KV cache, in whole GB (VLLM_CPU_KVCACHE_SPACE; vLLM reads an integer)."""
-    threads: int = 0
+    threads: int = ranged(0, NON_NEGATIVE)
     """vllm on CPU: cores its OpenMP threads bind to, 0-(N-1) (VLLM_CPU_OMP_THREADS_BIND; 0: every core)."""
-    max_loras: int = 0
+    max_loras: int = ranged(0, NON_NEGATIVE)
     """vllm: adapters one generate call may mix (0: the policy's number of adapters, the least that works)."""
-    tis_cap: float | None = None
+    tis_cap: float | None = ranged(None, AT_LEAST_ONE)
     """Truncated importance sampling for engine/trainer numeric mismatch: the trainer recomputes behaviour log-probs and weights each term by min(pi_trainer/pi_engine, tis_cap) (>= 1; None: off; docs/engines.md)."""

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from marft_agents.config_fields import UNIT, ranged
+
 
 @dataclass
 class SequentialConfig:
@@ -40,7 +42,7 @@ class SequentialConfig:
     """Update agents one after another, each weighted by its predecessors' ratios (off: simultaneous)."""
     order: str = "random"
     """"random" (a fresh permutation every update, as in HAPPO) or "fixed" (the adapters' order)."""
-    weight_clip: float = 0.2
+    weight_clip: float = ranged(0.2, UNIT)
     """Clip the predecessors' product ratio M to [1 - weight_clip, 1 + weight_clip] (in log space)."""
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import random
 import sys
 import time
 from pathlib import Path
@@ -24,61 +23,32 @@ import torch
 
 import marft_envs
 from marft_agents import checkpoint as ckpt
-from marft_agents import report, reward_signal, run_files, run_folder
+from marft_agents import report, reward_signal, run_files, run_folder, run_setup
 from marft_agents.algorithms import build_learner, lookup
 from marft_agents.batch_collection import BatchCollector
 from marft_agents.batch_collection import check as check_signal_options
 from marft_agents.config import (
     ConfigError,
     TrainConfig,
-    from_dict,
     shown,
     to_dict,
     validate,
 )
-from marft_agents.cpu import resolve_dtype
 from marft_agents.distributed.sampling import EpisodeSeededEngine
-from marft_agents.engines import Engine, make_engine
 from marft_agents.env_options import check_env_kwargs
 from marft_agents.evaluation import evaluate, summarize
 from marft_agents.init_from import load_init_adapters
 from marft_agents.interrupts import RunInterrupted, StopOnSignal
 from marft_agents.metrics_log import MetricsLog, Timings
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.policy import LaMASPolicy, Sampling
 from marft_agents.rollout import RolloutEngine, check_on_policy
 from marft_agents.run_lock import RunLock
+from marft_agents.run_setup import build_engine, build_policy, check_resumable, seed_everything, start_workers
 from marft_agents.tis import recompute_behaviour
 from marft_envs.plugins import resolve as resolve_env
 
 ZERO_REWARD_UPDATES = 10
 """Warn when every reward of this many first updates (or of a shorter run) was exactly 0."""
-
-
-def seed_everything(seed: int) -> np.random.Generator:
-    """Seed Python, torch and a NumPy generator (returned) from one number."""
-    random.seed(seed)
-    torch.manual_seed(seed)
-    return np.random.default_rng(seed)
-
-
-def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
-    """The base model and one adapter per agent, as the config says."""
-    # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
-    dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
-    model, tokenizer = load_base(config.model, dtype=getattr(torch, resolve_dtype(dtype, cuda=torch.cuda.is_available())))
-    return LaMASPolicy(model, tokenizer, agents, mode=config.adapter_mode, lora_r=config.lora_r,
-                       lora_alpha=config.lora_alpha, lora_targets=tuple(config.lora_targets))
-
-
-def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path | None) -> Engine:
-    """The generation engine ``config.generation`` asks for, sampling ``policy``'s adapters.
-
-    ``work_dir`` holds what the engine writes (vllm: adapters, its cache); None: a temporary folder.
-    """
-    g = config.generation
-    return make_engine(g.engine, policy, model=config.model, work_dir=work_dir, dtype=g.dtype,
-                       kv_cache_gb=g.kv_cache_gb, threads=g.threads, max_loras=g.max_loras, seed=config.seed,
-                       max_new_tokens=config.max_new_tokens)
 
 
 def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, progress: bool = True,
@@ -110,7 +80,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
     run_dir = Path(config.run_dir)
     run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
     if resume:
-        _check_resumable(run_dir, config)
+        check_resumable(run_dir, config)
     resolve_env(config.env)  # entry points, ``module:Class`` ids
     check_env_kwargs(config.env, config.env_kwargs)
     if config.threads:
@@ -151,7 +121,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         start = state["update"]
         if (run_dir / "metrics.jsonl").exists():
             run_folder.read_metrics(run_dir / "metrics.jsonl", before=start)  # a bad line is named now
-    pool = _start_workers(config, policy, algo, start) if config.distributed.workers else None
+    pool = start_workers(config, policy, algo, start) if config.distributed.workers else None
     stop.take_back()  # ray.init replaces the SIGTERM handler with its own exit
 
     # -- every check passed: from here on the run writes into run_dir ---------------------------------
@@ -189,7 +159,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
                                group_size=group, workers=config.distributed.workers, algo=config.algo)
     if latest is not None:
         collector.load_state_dict(state.get("signal", {}))
-    signal_options = _signal_options(config, probe, group)
+    signal_options = run_setup.signal_options(config, probe, group)
     evaluate_fn = pool.evaluate if pool else evaluate
     # A learner may evaluate on other env options (CORY: each policy alone, without the reference).
     eval_kwargs = {**config.env_kwargs, **algo.eval_env_kwargs}
@@ -228,23 +198,7 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         t2 = time.perf_counter()
         generator.sync(update + 1)
         timings.sync = time.perf_counter() - t2
-        train_stats = summarize(episodes)
-        metrics.update({
-            "train/solved": train_stats["accuracy"],
-            "train/return": train_stats["mean_return"],
-            "train/response_tokens": float(np.mean([len(s.response) for e in episodes for s in e.steps])),
-            "time/generation_s": timings.generation,
-            "time/prompts_s": timings.prompts,
-            "time/env_s": timings.env,
-            "time/training_s": timings.training,
-            "time/sync_s": timings.sync,
-            "time/update_s": time.perf_counter() - t0,
-        })
-        metrics.update({f"time/{k}_s": engine.timings[k] for k in ("collect", "gather") if k in engine.timings})
-        for agent, r in train_stats["roles"].items():
-            if "own_accuracy" in r:
-                metrics[f"train/{agent}/own_accuracy"] = r["own_accuracy"]
-            metrics[f"train/{agent}/response_length"] = r["mean_response_tokens"]
+        metrics.update(_update_metrics(episodes, timings, engine.timings, time.perf_counter() - t0))
         metrics.update({**reward_signal.signal_metrics(episodes, group), **sampling})
         if config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates:
             metrics["eval/accuracy"] = evaluate_fn(policy, **eval_args)["accuracy"]
@@ -307,37 +261,26 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
     return summary
 
 
-def _signal_options(config: TrainConfig, env, group: int) -> list[str]:
-    """The ways to get a reward signal that the warnings name: those this run does not use yet."""
-    return reward_signal.options_to_try(
-        model=config.model, env_kwargs=config.env_kwargs, dynamic_sampling=config.signal.dynamic_sampling,
-        curriculum=config.signal.curriculum, init_from=config.init_from, grouped=group >= 2,
-        has_difficulties=bool(env.difficulties()) if hasattr(env, "difficulties") else False,
-        has_format_reward=hasattr(env, "format_reward"))
-
-
-def _check_resumable(run_dir: Path, config: TrainConfig) -> None:
-    """Refuse ``--resume`` with a config that changes what the earlier updates did."""
-    try:
-        saved = to_dict(from_dict(json.loads((run_dir / "config.json").read_text()), other_sections="drop"))
-    except ValueError as err:
-        raise ConfigError(f"--resume: cannot read {run_dir / 'config.json'}: {err}") from None
-    changed = run_folder.changed_keys(saved, to_dict(config))
-    if changed:
-        raise ConfigError(f"--resume: the config differs from the run's in {run_folder.describe_changes(saved, to_dict(config), changed)}; "
-                          f"only {', '.join(run_folder.SAFE_ON_RESUME)} may change on resume")
-
-
-def _start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int):
-    """The Ray rollout workers of ``distributed.*``, serving ``policy``'s current weights as ``version``."""
-    from marft_agents.algorithms.base import Learner
-    from marft_agents.distributed.pool import WorkerPool, close_open_pools, worker_spec
-
-    if type(algo).before_collect is not Learner.before_collect:
-        raise ConfigError(f"algo={config.algo} changes the envs before each collection, which rollout workers do "
-                          "not do yet: use distributed.workers=0")
-    close_open_pools()  # one run at a time: the workers of a run that failed midway in this process end now
-    return WorkerPool(worker_spec(config, record_state=algo.needs_state), config.distributed, policy, version)
+def _update_metrics(episodes: list, timings: Timings, engine_timings: dict[str, float], update_s: float) -> dict[str, float]:
+    """An update's ``train/*`` (solve rate, return, tokens, per-role figures) and ``time/*`` metrics."""
+    train_stats = summarize(episodes)
+    metrics = {
+        "train/solved": train_stats["accuracy"],
+        "train/return": train_stats["mean_return"],
+        "train/response_tokens": float(np.mean([len(s.response) for e in episodes for s in e.steps])),
+        "time/generation_s": timings.generation,
+        "time/prompts_s": timings.prompts,
+        "time/env_s": timings.env,
+        "time/training_s": timings.training,
+        "time/sync_s": timings.sync,
+        "time/update_s": update_s,
+    }
+    metrics.update({f"time/{k}_s": engine_timings[k] for k in ("collect", "gather") if k in engine_timings})
+    for agent, r in train_stats["roles"].items():
+        if "own_accuracy" in r:
+            metrics[f"train/{agent}/own_accuracy"] = r["own_accuracy"]
+        metrics[f"train/{agent}/response_length"] = r["mean_response_tokens"]
+    return metrics
 
 
 def _evaluate_all(evaluate, policy: LaMASPolicy, config: TrainConfig, eval_args: dict, run_dir: Path,

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from marft_agents.config_fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 from marft_agents.losses import ensure_finite
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode
@@ -117,32 +118,32 @@ class CriticLearner(Learner):
 
 
 @dataclass
-class PPOSettings:
+class PPOSettings(Ranged):
     """Hyper-parameters every PPO-style learner here shares (MARFT, token MARFT, PPO, IPPO, MAPPO)."""
 
-    lr: float = 3e-4
+    lr: float = ranged(3e-4, LR, WHY_LR)
     """Adam learning rate of each agent's adapter."""
-    critic_lr: float = 1e-3
+    critic_lr: float = ranged(1e-3, LR, "an Adam step moves each weight by about lr")
     """Adam learning rate of the value head(s)."""
-    gamma: float = 0.99
+    gamma: float = ranged(0.99, UNIT)
     """Discount between rounds."""
-    gae_lambda: float = 0.95
+    gae_lambda: float = ranged(0.95, UNIT)
     """GAE lambda."""
-    clip_eps: float = 0.2
+    clip_eps: float = ranged(0.2, POSITIVE)
     """PPO ratio clip."""
-    value_clip: float | None = 0.2
+    value_clip: float | None = ranged(0.2, POSITIVE)
     """Value-loss clip around the old values (None: no clipping)."""
-    entropy_coef: float = 0.01
+    entropy_coef: float = ranged(0.01, NON_NEGATIVE)
     """Weight of the mean per-token entropy bonus."""
-    kl_coef: float = 0.0
+    kl_coef: float = ranged(0.0, NON_NEGATIVE)
     """Weight of the KL(pi || reference) penalty; 0 skips the reference pass."""
-    kl_gate: float | None = None
+    kl_gate: float | None = ranged(None, POSITIVE)
     """Skip a minibatch whose approx KL to the behaviour policy exceeds this (the original: 1e-3)."""
-    ppo_epochs: int = 1
+    ppo_epochs: int = ranged(1, AT_LEAST_ONE)
     """Passes over the batch per update."""
-    minibatch_size: int = 64
+    minibatch_size: int = ranged(64, AT_LEAST_ONE)
     """Agent-steps per gradient step."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = ranged(0.5, POSITIVE)
     """Gradient clipping."""
     normalize_advantages: bool = True
     """Standardise advantages over the batch."""
@@ -154,9 +155,9 @@ class PPOSettings:
 class ChainSettings(PPOSettings):
     """The PPO settings plus MARFT's multi-agent ones (action- and token-level MARFT)."""
 
-    gamma_agent: float = 0.99
+    gamma_agent: float = ranged(0.99, UNIT)
     """Discount between agents of one round (the original used gamma; 1.0 is the principled choice)."""
-    agent_iteration_interval: int = 0
+    agent_iteration_interval: int = ranged(0, NON_NEGATIVE)
     """K > 0: only one agent learns at a time, switching every K updates (round-robin)."""
     sequential: SequentialConfig = field(default_factory=SequentialConfig)
     """The sequential trust-region update (HAPPO-style); off by default."""

@@ -33,6 +33,7 @@ import torch
 
 from marft_agents.advantages import at_last_token, normalize, spread, token_advantages
 from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, pack
+from marft_agents.config_fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 from marft_agents.critic import ValueHead, fit_critic, token_features
 from marft_agents.losses import masked_mean, mean_stats, ppo_clip_loss
 from marft_agents.policy import LaMASPolicy
@@ -41,38 +42,38 @@ from marft_agents.tis import token_weights, weight_stats
 
 
 @dataclass
-class CORYConfig:
+class CORYConfig(Ranged):
     """Hyper-parameters of CORY."""
 
-    lr: float = 3e-4
+    lr: float = ranged(3e-4, LR, WHY_LR)
     """Adam learning rate of each agent's adapter."""
-    critic_lr: float = 1e-3
+    critic_lr: float = ranged(1e-3, LR, "an Adam step moves each weight by about lr")
     """Adam learning rate of each agent's value head."""
-    gamma: float = 1.0
+    gamma: float = ranged(1.0, UNIT)
     """Discount between tokens of a response (TRL's default)."""
-    gae_lambda: float = 0.95
+    gae_lambda: float = ranged(0.95, UNIT)
     """GAE lambda over a response's tokens."""
-    clip_eps: float = 0.2
+    clip_eps: float = ranged(0.2, POSITIVE)
     """PPO ratio clip."""
-    value_clip: float | None = 0.2
+    value_clip: float | None = ranged(0.2, POSITIVE)
     """Value-loss clip around the old values (None: no clipping)."""
-    entropy_coef: float = 0.0
+    entropy_coef: float = ranged(0.0, NON_NEGATIVE)
     """Weight of the mean per-token entropy bonus (the original had none)."""
-    kl_coef: float = 0.05
+    kl_coef: float = ranged(0.05, NON_NEGATIVE)
     """Initial weight beta of the per-token KL-to-reference penalty in the reward (original: 0.3 IMDB, 0.01 GSM8K)."""
-    kl_target: float | None = None
+    kl_target: float | None = ranged(None, POSITIVE)
     """Adapt each agent's beta towards this KL per response (TRL's adaptive controller); None: fixed beta."""
-    kl_horizon: int = 10_000
+    kl_horizon: int = ranged(10_000, AT_LEAST_ONE)
     """Horizon of the adaptive KL controller, in responses."""
-    ppo_epochs: int = 1
+    ppo_epochs: int = ranged(1, AT_LEAST_ONE)
     """Passes over the batch per update (original: 4)."""
-    minibatch_size: int = 64
+    minibatch_size: int = ranged(64, AT_LEAST_ONE)
     """Responses per gradient step."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = ranged(0.5, POSITIVE)
     """Gradient clipping."""
     normalize_advantages: bool = True
     """Standardise each agent's token advantages over the batch."""
-    swap_interval: int = 5
+    swap_interval: int = ranged(5, NON_NEGATIVE)
     """Swap the pioneer and observer roles every K updates (original: 5); 0 never swaps."""
     reset_on_swap: bool = False
     """Reproduce the original: reset optimizers, value-head optimizers and KL coefficients at every swap."""

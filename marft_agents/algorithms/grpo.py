@@ -31,6 +31,7 @@ import torch
 
 from marft_agents.advantages import agent_scaled, group_relative, spread
 from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, steps_of
+from marft_agents.config_fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 from marft_agents.losses import grpo_loss, masked_mean, mean_stats
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import AgentStep, Episode, RolloutEngine
@@ -43,37 +44,37 @@ NORMALIZATIONS = ("group", "agent")
 
 
 @dataclass
-class GRPOConfig:
+class GRPOConfig(Ranged):
     """Hyper-parameters of multi-agent GRPO."""
 
-    lr: float = 3e-4
+    lr: float = ranged(3e-4, LR, WHY_LR)
     """Adam learning rate of each agent's adapter."""
-    group_size: int = 4
+    group_size: int = ranged(4, AT_LEAST_ONE)
     """Episodes played per problem (``episodes_per_update`` must be a multiple of it)."""
     grouping: str = "problem"
     """Who is compared with whom: "problem" (whole episodes), "agent_round" (one agent, one round), or "tree"
     (tree sampling: the group_size candidates of one agent node, drawn from one context)."""
     normalize: str = "group"
     """Advantage scale: "group" (the group's std, GRPO) or "agent" (the agent's own std over the batch, Dr.MAS)."""
-    tree_continuations: int = 2
+    tree_continuations: int = ranged(2, AT_LEAST_ONE)
     """grouping=tree: continuations sampled to the round's end to score an upstream agent's candidate (TreeRPO)."""
     tree_pick: str = "best"
     """grouping=tree: the candidate the trunk goes on from: "best" (highest own reward; random for upstream agents) or "sample"."""
-    gamma: float = 1.0
+    gamma: float = ranged(1.0, UNIT)
     """Discount per round of the reward-to-go that scores an agent-step."""
-    std_eps: float = 1e-6
+    std_eps: float = ranged(1e-6, POSITIVE)
     """Added to a group's reward std before dividing."""
-    clip_eps: float = 0.2
+    clip_eps: float = ranged(0.2, POSITIVE)
     """Per-token ratio clip."""
-    kl_coef: float = 0.04
+    kl_coef: float = ranged(0.04, NON_NEGATIVE)
     """Weight of the per-token KL(pi || reference) penalty; 0 skips the reference pass."""
-    entropy_coef: float = 0.0
+    entropy_coef: float = ranged(0.0, NON_NEGATIVE)
     """Weight of the mean per-token entropy bonus (GRPO has none by default)."""
-    ppo_epochs: int = 1
+    ppo_epochs: int = ranged(1, AT_LEAST_ONE)
     """Passes over the batch per update."""
-    minibatch_size: int = 64
+    minibatch_size: int = ranged(64, AT_LEAST_ONE)
     """Agent-steps per gradient step."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = ranged(0.5, POSITIVE)
     """Gradient clipping."""
 
 

@@ -42,6 +42,7 @@ from marft_agents.algorithms.base import (
     minibatches,
     pack,
 )
+from marft_agents.config_fields import UNIT, ranged
 from marft_agents.critic import ValueHead, fit_critic, token_features
 from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.policy import LaMASPolicy
@@ -58,7 +59,7 @@ class MARFTTokenConfig(ChainSettings):
     an action's log-prob in the sequential weight ``M``; the PPO ratio is per token.
     """
 
-    gamma_token: float = 1.0
+    gamma_token: float = ranged(1.0, UNIT)
     """Discount between tokens of one response (1.0: a response's length is not penalised)."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from marft_agents.config_fields import NON_NEGATIVE, POSITIVE, ranged
 from marft_agents.config_text import shown
 
 RAY_TEMP_MAX_CHARS = 40
@@ -16,19 +17,19 @@ characters), and a socket path must fit in 107 bytes."""
 class DistributedConfig:
     """Rollout workers on Ray (``distributed.*`` keys; docs/scaling-out.md)."""
 
-    workers: int = 0
+    workers: int = ranged(0, NON_NEGATIVE)
     """Ray actors that play the episodes (0: in the trainer's process); a local cluster has this machine's CPUs for them."""
     address: str = ""
     """A running Ray cluster to join ("host:port" of `ray start --head`, or "auto"); empty: start a local one."""
-    cpus_per_worker: float = 1.0
+    cpus_per_worker: float = ranged(1.0, POSITIVE)
     """CPUs each worker reserves on its node (also its torch threads, at least 1)."""
-    gpus_per_worker: float = 0.0
+    gpus_per_worker: float = ranged(0.0, NON_NEGATIVE)
     """GPUs each worker reserves (Ray sets its CUDA_VISIBLE_DEVICES for a CUDA vllm engine; 0: CPU workers)."""
-    timeout_s: float = 600.0
+    timeout_s: float = ranged(600.0, POSITIVE)
     """A worker whose batch of episodes is not back within this many seconds is restarted and the batch played again."""
-    start_timeout_s: float = 300.0
+    start_timeout_s: float = ranged(300.0, POSITIVE)
     """Seconds the workers may take to start (load the model) before the run stops with an error."""
-    max_restarts: int = 3
+    max_restarts: int = ranged(3, NON_NEGATIVE)
     """Times Ray restarts a worker that died or hung (each time its episodes are played again)."""
     temp_dir: str = ""
     """Ray's session folder for a local cluster, at most 40 characters (empty: a fresh /tmp/marft-ray-* removed at the end)."""
@@ -37,7 +38,7 @@ class DistributedConfig:
 
 
 def check(settings: DistributedConfig, engine: str = "hf") -> None:
-    """Refuse settings Ray cannot use, in one line naming the key (the ranges are in ``config.RULES``)."""
+    """Refuse settings Ray cannot use, in one line naming the key (the ranges travel with the fields: ``config_fields.ranged``)."""
     if settings.episode_seeds and engine != "hf":
         raise ValueError(f"distributed.episode_seeds=true samples with the hf engine's per-episode generators; "
                          f"generation.engine={engine} seeds its own requests: drop one of the two")

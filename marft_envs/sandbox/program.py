@@ -10,8 +10,23 @@ import builtins
 import os
 import resource
 import sys
+import tempfile
+import time
 import traceback
 import types
+
+
+def host_workdir(plan: dict) -> str:
+    """A fresh working directory for the run on the host, owned by the run's uid when it has one."""
+    path = tempfile.mkdtemp(prefix="marft-sandbox-")
+    if plan.get("uid") is not None:
+        os.chown(path, plan["uid"], plan["gid"])
+    return path
+
+
+def cpu_exhausted(limits: dict, started: float) -> bool:
+    """Whether a run killed by SIGKILL can have hit its hard CPU limit (only one that lasted that long can)."""
+    return time.monotonic() - started >= limits["cpu_s"] * 0.9
 
 
 def set_limits(limits: dict, plan: dict) -> None:

@@ -149,3 +149,17 @@ def drain_one(fd: int) -> bytes:
             break
         out += chunk
     return bytes(out)
+
+
+def decode_status(status) -> tuple[int | None, str | None]:
+    """``(returncode, signal name)`` of a wait status: ``(-N, "SIGNAME")`` for a kill, ``(None, None)`` for none."""
+    if status is None:
+        return None, None
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return -sig, name
+    return os.WEXITSTATUS(status), None

@@ -49,7 +49,6 @@ import select
 import shutil
 import signal
 import sys
-import tempfile
 import time
 import traceback
 
@@ -229,7 +228,7 @@ def serve_run(req: dict, payload: bytearray) -> dict:
     started = time.monotonic()
     deadline = started + limits["timeout_s"]
     if "mount" not in plan["namespaces"]:
-        plan["host_workdir"] = _host_workdir(plan)
+        plan["host_workdir"] = program.host_workdir(plan)
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -311,11 +310,11 @@ def _watch_run(req: dict, cpid: int, started: float, deadline: float, feeder, ou
     messages = wire.parse_statuses(status_buf)
     setup_error = next((m["setup_error"] for m in messages if "setup_error" in m), None)
     exit_status = next((m["exit"] for m in messages if "exit" in m), None)
-    returncode, signal_name = _decode_status(exit_status)
+    returncode, signal_name = teardown.decode_status(exit_status)
     stderr = bytes(streams[err_r][:cap])
     if killed_by is None and signal_name is not None:
         killed_by = {"SIGXCPU": "cpu_time", "SIGXFSZ": "file_size"}.get(signal_name, f"signal:{signal_name}")
-        if signal_name == "SIGKILL" and _cpu_exhausted(limits, started):
+        if signal_name == "SIGKILL" and program.cpu_exhausted(limits, started):
             killed_by = "cpu_time"
     elif killed_by is None and returncode not in (0, None) and b"MemoryError" in stderr[-4096:]:
         killed_by = "memory"
@@ -331,31 +330,6 @@ def _watch_run(req: dict, cpid: int, started: float, deadline: float, feeder, ou
         "duration_s": time.monotonic() - started,
         "setup_error": setup_error,
     }
-
-
-def _host_workdir(plan: dict) -> str:
-    path = tempfile.mkdtemp(prefix="marft-sandbox-")
-    if plan.get("uid") is not None:
-        os.chown(path, plan["uid"], plan["gid"])
-    return path
-
-
-def _decode_status(status) -> tuple[int | None, str | None]:
-    if status is None:
-        return None, None
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = str(sig)
-        return -sig, name
-    return os.WEXITSTATUS(status), None
-
-
-def _cpu_exhausted(limits: dict, started: float) -> bool:
-    # The hard CPU limit ends a program with SIGKILL; only a run that lasted that long can have hit it.
-    return time.monotonic() - started >= limits["cpu_s"] * 0.9
 
 
 def main() -> None:

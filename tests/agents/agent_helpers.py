@@ -27,7 +27,7 @@ def train_two_updates(env_id: str, env_kwargs: dict, model_dir: Path, run_dir: P
     config = TrainConfig(env=env_id, env_kwargs=env_kwargs, model=str(model_dir), run_dir=str(run_dir),
                          updates=2, episodes_per_update=episodes_per_update, eval_episodes=2,
                          eval_rounds=eval_rounds, max_new_tokens=6, checkpoint_every=0, threads=1, seed=0)
-    config.marft.minibatch_size = 8
+    config.algo_args.minibatch_size = 8
     summary = train(config, progress=False, quiet=True)
     assert summary["env"] == env_id and summary["updates"] == 2
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

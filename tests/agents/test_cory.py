@@ -117,8 +117,8 @@ def test_trainer_evaluates_each_policy_alone(tiny_model_dir, tmp_path, monkeypat
     config = TrainConfig(model=str(tiny_model_dir), run_dir=str(tmp_path / "run"), algo="cory",
                          env="marft/MathCORY-v0", updates=2, episodes_per_update=4, eval_episodes=4,
                          eval_rounds=0, max_new_tokens=6, checkpoint_every=0, seed=1)
-    config.cory.minibatch_size = 4
-    config.cory.swap_interval = 1
+    config.algo_args.minibatch_size = 4
+    config.algo_args.swap_interval = 1
     summary = trainer.train(config, progress=False, quiet=True)
     # before and after: query-only prompts (no reference), with solver_0's answer as the headline
     assert seen == [{"reference": False, "pioneer": "solver_1"}] * 2

@@ -23,7 +23,7 @@ def config_for(model_dir, run_dir, **overrides) -> TrainConfig:
                          eval_episodes=2, eval_rounds=0, max_new_tokens=6, checkpoint_every=0, seed=1, threads=1)
     config.algo_args.minibatch_size = 4
     if algo == "grpo":
-        config.grpo.group_size = 2
+        config.algo_args.group_size = 2
     for key, value in overrides.items():
         target = config
         *path, last = key.split(".")

@@ -180,7 +180,7 @@ def test_a_run_with_the_correction_logs_its_weights_and_trains(tiny_model_dir, t
     config = TrainConfig(model=str(tiny_model_dir), run_dir=str(tmp_path / "run"), updates=2, episodes_per_update=4,
                          eval_episodes=2, max_new_tokens=6, checkpoint_every=0, threads=1)
     config.generation.tis_cap = 2.0
-    config.marft.minibatch_size = 3
+    config.algo_args.minibatch_size = 3
     batch_sizes = []
 
     def spy(policy, steps, temperature, batch_size=64):

@@ -1,0 +1,90 @@
+"""Config fields that carry their own range: ``lr: float = ranged(3e-4, LR)``.
+
+A field made with :func:`ranged` holds its rule in the dataclass field's metadata, so every config
+dataclass — the shipped algorithms', a plugin algorithm's, the engine's — is checked the same way,
+by :func:`check_ranges`, with no table that must know each field's name. The config layer
+(``marft_agents/config.py``) calls it on every key of a run; a dataclass can also call it from its
+own ``__post_init__`` (``Ranged``) so that ``MyConfig(lr=5.0)`` fails where it is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from marft_agents.config_text import shown
+
+POSITIVE, NON_NEGATIVE, AT_LEAST_ONE, UNIT = "> 0", ">= 0", ">= 1", "in [0, 1]"
+MIN_TEMPERATURE = 1e-3
+"""Below it sampling is greedy in all but name, and the log-probs' gradients (which scale with 1/T)
+blow up; a ``temperature`` of 1e-300 made ``logits / T`` infinite ("probability tensor contains
+inf/nan"). Greedy decoding (T = 0) is the evaluation's, not a training temperature."""
+MAX_LR = 1.0
+"""An Adam step moves each weight by about ``lr``: at 1 or more a step is as large as the weights
+themselves (LoRA's usual rates are 1e-5 to 1e-3; ``marft.lr=1e308`` ended in inf/nan)."""
+MAX_EVAL_EPISODES = 10_000
+"""The synthetic held-out split draws 10,000 distinct problems in about 5 s here and slows sharply
+past it (50,000 took 106 s); MATH's test split has 5,000 problems.
+``eval_episodes=10**9`` hung in that draw."""
+MAX_SEED = 2**32 - 1
+"""Seeds are unsigned 32-bit integers: every generator here (Python, NumPy, torch, vLLM) takes them."""
+TEMPERATURE, LR = f">= {MIN_TEMPERATURE:g}", f"in (0, {MAX_LR:g})"
+EVAL_EPISODES, SEED = f"in [1, {MAX_EVAL_EPISODES}]", f"an integer in [0, {MAX_SEED}]"
+WHY_LR = "an Adam step moves each weight by about lr; LoRA's usual rates are 1e-5 to 1e-3"
+
+HOLDS = {
+    POSITIVE: lambda v: v > 0, NON_NEGATIVE: lambda v: v >= 0, AT_LEAST_ONE: lambda v: v >= 1,
+    UNIT: lambda v: 0 <= v <= 1, TEMPERATURE: lambda v: v >= MIN_TEMPERATURE, LR: lambda v: 0 < v < MAX_LR,
+    EVAL_EPISODES: lambda v: 1 <= v <= MAX_EVAL_EPISODES, SEED: lambda v: isinstance(v, int) and 0 <= v <= MAX_SEED,
+}
+"""Each rule's test, on a number that is not a bool."""
+
+_RANGE, _WHY = "marft.range", "marft.why"
+
+
+def ranged(default: Any, rule: str, why: str | None = None) -> Any:
+    """A dataclass field whose number must satisfy ``rule`` (a key of :data:`HOLDS`); ``why`` joins the error.
+
+    ``None`` is always allowed (a field whose default is None means "off").
+    """
+    if rule not in HOLDS:
+        raise ValueError(f"unknown range rule {rule!r}: use one of {list(HOLDS)}")
+    return dataclasses.field(default=default, metadata={_RANGE: rule, _WHY: why})
+
+
+def range_of(f: dataclasses.Field) -> tuple[str | None, str | None]:
+    """The ``(rule, why)`` a field was made with by :func:`ranged`, ``(None, None)`` for a plain field."""
+    return f.metadata.get(_RANGE), f.metadata.get(_WHY)
+
+
+def check_value(key: str, value: Any, rule: str | None, why: str | None = None) -> None:
+    """Raise ValueError (one line naming ``key``) unless ``value`` is None, a bool, or a finite number within ``rule``."""
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{key} must be a finite number, got {value}")
+    if rule is None:
+        return
+    if not isinstance(value, (int, float)):  # set from None, a value skipped the type check
+        raise ValueError(f"{key} must be a number, got {shown(value)}")
+    if not HOLDS[rule](value):
+        raise ValueError(f"{key} must be {rule}{f' ({why})' if why else ''}, got {shown(value)}")
+
+
+def check_ranges(obj: Any, prefix: str = "") -> None:
+    """Check every field of dataclass ``obj`` (nested dataclasses too, keys ``prefix`` + dotted names)."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            check_ranges(value, f"{prefix}{f.name}.")
+        else:
+            check_value(f"{prefix}{f.name}", value, *range_of(f))
+
+
+class Ranged:
+    """Mixin for a config dataclass: its :func:`ranged` fields are checked when it is constructed."""
+
+    def __post_init__(self):
+        check_ranges(self, f"{type(self).__name__}.")
+

@@ -1,0 +1,80 @@
+"""A run's parts, built from its config: the seeds, the policy, the generation engine, the Ray workers.
+
+Also the checks that refuse a run before it writes anything: ``--resume`` with a config that
+changes what the earlier updates did. ``trainer.py`` calls these in order.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from marft_agents import reward_signal, run_folder
+from marft_agents.config import ConfigError, TrainConfig, from_dict, to_dict
+from marft_agents.cpu import resolve_dtype
+from marft_agents.engines import Engine, make_engine
+from marft_agents.policy import LaMASPolicy, load_base
+
+
+def seed_everything(seed: int) -> np.random.Generator:
+    """Seed Python, torch and a NumPy generator (returned) from one number."""
+    random.seed(seed)
+    torch.manual_seed(seed)
+    return np.random.default_rng(seed)
+
+
+def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
+    """The base model and one adapter per agent, as the config says."""
+    # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
+    dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
+    model, tokenizer = load_base(config.model, dtype=getattr(torch, resolve_dtype(dtype, cuda=torch.cuda.is_available())))
+    return LaMASPolicy(model, tokenizer, agents, mode=config.adapter_mode, lora_r=config.lora_r,
+                       lora_alpha=config.lora_alpha, lora_targets=tuple(config.lora_targets))
+
+
+def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path | None) -> Engine:
+    """The generation engine ``config.generation`` asks for, sampling ``policy``'s adapters.
+
+    ``work_dir`` holds what the engine writes (vllm: adapters, its cache); None: a temporary folder.
+    """
+    g = config.generation
+    return make_engine(g.engine, policy, model=config.model, work_dir=work_dir, dtype=g.dtype,
+                       kv_cache_gb=g.kv_cache_gb, threads=g.threads, max_loras=g.max_loras, seed=config.seed,
+                       max_new_tokens=config.max_new_tokens)
+
+
+def signal_options(config: TrainConfig, env, group: int) -> list[str]:
+    """The ways to get a reward signal that the warnings name: those this run does not use yet."""
+    return reward_signal.options_to_try(
+        model=config.model, env_kwargs=config.env_kwargs, dynamic_sampling=config.signal.dynamic_sampling,
+        curriculum=config.signal.curriculum, init_from=config.init_from, grouped=group >= 2,
+        has_difficulties=bool(env.difficulties()) if hasattr(env, "difficulties") else False,
+        has_format_reward=hasattr(env, "format_reward"))
+
+
+def check_resumable(run_dir: Path, config: TrainConfig) -> None:
+    """Refuse ``--resume`` with a config that changes what the earlier updates did."""
+    try:
+        saved = to_dict(from_dict(json.loads((run_dir / "config.json").read_text()), other_sections="drop"))
+    except ValueError as err:
+        raise ConfigError(f"--resume: cannot read {run_dir / 'config.json'}: {err}") from None
+    changed = run_folder.changed_keys(saved, to_dict(config))
+    if changed:
+        raise ConfigError(f"--resume: the config differs from the run's in {run_folder.describe_changes(saved, to_dict(config), changed)}; "
+                          f"only {', '.join(run_folder.SAFE_ON_RESUME)} may change on resume")
+
+
+def start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int):
+    """The Ray rollout workers of ``distributed.*``, serving ``policy``'s current weights as ``version``."""
+    from marft_agents.algorithms.base import Learner
+    from marft_agents.distributed.pool import WorkerPool, close_open_pools, worker_spec
+
+    if type(algo).before_collect is not Learner.before_collect:
+        raise ConfigError(f"algo={config.algo} changes the envs before each collection, which rollout workers do "
+                          "not do yet: use distributed.workers=0")
+    close_open_pools()  # one run at a time: the workers of a run that failed midway in this process end now
+    return WorkerPool(worker_spec(config, record_state=algo.needs_state), config.distributed, policy, version)
