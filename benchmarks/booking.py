@@ -51,9 +51,16 @@ def layered(env_id: str, policy, episodes: int) -> dict:
         scores.append(env.last_grade.team)
     elapsed = time.perf_counter() - start
     env.close()
-    return {"score": float(np.mean(scores)), "steps": steps, "rounds": rounds, "seconds": elapsed,
-            "steps_per_s": steps / elapsed, "env_only_steps_per_s": steps / (elapsed - in_policy),
-            "rounds_per_s": rounds / elapsed, "episodes_per_s": episodes / elapsed}
+    return {
+        "score": float(np.mean(scores)),
+        "steps": steps,
+        "rounds": rounds,
+        "seconds": elapsed,
+        "steps_per_s": steps / elapsed,
+        "env_only_steps_per_s": steps / (elapsed - in_policy),
+        "rounds_per_s": rounds / elapsed,
+        "episodes_per_s": episodes / elapsed,
+    }
 
 
 def aec(env_id: str, episodes: int) -> dict:
@@ -88,10 +95,11 @@ def main() -> None:
         best, spread = median_run(lambda: layered(env_id, oracle, args.episodes), args.repeats)
         random = layered(env_id, random_tool_policy, args.episodes)
         view, _ = median_run(lambda: aec(env_id, args.episodes), args.repeats)
-        results["envs"].append({"env": env_id, "oracle": best, "oracle_steps_per_s_runs": spread,
-                                "random": random, "aec_oracle": view})
-        print(f"{env_id:28} {best['score']:6.3f} {random['score']:6.3f} {best['steps_per_s']:8.0f} "
-              f"{best['env_only_steps_per_s']:8.0f} {best['rounds_per_s']:8.0f} {view['steps_per_s']:11.0f}")
+        results["envs"].append({"env": env_id, "oracle": best, "oracle_steps_per_s_runs": spread, "random": random, "aec_oracle": view})
+        print(
+            f"{env_id:28} {best['score']:6.3f} {random['score']:6.3f} {best['steps_per_s']:8.0f} "
+            f"{best['env_only_steps_per_s']:8.0f} {best['rounds_per_s']:8.0f} {view['steps_per_s']:11.0f}"
+        )
     out = Path(__file__).parent / "results" / "booking.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2))

@@ -47,8 +47,14 @@ CHAIN, SOLO, DEBATE, CORY_ENV = "marft/MathChain-v0", "marft/MathSolo-v0", "marf
 
 def run_specs(seeds: list[int], updates: int) -> list[dict]:
     """Every training run of the benchmark: a name, a group, and ``TrainConfig`` overrides."""
-    common = {"updates": updates, "eval_episodes": EVAL_N, "eval_rounds": 0, "eval_every": max(updates // 4, 1),
-              "checkpoint_every": updates, "threads": 1}
+    common = {
+        "updates": updates,
+        "eval_episodes": EVAL_N,
+        "eval_rounds": 0,
+        "eval_every": max(updates // 4, 1),
+        "checkpoint_every": updates,
+        "threads": 1,
+    }
     chain = {**common, "env": CHAIN, "episodes_per_update": 32}
     solo = {**common, "env": SOLO, "episodes_per_update": 64, "algo": "ppo"}
     debate = {**common, "env": DEBATE, "env_kwargs": {"n_agents": 2, "rounds": 1}, "episodes_per_update": 32}
@@ -108,7 +114,7 @@ def kl_to_reference(run_dir: str) -> float:
     steps = [s for e in episodes for s in e.steps]
     kls = []
     for start in range(0, len(steps), 64):
-        mb = steps[start:start + 64]
+        mb = steps[start : start + 64]
         ref, _, mask = policy.score([s.prompt for s in mb], [s.response for s in mb], None, config.temperature)
         ref_sum = (ref * mask).sum(-1)  # (B,)
         kls += [float(s.token_logps.sum() - r) for s, r in zip(mb, ref_sum)]
@@ -126,8 +132,16 @@ def sft_control(seconds: float, seed: int) -> dict:
     model, tokenizer = load_base("embedded")
     # whole solutions only (unfinished_rate 0), constant 2e-4 (the from-scratch run's final rate,
     # 2e-3 * 0.1; the continued run that made the shipped model ended at 5e-5), no warm-up
-    config = PretrainConfig(seconds=seconds, max_steps=None, lr=2e-4, min_lr_ratio=1.0, warmup_steps=0,
-                            seed=seed + 100, role_weights={"reasoner": 1.0, "actor": 0.3, "solver": 1.0}, threads=1)
+    config = PretrainConfig(
+        seconds=seconds,
+        max_steps=None,
+        lr=2e-4,
+        min_lr_ratio=1.0,
+        warmup_steps=0,
+        seed=seed + 100,
+        role_weights={"reasoner": 1.0, "actor": 0.3, "solver": 1.0},
+        threads=1,
+    )
     started = time.perf_counter()
     stats = sft_train(model, tokenizer, config, progress_bar=False)
     wall = time.perf_counter() - started
@@ -146,8 +160,9 @@ def launch(spec: dict, out: Path) -> dict:
     log = out / (spec["name"].replace("/", "_") + ".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as f:
-        proc = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec), "--out", str(out)],
-                              stdout=f, stderr=subprocess.STDOUT)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--worker", json.dumps(spec), "--out", str(out)], stdout=f, stderr=subprocess.STDOUT
+        )
     status = "ok" if proc.returncode == 0 else f"failed (exit {proc.returncode}, see {log.name})"
     print(f"  {spec['name']:<22} {status:<10} {time.perf_counter() - started:6.0f} s", flush=True)
     return {**spec, "status": status, "wall_s": time.perf_counter() - started}
@@ -160,18 +175,30 @@ def collect(spec: dict, out: Path) -> dict:
         return spec
     summary = json.loads((run_dir / "summary.json").read_text())
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    evals = [summary["eval_before"]["accuracy"], *[r["eval/accuracy"] for r in rows if "eval/accuracy" in r],
-             summary["eval_after"]["accuracy"]]
-    res = {**spec, "before": evals[0], "best": max(evals[1:]), "final": evals[-1], "evals": evals,
-           "train_wall_s": summary["wall_time_s"],
-           "kl": json.loads((run_dir / "kl.json").read_text())["kl_per_action"],
-           "train_solved": [r["train/solved"] for r in rows],
-           "final_train_reward": statistics.fmean(r["train/return"] for r in rows[-20:])}
+    evals = [
+        summary["eval_before"]["accuracy"],
+        *[r["eval/accuracy"] for r in rows if "eval/accuracy" in r],
+        summary["eval_after"]["accuracy"],
+    ]
+    res = {
+        **spec,
+        "before": evals[0],
+        "best": max(evals[1:]),
+        "final": evals[-1],
+        "evals": evals,
+        "train_wall_s": summary["wall_time_s"],
+        "kl": json.loads((run_dir / "kl.json").read_text())["kl_per_action"],
+        "train_solved": [r["train/solved"] for r in rows],
+        "final_train_reward": statistics.fmean(r["train/return"] for r in rows[-20:]),
+    }
     roles = summary["eval_after"].get("roles", {})
     if "reasoner_0" in roles:
         r = roles["reasoner_0"]
-        res["roles"] = {"reasoner_own": r.get("own_accuracy"), "actor_if_right": r.get("answer_accuracy_when_right"),
-                        "actor_if_wrong": r.get("answer_accuracy_when_wrong")}
+        res["roles"] = {
+            "reasoner_own": r.get("own_accuracy"),
+            "actor_if_right": r.get("answer_accuracy_when_right"),
+            "actor_if_wrong": r.get("answer_accuracy_when_wrong"),
+        }
     return res
 
 
@@ -182,8 +209,10 @@ def fmt(x, pct=True) -> str:
 
 
 def table(results: list[dict], sft: dict | None) -> str:
-    lines = ["| algorithm | runs | held-out before | best | final | KL to ref (nats/action) | wall (min) | reasoner own / actor if right / if wrong (final) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| algorithm | runs | held-out before | best | final | KL to ref (nats/action) | wall (min) | reasoner own / actor if right / if wrong (final) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     groups: dict[str, list[dict]] = {}
     for r in results:
         if r["group"] != "sweep":
@@ -203,18 +232,30 @@ def table(results: list[dict], sft: dict | None) -> str:
 
         roles = "—"
         if "roles" in ok[0]:
-            roles = " / ".join(fmt(statistics.fmean(r["roles"][k] for r in ok if r["roles"][k] is not None))
-                               if any(r["roles"][k] is not None for r in ok) else "—"
-                               for k in ("reasoner_own", "actor_if_right", "actor_if_wrong"))
+            roles = " / ".join(
+                fmt(statistics.fmean(r["roles"][k] for r in ok if r["roles"][k] is not None))
+                if any(r["roles"][k] is not None for r in ok)
+                else "—"
+                for k in ("reasoner_own", "actor_if_right", "actor_if_wrong")
+            )
         n = f"{len(ok)}" + (f" ({failed} failed)" if failed else "")
-        lines.append(f"| {group} | {n} | {agg('before')} | {agg('best')} | {agg('final')} | {agg('kl', False)} | "
-                     f"{statistics.fmean(r['train_wall_s'] for r in ok) / 60:.1f} | {roles} |")
+        lines.append(
+            f"| {group} | {n} | {agg('before')} | {agg('best')} | {agg('final')} | {agg('kl', False)} | "
+            f"{statistics.fmean(r['train_wall_s'] for r in ok) / 60:.1f} | {roles} |"
+        )
     if sft:
-        lines.append(f"| control: more SFT, same wall time | 1 | {fmt(results[0].get('before'))} | — | "
-                     f"{fmt(sft['eval_after']['accuracy'])} | — | {sft['wall_s'] / 60:.1f} | — |")
+        lines.append(
+            f"| control: more SFT, same wall time | 1 | {fmt(results[0].get('before'))} | — | "
+            f"{fmt(sft['eval_after']['accuracy'])} | — | {sft['wall_s'] / 60:.1f} | — |"
+        )
     sweep = [r for r in results if r["group"] == "sweep" or r["name"] in ("cory", f"ppo/s{results[0]['overrides']['seed']}")]
-    lines += ["", "Learning-rate sweep (one seed): held-out final accuracy, KL to reference, last-20-update training reward.", "",
-              "| run | lr | final | KL | training reward |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "Learning-rate sweep (one seed): held-out final accuracy, KL to reference, last-20-update training reward.",
+        "",
+        "| run | lr | final | KL | training reward |",
+        "|---|---|---|---|---|",
+    ]
     for r in sweep:
         if r["status"] != "ok":
             lines.append(f"| {r['name']} | | {r['status']} | | |")
@@ -240,8 +281,7 @@ def plots(results: list[dict], out: Path) -> None:
         if r["group"] == "sweep":
             continue
         first = r["group"] not in colors
-        line, = a1.plot(trailing_mean(r["train_solved"], 10), lw=1.3, c=colors.get(r["group"]),
-                        label=r["group"] if first else None)
+        (line,) = a1.plot(trailing_mean(r["train_solved"], 10), lw=1.3, c=colors.get(r["group"]), label=r["group"] if first else None)
         colors.setdefault(r["group"], line.get_color())
         every = r["overrides"]["eval_every"]
         xs = [0, *[every * (k + 1) for k in range(len(r["evals"]) - 2)], r["overrides"]["updates"]]
@@ -257,8 +297,7 @@ def plots(results: list[dict], out: Path) -> None:
     sweep = [r for r in ok if r["group"] == "sweep" or r["name"] == "cory" or r["name"].startswith("ppo/s")]
     fig, (b1, b2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for algo, marker in (("cory", "o"), ("ppo", "s")):
-        rs = sorted([r for r in sweep if r["overrides"].get("algo") == algo],
-                    key=lambda r: r["overrides"].get(f"{algo}.lr", 3e-4))
+        rs = sorted([r for r in sweep if r["overrides"].get("algo") == algo], key=lambda r: r["overrides"].get(f"{algo}.lr", 3e-4))
         if not rs:
             continue
         lrs = [r["overrides"].get(f"{algo}.lr", 3e-4) for r in rs]
@@ -303,8 +342,7 @@ def main(argv: list[str] | None = None) -> None:
     marft_walls = [r["train_wall_s"] for r in results if r["group"] == "MARFT (action)" and r["status"] == "ok"]
     sft = None
     if marft_walls:
-        spec = {"name": "sft_control", "group": "control", "kind": "sft", "seed": seeds[0],
-                "seconds": statistics.median(marft_walls)}
+        spec = {"name": "sft_control", "group": "control", "kind": "sft", "seed": seeds[0], "seconds": statistics.median(marft_walls)}
         if launch(spec, out)["status"] == "ok":
             sft = json.loads((out / "sft_control" / "sft.json").read_text())
     text = table(results, sft)

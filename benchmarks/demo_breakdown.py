@@ -42,8 +42,7 @@ def breakdown(policy, n: int, env_kwargs: dict, max_new_tokens: int) -> dict:
     envs = [marft_envs.make(ENV, **{**env_kwargs, "split": "test", "rounds": 1}) for _ in range(n)]
     problems = envs[0].problems.heldout(n, seed=HELDOUT_SEED)
     engine = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens))
-    episodes = engine.collect(envs, range(len(problems)), seed_of=lambda i: HELDOUT_SEED + i,
-                              options_of=lambda i: {"problem": problems[i]})
+    episodes = engine.collect(envs, range(len(problems)), seed_of=lambda i: HELDOUT_SEED + i, options_of=lambda i: {"problem": problems[i]})
     by_level, finished, solved_if_finished = defaultdict(list), [], []
     for e in episodes:
         problem = problems[e.index]
@@ -53,9 +52,12 @@ def breakdown(policy, n: int, env_kwargs: dict, max_new_tokens: int) -> dict:
         if done:
             solved_if_finished.append(e.solved)
         by_level[problem.level].append(e.solved)
-    return {"accuracy": _pct([e.solved for e in episodes]), "finished": _pct(finished),
-            "accuracy_when_finished": _pct(solved_if_finished),
-            "by_level": {level: _pct(by_level[level]) for level in LEVELS}}
+    return {
+        "accuracy": _pct([e.solved for e in episodes]),
+        "finished": _pct(finished),
+        "accuracy_when_finished": _pct(solved_if_finished),
+        "by_level": {level: _pct(by_level[level]) for level in LEVELS},
+    }
 
 
 def main() -> None:

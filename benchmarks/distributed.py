@@ -51,8 +51,14 @@ def parts_of(row: dict, workers: int) -> dict[str, float]:
         gather = 0.0
     else:
         collection, gather = row["time/collect_s"], row["time/gather_s"]
-    return {"collection": collection, "gather": gather, "learner": row["time/training_s"],
-            "publish": row["time/sync_s"], "generation_cpu": row["time/generation_s"], "update": row["time/update_s"]}
+    return {
+        "collection": collection,
+        "gather": gather,
+        "learner": row["time/training_s"],
+        "publish": row["time/sync_s"],
+        "generation_cpu": row["time/generation_s"],
+        "update": row["time/update_s"],
+    }
 
 
 def run(workers: int, args, out: Path) -> dict:
@@ -62,9 +68,17 @@ def run(workers: int, args, out: Path) -> dict:
     from marft_agents.trainer import train
 
     torch.set_num_threads(1)
-    config = TrainConfig(model=args.model, updates=args.updates, episodes_per_update=args.episodes,
-                         eval_episodes=2, eval_rounds=0, checkpoint_every=0, threads=1, seed=0,
-                         run_dir=str(out / f"w{workers}"))
+    config = TrainConfig(
+        model=args.model,
+        updates=args.updates,
+        episodes_per_update=args.episodes,
+        eval_episodes=2,
+        eval_rounds=0,
+        checkpoint_every=0,
+        threads=1,
+        seed=0,
+        run_dir=str(out / f"w{workers}"),
+    )
     config.distributed.workers = workers
     train(config, progress=False, quiet=True)
     rows = [json.loads(line) for line in (out / f"w{workers}" / "metrics.jsonl").read_text().splitlines()]
@@ -79,8 +93,7 @@ def cost_model(results: dict[int, dict], episodes: int, cores: int) -> dict:
         g = r["generation_cpu"]["median"] / episodes
         parallel = max(1, min(w, cores))
         overhead = r["collection"]["median"] - g * episodes / parallel
-        model[w] = {"g_per_episode_s": g, "overhead_s": overhead, "publish_s": r["publish"]["median"],
-                    "learner_s": r["learner"]["median"]}
+        model[w] = {"g_per_episode_s": g, "overhead_s": overhead, "publish_s": r["publish"]["median"], "learner_s": r["learner"]["median"]}
     return model
 
 
@@ -108,19 +121,30 @@ def main(argv: list[str] | None = None) -> dict:
         disconnect(connection)
 
     model = cost_model(results, args.episodes, cores)
-    print(f"per-update seconds (median of updates 2..{args.updates}; {args.episodes} episodes, model {args.model}, "
-          f"{cores} cores, 1 thread per process)")
+    print(
+        f"per-update seconds (median of updates 2..{args.updates}; {args.episodes} episodes, model {args.model}, "
+        f"{cores} cores, 1 thread per process)"
+    )
     print(f"{'workers':>8} " + " ".join(f"{p:>11}" for p in PARTS) + f" {'update':>9} {'gen CPU-s':>10}")
     for w, r in results.items():
-        print(f"{w:>8} " + " ".join(f"{r[p]['median']:>11.3f}" for p in PARTS)
-              + f" {r['update']['median']:>9.3f} {r['generation_cpu']['median']:>10.3f}")
+        print(
+            f"{w:>8} "
+            + " ".join(f"{r[p]['median']:>11.3f}" for p in PARTS)
+            + f" {r['update']['median']:>9.3f} {r['generation_cpu']['median']:>10.3f}"
+        )
     print("cost model: collection(W) ~ g * episodes / min(W, cores) + o(W); publish p; learner L")
     for w, m in model.items():
-        print(f"  W={w}: g={m['g_per_episode_s'] * 1000:.1f} ms/episode, o={m['overhead_s']:.3f} s, "
-              f"p={m['publish_s'] * 1000:.1f} ms, L={m['learner_s']:.3f} s")
+        print(
+            f"  W={w}: g={m['g_per_episode_s'] * 1000:.1f} ms/episode, o={m['overhead_s']:.3f} s, "
+            f"p={m['publish_s'] * 1000:.1f} ms, L={m['learner_s']:.3f} s"
+        )
     RESULTS.mkdir(exist_ok=True)
-    record = {"args": vars(args), "cores": cores, "results": {str(w): r for w, r in results.items()},
-              "model": {str(w): m for w, m in model.items()}}
+    record = {
+        "args": vars(args),
+        "cores": cores,
+        "results": {str(w): r for w, r in results.items()},
+        "model": {str(w): m for w, m in model.items()},
+    }
     name = "distributed.json" if args.model == "embedded" else f"distributed-{Path(args.model).name}.json"
     (RESULTS / name).write_text(json.dumps(record, indent=2))
     return record

@@ -42,8 +42,12 @@ ENV = "marft/MathChain-v0"
 
 def build_policy(model: str) -> LaMASPolicy:
     base, tokenizer = load_base(model)
-    policy = LaMASPolicy(base, tokenizer, marft_envs.make(ENV).possible_agents,
-                         lora_targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"))
+    policy = LaMASPolicy(
+        base,
+        tokenizer,
+        marft_envs.make(ENV).possible_agents,
+        lora_targets=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+    )
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for adapter in policy.adapters:
@@ -63,8 +67,7 @@ def throughput(policy, engine, episodes: int, repeats: int, max_new_tokens: int)
         batch = rollout.collect(envs, range(1000 * (r + 1), 1000 * (r + 1) + episodes))
         wall = time.perf_counter() - t0
         tokens = sum(len(s.response) for e in batch for s in e.steps)
-        runs.append({"wall_s": wall, "tokens": tokens, "tok_per_s": tokens / wall,
-                     "generate_calls": rollout.generate_calls - calls})
+        runs.append({"wall_s": wall, "tokens": tokens, "tok_per_s": tokens / wall, "generate_calls": rollout.generate_calls - calls})
     return {"runs": runs, "tok_per_s": statistics.median(r["tok_per_s"] for r in runs)}, batch
 
 
@@ -82,8 +85,14 @@ def main() -> None:
     torch.manual_seed(0)
 
     policy = build_policy(args.model)
-    result: dict = {"model": args.model, "env": ENV, "episodes": args.episodes, "max_new_tokens": args.max_new_tokens,
-                    "threads": args.threads, "vllm_dtype": args.dtype}
+    result: dict = {
+        "model": args.model,
+        "env": ENV,
+        "episodes": args.episodes,
+        "max_new_tokens": args.max_new_tokens,
+        "threads": args.threads,
+        "vllm_dtype": args.dtype,
+    }
     hf, batch = throughput(policy, make_engine("hf", policy), args.episodes, args.repeats, args.max_new_tokens)
     result["hf"] = hf
     print(f"hf:   {hf['tok_per_s']:7.1f} tok/s  ({hf['runs'][0]['generate_calls']} generate calls per collect)", flush=True)
@@ -95,8 +104,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("TMPDIR")) as work:
         t0 = time.perf_counter()
-        engine = make_engine("vllm", policy, model=args.model, work_dir=work, dtype=args.dtype,
-                             threads=args.threads, max_new_tokens=args.max_new_tokens)
+        engine = make_engine(
+            "vllm", policy, model=args.model, work_dir=work, dtype=args.dtype, threads=args.threads, max_new_tokens=args.max_new_tokens
+        )
         result["vllm_start_s"] = time.perf_counter() - t0
         try:
             vllm, _ = throughput(policy, engine, args.episodes, args.repeats, args.max_new_tokens)
@@ -113,10 +123,15 @@ def main() -> None:
     update_s = collect_s + result["marft_update_training_s"] + result["vllm_sync_s"]
     result["sync_share_of_update"] = result["vllm_sync_s"] / update_s
     result["vllm_over_hf"] = vllm["tok_per_s"] / hf["tok_per_s"]
-    print(f"vllm: {vllm['tok_per_s']:7.1f} tok/s  ({vllm['runs'][0]['generate_calls']} generate calls per collect), "
-          f"{result['vllm_over_hf']:.2f}x hf; start {result['vllm_start_s']:.1f} s", flush=True)
-    print(f"sync: {1000 * result['vllm_sync_s']:.1f} ms = {100 * result['sync_share_of_update']:.2f}% of an update "
-          f"(collect {collect_s:.1f} s + training {result['marft_update_training_s']:.1f} s)")
+    print(
+        f"vllm: {vllm['tok_per_s']:7.1f} tok/s  ({vllm['runs'][0]['generate_calls']} generate calls per collect), "
+        f"{result['vllm_over_hf']:.2f}x hf; start {result['vllm_start_s']:.1f} s",
+        flush=True,
+    )
+    print(
+        f"sync: {1000 * result['vllm_sync_s']:.1f} ms = {100 * result['sync_share_of_update']:.2f}% of an update "
+        f"(collect {collect_s:.1f} s + training {result['marft_update_training_s']:.1f} s)"
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=2))
 

@@ -69,8 +69,7 @@ def main() -> None:
     for label, env_id, kwargs, make_policy in CASES:
         for view, run in (("layered", layered), ("aec", aec)):
             run(env_id, kwargs, make_policy, 50)  # warm-up: imports, grader caches, allocator
-            runs = sorted((run(env_id, kwargs, make_policy, args.episodes) for _ in range(args.repeats)),
-                          key=lambda r: r["rounds_per_s"])
+            runs = sorted((run(env_id, kwargs, make_policy, args.episodes) for _ in range(args.repeats)), key=lambda r: r["rounds_per_s"])
             r = runs[len(runs) // 2]
             spread = f"{runs[0]['rounds_per_s']:.0f}-{runs[-1]['rounds_per_s']:.0f}"
             results.append({"case": label, "view": view, **r, "runs": runs})

@@ -114,8 +114,7 @@ def main() -> None:
                 for name in WRAPPINGS
             },
         },
-        "throughput_ratio_uncached_vs_math_verify_first_pass":
-            ours_speed["uncached"] / their_speed[best]["first_pass"],
+        "throughput_ratio_uncached_vs_math_verify_first_pass": ours_speed["uncached"] / their_speed[best]["first_pass"],
         "pathological_worst_latency_s": worst_latency,
         "pathological_latency_s": latencies,
     }
@@ -160,8 +159,11 @@ def _pathological(repeats: int = 3):
     latencies = {}
     for name, text in PATHOLOGICAL.items():
         calls = [
-            lambda: answers_match(text, text), lambda: answers_match(text, "1"), lambda: extract_answer(text),
-            lambda: grade(text, "1"), lambda: grade(f"\\boxed{{{text}}}", text),
+            lambda: answers_match(text, text),
+            lambda: answers_match(text, "1"),
+            lambda: extract_answer(text),
+            lambda: grade(text, "1"),
+            lambda: grade(f"\\boxed{{{text}}}", text),
         ]
         worst = 0.0
         for _ in range(repeats):
@@ -188,7 +190,8 @@ def _per_category(results, labels, categories):
 def _disagreements(results, rows):
     return [
         {"category": r["category"], "pred": r["pred"], "gold": r["gold"], "label": r["label"]}
-        for r, result in zip(rows, results) if result != r["label"]
+        for r, result in zip(rows, results)
+        if result != r["label"]
     ]
 
 
@@ -197,26 +200,29 @@ def _print(report, categories) -> None:
     best = mv[mv["headline_wrapping"]]
     print(f"{report['pairs']} hand-labelled pairs ({report['labels_true']} equivalent), {report['machine']}\n")
     print(f"{'grader':38} {'agree %':>8} {'w/o conv.':>9} {'pairs/s':>26}")
-    print(f"{'ours (answers_match)':38} {ours['agreement_pct']:8.1f} {ours['agreement_pct_without_conventions']:9.1f} "
-          f"{ours['pairs_per_s']['uncached']:9.0f} uncached / {ours['pairs_per_s']['cold']:.0f} cold / "
-          f"{ours['pairs_per_s']['warm']:.0f} warm")
+    print(
+        f"{'ours (answers_match)':38} {ours['agreement_pct']:8.1f} {ours['agreement_pct_without_conventions']:9.1f} "
+        f"{ours['pairs_per_s']['uncached']:9.0f} uncached / {ours['pairs_per_s']['cold']:.0f} cold / "
+        f"{ours['pairs_per_s']['warm']:.0f} warm"
+    )
     for name in WRAPPINGS:
         m = mv[name]
-        print(f"{'math-verify, ' + name + ' wrapping':38} {m['agreement_pct']:8.1f} "
-              f"{m['agreement_pct_without_conventions']:9.1f} "
-              f"{m['pairs_per_s']['first_pass']:9.0f} first pass / {m['pairs_per_s']['second_pass']:.0f} second pass")
-    print(f"('w/o conv.': without the {', '.join(CONVENTION_CATEGORIES)} categories, whose labels follow "
-          "a documented convention)")
-    print(f"\nthroughput ratio, ours uncached / math-verify ({mv['headline_wrapping']}) first pass: "
-          f"{report['throughput_ratio_uncached_vs_math_verify_first_pass']:.1f}x")
-    print(f"worst latency of ours on {len(PATHOLOGICAL)} pathological inputs: "
-          f"{1000 * report['pathological_worst_latency_s']:.1f} ms")
+        print(
+            f"{'math-verify, ' + name + ' wrapping':38} {m['agreement_pct']:8.1f} "
+            f"{m['agreement_pct_without_conventions']:9.1f} "
+            f"{m['pairs_per_s']['first_pass']:9.0f} first pass / {m['pairs_per_s']['second_pass']:.0f} second pass"
+        )
+    print(f"('w/o conv.': without the {', '.join(CONVENTION_CATEGORIES)} categories, whose labels follow a documented convention)")
+    print(
+        f"\nthroughput ratio, ours uncached / math-verify ({mv['headline_wrapping']}) first pass: "
+        f"{report['throughput_ratio_uncached_vs_math_verify_first_pass']:.1f}x"
+    )
+    print(f"worst latency of ours on {len(PATHOLOGICAL)} pathological inputs: {1000 * report['pathological_worst_latency_s']:.1f} ms")
 
     print(f"\n{'category':20} {'n':>4} {'ours %':>7} {'m-v %':>7}")
     for c, n in Counter(categories).items():
         print(f"{c:20} {n:4} {ours['per_category_pct'][c]:7.1f} {best['per_category_pct'][c]:7.1f}")
-    for title, items in (("ours", ours["disagreements"]),
-                         (f"math-verify ({mv['headline_wrapping']})", best["disagreements"])):
+    for title, items in (("ours", ours["disagreements"]), (f"math-verify ({mv['headline_wrapping']})", best["disagreements"])):
         print(f"\ndisagreements, {title}: {len(items)}  (label: pred | gold)")
         for d in items:
             print(f"  [{d['category']}] {'T' if d['label'] else 'F'}: {d['pred']}  |  {d['gold']}")

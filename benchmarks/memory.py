@@ -64,8 +64,9 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def child(config: str, model_name: str, tokenizer_dir: str, *, dtype: str, update: bool, episodes: int,
-          max_new_tokens: int, threads: int) -> dict:
+def child(
+    config: str, model_name: str, tokenizer_dir: str, *, dtype: str, update: bool, episodes: int, max_new_tokens: int, threads: int
+) -> dict:
     """Run one configuration in this (fresh) process and return its measurements."""
     import torch
 
@@ -95,14 +96,12 @@ def child(config: str, model_name: str, tokenizer_dir: str, *, dtype: str, updat
         out["parameters"] = sum(p.numel() for p in model.parameters())
         stages["model"] = _rss_mb()
         envs = [marft_envs.make("marft/MathChain-v0", n_agents=n_agents) for _ in range(episodes)]
-        policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents, mode=mode,
-                             lora_targets=tuple(TrainConfig().lora_targets))
+        policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents, mode=mode, lora_targets=tuple(TrainConfig().lora_targets))
         stages["policy"] = _rss_mb()
         out["trainable_parameters"] = sum(p.numel() for a in policy.adapters for p in policy.parameters(a))
         torch.manual_seed(0)
         if update:
-            episodes_ = RolloutEngine(policy, Sampling(temperature=1.0, max_new_tokens=max_new_tokens)).collect(
-                envs, range(episodes))
+            episodes_ = RolloutEngine(policy, Sampling(temperature=1.0, max_new_tokens=max_new_tokens)).collect(envs, range(episodes))
             stages["rollout"] = _rss_mb()
             out["tokens"] = sum(len(s.prompt) + len(s.response) for e in episodes_ for s in e.steps)
             algo = MARFT(policy, MARFTConfig(ppo_epochs=1, minibatch_size=episodes), temperature=1.0)
@@ -124,9 +123,22 @@ def child(config: str, model_name: str, tokenizer_dir: str, *, dtype: str, updat
 
 
 def run_child(config: str, model_name: str, tokenizer_dir: str, args) -> dict:
-    cmd = [sys.executable, __file__, "--child", config, "--tokenizer", tokenizer_dir, "--dtype", args.dtype,
-           "--episodes", str(args.episodes), "--max-new-tokens", str(args.max_new_tokens),
-           "--threads", str(args.threads)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        config,
+        "--tokenizer",
+        tokenizer_dir,
+        "--dtype",
+        args.dtype,
+        "--episodes",
+        str(args.episodes),
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+        "--threads",
+        str(args.threads),
+    ]
     cmd += ["--model", model_name] if model_name else []
     cmd += ["--generate-only"] if args.generate_only else []
     env = dict(os.environ)
@@ -147,18 +159,25 @@ def med(xs: list[float]) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None,
-                        help="a named model (its own weights), or whose tokenizer the random Llama uses: embedded | "
-                             "PATH | random (default: embedded if present, else random)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="a named model (its own weights), or whose tokenizer the random Llama uses: embedded | "
+        "PATH | random (default: embedded if present, else random)",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the base's dtype")
     parser.add_argument("--episodes", type=int, default=4, help="episodes collected and trained on per child")
     parser.add_argument("--max-new-tokens", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="torch threads in each child")
     parser.add_argument("--generate-only", action="store_true", help="stop after one generate per agent, no update")
-    parser.add_argument("--mmap-threshold", type=int, default=0,
-                        help="MALLOC_MMAP_THRESHOLD_ for the children, in bytes (0: glibc's default, a dynamic "
-                             "threshold that lets freed activations stay in the heap and count in the RSS)")
+    parser.add_argument(
+        "--mmap-threshold",
+        type=int,
+        default=0,
+        help="MALLOC_MMAP_THRESHOLD_ for the children, in bytes (0: glibc's default, a dynamic "
+        "threshold that lets freed activations stay in the heap and count in the RSS)",
+    )
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"a subset of {','.join(CONFIGS)}")
     parser.add_argument("--out", default=None, help="default: benchmarks/results/memory[-<named model>].json")
     parser.add_argument("--child", choices=list(CONFIGS), help=argparse.SUPPRESS)
@@ -168,8 +187,20 @@ def main(argv: list[str] | None = None) -> dict:
 
     model_name = args.model if args.model in named.REGISTRY else ""
     if args.child:
-        print(json.dumps(child(args.child, model_name, args.tokenizer, dtype=args.dtype, update=not args.generate_only,
-                               episodes=args.episodes, max_new_tokens=args.max_new_tokens, threads=args.threads)))
+        print(
+            json.dumps(
+                child(
+                    args.child,
+                    model_name,
+                    args.tokenizer,
+                    dtype=args.dtype,
+                    update=not args.generate_only,
+                    episodes=args.episodes,
+                    max_new_tokens=args.max_new_tokens,
+                    threads=args.threads,
+                )
+            )
+        )
         return {}
 
     sys.path.insert(0, str(Path(__file__).parent))
@@ -190,19 +221,27 @@ def main(argv: list[str] | None = None) -> dict:
         else:
             path, label = resolve_model(args.model, Path(tmp))
             tokenizer_dir = str(embedded_model_path()) if path == EMBEDDED else path
-            label = f"random Llama d{SHAPE['hidden_size']}, {SHAPE['num_layers']} layers, {SHAPE['num_heads']} heads, " \
-                    f"FF {SHAPE['intermediate_size']} ({args.dtype}); tokenizer: {label}"
-        what = "one generate per agent" if args.generate_only else \
-            f"{args.episodes} episodes x {args.max_new_tokens} new tokens, then one MARFT update"
+            label = (
+                f"random Llama d{SHAPE['hidden_size']}, {SHAPE['num_layers']} layers, {SHAPE['num_heads']} heads, "
+                f"FF {SHAPE['intermediate_size']} ({args.dtype}); tokenizer: {label}"
+            )
+        what = (
+            "one generate per agent"
+            if args.generate_only
+            else f"{args.episodes} episodes x {args.max_new_tokens} new tokens, then one MARFT update"
+        )
         print(f"model: {label}; {what}; {args.threads} thread(s)", flush=True)
         for r in range(args.repeats):
-            order = names[r % len(names):] + names[: r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 res = run_child(name, model_name, tokenizer_dir, args)
                 runs[name].append(res)
-                print(f"  rep {r} {name:<9} peak {res['peak_mb']:7.0f} MB  stages "
-                      + ", ".join(f"{k} {v:.0f}" for k, v in res["rss_mb"].items())
-                      + f"  ({res['wall_s']:.0f} s)", flush=True)
+                print(
+                    f"  rep {r} {name:<9} peak {res['peak_mb']:7.0f} MB  stages "
+                    + ", ".join(f"{k} {v:.0f}" for k, v in res["rss_mb"].items())
+                    + f"  ({res['wall_s']:.0f} s)",
+                    flush=True,
+                )
 
     peak = {n: med([x["peak_mb"] for x in runs[n]]) for n in names}
     base = peak["baseline"]["median"]
@@ -213,25 +252,36 @@ def main(argv: list[str] | None = None) -> dict:
         ratio = peak[n]["median"] / peak["lora-1"]["median"]
         inc_ratio = inc / (peak["lora-1"]["median"] - base) if n != "baseline" else float("nan")
         trainable = runs[n][0].get("trainable_parameters")
-        rows.append({"config": n, "peak_mb": peak[n], "increment_mb": inc, "peak_over_lora1": ratio,
-                     "increment_over_lora1": inc_ratio, "trainable_parameters": trainable})
+        rows.append(
+            {
+                "config": n,
+                "peak_mb": peak[n],
+                "increment_mb": inc,
+                "peak_over_lora1": ratio,
+                "increment_over_lora1": inc_ratio,
+                "trainable_parameters": trainable,
+            }
+        )
     head = f"{'config':<9} {'peak MB (min-max)':>22} {'over baseline':>14} {'peak/lora-1':>12} {'incr/lora-1':>12} {'trainable':>13}"
-    lines = [f"model: {label}: {params:,} parameters ({params * 4 / 2**20:.0f} MiB in fp32); {what}",
-             head, "-" * len(head)]
+    lines = [f"model: {label}: {params:,} parameters ({params * 4 / 2**20:.0f} MiB in fp32); {what}", head, "-" * len(head)]
     for row in rows:
         p = row["peak_mb"]
-        lines.append(f"{row['config']:<9} {p['median']:>8.0f} ({p['min']:.0f}-{p['max']:.0f}) {row['increment_mb']:>14.0f} "
-                     f"{row['peak_over_lora1']:>12.2f} {row['increment_over_lora1']:>12.2f} "
-                     f"{row['trainable_parameters'] if row['trainable_parameters'] is not None else '':>13}")
+        lines.append(
+            f"{row['config']:<9} {p['median']:>8.0f} ({p['min']:.0f}-{p['max']:.0f}) {row['increment_mb']:>14.0f} "
+            f"{row['peak_over_lora1']:>12.2f} {row['increment_over_lora1']:>12.2f} "
+            f"{row['trainable_parameters'] if row['trainable_parameters'] is not None else '':>13}"
+        )
     # the same ratios within each repeat (the children of one repeat ran back to back): their spread
-    per_rep = {k: med([runs[k][r]["peak_mb"] / runs["lora-1"][r]["peak_mb"] for r in range(args.repeats)])
-               for k in names if k != "baseline"}
+    per_rep = {
+        k: med([runs[k][r]["peak_mb"] / runs["lora-1"][r]["peak_mb"] for r in range(args.repeats)]) for k in names if k != "baseline"
+    }
     for k, what_ in (("lora-4", "4 agents with LoRA"), ("copies-4", "4 full copies"), ("copies-1", "1 full copy")):
         if k in per_rep:
             ratio = peak[k]["median"] / peak["lora-1"]["median"]
             goal = f"; goal <= {GOAL}x: {'met' if ratio <= GOAL else 'MISSED'}" if k == "lora-4" else ""
-            lines.append(f"{what_} / 1 agent with LoRA: {ratio:.3f}x peak (per repeat {per_rep[k]['min']:.3f}-"
-                         f"{per_rep[k]['max']:.3f}{goal})")
+            lines.append(
+                f"{what_} / 1 agent with LoRA: {ratio:.3f}x peak (per repeat {per_rep[k]['min']:.3f}-{per_rep[k]['max']:.3f}{goal})"
+            )
     print()
     print("\n".join(lines))
     result = {

@@ -88,16 +88,23 @@ def choose(out: Path) -> dict:
     for problems in CANDIDATES:
         started = time.perf_counter()
         result = held_out(untuned_policy(problems), problems)
-        rows.append({"problems": problems, "accuracy": result["accuracy"], "stderr": result["accuracy_stderr"],
-                     "episodes": result["episodes"], "roles": result["roles"], "wall_s": time.perf_counter() - started})
+        rows.append(
+            {
+                "problems": problems,
+                "accuracy": result["accuracy"],
+                "stderr": result["accuracy_stderr"],
+                "episodes": result["episodes"],
+                "roles": result["roles"],
+                "wall_s": time.perf_counter() - started,
+            }
+        )
         print(f"  untuned {problems}: {result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%}", flush=True)
         if LOW <= result["accuracy"] <= HIGH:
             pick = problems
             break
     if pick is None:
         raise SystemExit(f"no candidate in [{LOW:.0%}, {HIGH:.0%}]: {rows}")
-    choice = {"rule": f"first of {list(CANDIDATES)} with untuned accuracy in [{LOW}, {HIGH}]",
-              "candidates": rows, "problems": pick}
+    choice = {"rule": f"first of {list(CANDIDATES)} with untuned accuracy in [{LOW}, {HIGH}]", "candidates": rows, "problems": pick}
     (out / "choice.json").write_text(json.dumps(choice, indent=2))
     return choice
 
@@ -107,10 +114,22 @@ def run_marft(out: Path, problems: str, seed: int, updates: int) -> dict:
     from marft_agents.config import TrainConfig
     from marft_agents.trainer import train
 
-    config = TrainConfig(model=MODEL, env=ENV, env_kwargs=env_kwargs(problems), algo="marft", seed=seed,
-                         updates=updates, episodes_per_update=EPISODES, max_new_tokens=MAX_NEW_TOKENS,
-                         eval_episodes=EVAL_N, eval_every=0, eval_rounds=0, checkpoint_every=10,
-                         run_dir=str(out / f"marft_s{seed}"), threads=1)
+    config = TrainConfig(
+        model=MODEL,
+        env=ENV,
+        env_kwargs=env_kwargs(problems),
+        algo="marft",
+        seed=seed,
+        updates=updates,
+        episodes_per_update=EPISODES,
+        max_new_tokens=MAX_NEW_TOKENS,
+        eval_episodes=EVAL_N,
+        eval_every=0,
+        eval_rounds=0,
+        checkpoint_every=10,
+        run_dir=str(out / f"marft_s{seed}"),
+        threads=1,
+    )
     return train(config, overwrite=True, progress=False)
 
 
@@ -163,11 +182,19 @@ def run_sft(out: Path, problems: str, seed: int, seconds: float | None, lr: floa
     from marft_agents.init_from import save_adapters_run
 
     # the adapters as a run folder, so RL can start from them: marft train init_from=<out>/sft_s<seed>_run
-    save_adapters_run(out / f"sft_s{seed}_run", TrainConfig(model=MODEL, env=ENV, env_kwargs=env_kwargs(problems),
-                                                            threads=1, seed=seed), policy)
+    save_adapters_run(
+        out / f"sft_s{seed}_run", TrainConfig(model=MODEL, env=ENV, env_kwargs=env_kwargs(problems), threads=1, seed=seed), policy
+    )
     after = held_out(policy, problems)
-    result = {"seed": seed, "seconds": seconds if seconds is not None else marft_seconds(out, seed), "wall_s": wall, "steps": step, "lr": lr, "losses": losses,
-              "eval_after": after}
+    result = {
+        "seed": seed,
+        "seconds": seconds if seconds is not None else marft_seconds(out, seed),
+        "wall_s": wall,
+        "steps": step,
+        "lr": lr,
+        "losses": losses,
+        "eval_after": after,
+    }
     (out / f"sft_s{seed}.json").write_text(json.dumps(result, indent=2, default=str))
     return result
 
@@ -190,13 +217,20 @@ def marft_seconds(out: Path, seed: int) -> float:
 
 def report(out: Path, seeds: list[int]) -> str:
     choice = json.loads((out / "choice.json").read_text())
-    setting = (f"Setting: `{ENV}`, `problems={choice['problems']}`, `profile={PROFILE}`, model `{MODEL}` "
-               f"(Q4_1 dequantisation), greedy held-out accuracy on {EVAL_N} test problems.")
-    lines = [setting, "",
-             "| run | seed | before | after | change | reasoner own | actor if reasoner right / wrong | training time |",
-             "|---|---|---|---|---|---|---|---|"]
+    setting = (
+        f"Setting: `{ENV}`, `problems={choice['problems']}`, `profile={PROFILE}`, model `{MODEL}` "
+        f"(Q4_1 dequantisation), greedy held-out accuracy on {EVAL_N} test problems."
+    )
+    lines = [
+        setting,
+        "",
+        "| run | seed | before | after | change | reasoner own | actor if reasoner right / wrong | training time |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+
     def fmt(r):
         return f"{r['accuracy']:.1%} ± {r['accuracy_stderr']:.1%}"
+
     for seed in seeds:
         summary_path = out / f"marft_s{seed}" / "summary.json"
         if summary_path.is_file():
@@ -206,8 +240,7 @@ def report(out: Path, seeds: list[int]) -> str:
         sft_path = out / f"sft_s{seed}.json"
         if sft_path.is_file() and summary_path.is_file():
             r = json.loads(sft_path.read_text())
-            lines.append(_row("SFT control", seed, json.loads(summary_path.read_text())["eval_before"],
-                              r["eval_after"], fmt, r["wall_s"]))
+            lines.append(_row("SFT control", seed, json.loads(summary_path.read_text())["eval_before"], r["eval_after"], fmt, r["wall_s"]))
     table = "\n".join(lines)
     (out / "table.md").write_text(table + "\n")
     _plot(out, seeds)
@@ -218,9 +251,11 @@ def _row(name, seed, before, after, fmt, seconds) -> str:
     roles = after.get("roles", {}).get("reasoner_0", {})
     change = after["accuracy"] - before["accuracy"]
     se = (before["accuracy_stderr"] ** 2 + after["accuracy_stderr"] ** 2) ** 0.5
-    return (f"| {name} | {seed} | {fmt(before)} | {fmt(after)} | {change:+.1%} (±{se:.1%}) | "
-            f"{roles.get('own_accuracy', float('nan')):.1%} | {roles.get('answer_accuracy_when_right', float('nan')):.0%}"
-            f" / {roles.get('answer_accuracy_when_wrong', float('nan')):.0%} | {seconds / 60:.0f} min |")
+    return (
+        f"| {name} | {seed} | {fmt(before)} | {fmt(after)} | {change:+.1%} (±{se:.1%}) | "
+        f"{roles.get('own_accuracy', float('nan')):.1%} | {roles.get('answer_accuracy_when_right', float('nan')):.0%}"
+        f" / {roles.get('answer_accuracy_when_wrong', float('nan')):.0%} | {seconds / 60:.0f} min |"
+    )
 
 
 def _plot(out: Path, seeds: list[int]) -> None:
@@ -235,7 +270,7 @@ def _plot(out: Path, seeds: list[int]) -> None:
         if path.is_file():
             rows = [json.loads(x) for x in path.read_text().splitlines()]
             solved = [r["train/solved"] for r in rows]
-            trail = [statistics.fmean(solved[max(0, i - 4):i + 1]) for i in range(len(solved))]
+            trail = [statistics.fmean(solved[max(0, i - 4) : i + 1]) for i in range(len(solved))]
             ax.plot(solved, alpha=0.3, label=f"seed {seed}")
             ax.plot(trail, label=f"seed {seed}, 5-update mean")
     ax.set_xlabel("update")
@@ -251,15 +286,20 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", default="0", help="comma-separated seeds (phase all)")
     p.add_argument("--seed", type=int, default=0, help="the seed (phases marft, sft)")
     p.add_argument("--updates", type=int, default=10)
-    p.add_argument("--seconds", type=float, default=None,
-                   help="sft: training budget (default: as long as the MARFT run's --updates updates took, "
-                        "waiting for them if it runs alongside)")
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="sft: training budget (default: as long as the MARFT run's --updates updates took, waiting for them if it runs alongside)",
+    )
     p.add_argument("--out", type=Path, default=OUT)
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
+
     def chosen():
         return json.loads((args.out / "choice.json").read_text())["problems"]
+
     if args.phase in ("all", "choose"):
         choose(args.out)
     if args.phase == "marft":

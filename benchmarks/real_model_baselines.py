@@ -57,18 +57,23 @@ SUITES = {
 }
 
 
-def run_suite(model_name: str, dtype: torch.dtype, env_id: str, env_kwargs: dict, n: int, max_new_tokens: int,
-              n_envs: int, samples: int) -> dict:
+def run_suite(
+    model_name: str, dtype: torch.dtype, env_id: str, env_kwargs: dict, n: int, max_new_tokens: int, n_envs: int, samples: int
+) -> dict:
     """Greedy single-pass episodes of ``env_id`` as ``marft eval`` plays them, plus cut-off and cost figures."""
     plan = eval_plan(env_id, env_kwargs, rounds=1)
     envs = [marft_envs.make(env_id, **plan.env_kwargs) for _ in range(min(n, n_envs))]
+
     def options_of(i):
         return None
+
     if plan.heldout:
         options = envs[0].heldout_options(n, HELDOUT_SEED)
         n = len(options)
+
         def options_of(i):
             return options[i]
+
     model, tokenizer = load_base(model_name, dtype=dtype)
     # the adapters start as an exact no-op (B = 0): one target is enough to read the untuned base
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents, lora_targets=("q_proj",))
@@ -80,41 +85,64 @@ def run_suite(model_name: str, dtype: torch.dtype, env_id: str, env_kwargs: dict
     out = summarize(episodes)
     steps = [s for e in episodes for s in e.steps]
     eos = policy.eos_token_id
+
     def cut(s):
         return len(s.response) >= max_new_tokens and eos not in s.response
+
     for agent, role in out["roles"].items():
         mine = [s for s in steps if s.agent == agent]
         role["cut_share"] = sum(map(cut, mine)) / len(mine)
         role["responses"] = len(mine)
-    out.update({
-        "env": env_id, "env_kwargs": env_kwargs, "heldout": plan.heldout, "max_new_tokens": max_new_tokens,
-        "cut_share": sum(map(cut, steps)) / len(steps), "responses": len(steps),
-        "tokens": sum(len(s.response) for s in steps), "wall_s": wall, "cpu_s": cpu,
-        "generate_calls": rollout.generate_calls,
-    })
+    out.update(
+        {
+            "env": env_id,
+            "env_kwargs": env_kwargs,
+            "heldout": plan.heldout,
+            "max_new_tokens": max_new_tokens,
+            "cut_share": sum(map(cut, steps)) / len(steps),
+            "responses": len(steps),
+            "tokens": sum(len(s.response) for s in steps),
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "generate_calls": rollout.generate_calls,
+        }
+    )
     # per episode, compact: enough to pair runs on the same problems (index i is the same problem in every run)
-    out["per_episode"] = [{"index": e.index, "solved": e.solved, "return": sum(s.reward for s in e.steps),
-                           "tokens": [len(s.response) for s in e.steps], "cut": [cut(s) for s in e.steps]}
-                          for e in episodes]
+    out["per_episode"] = [
+        {
+            "index": e.index,
+            "solved": e.solved,
+            "return": sum(s.reward for s in e.steps),
+            "tokens": [len(s.response) for s in e.steps],
+            "cut": [cut(s) for s in e.steps],
+        }
+        for e in episodes
+    ]
     if samples:
         out["samples"] = [transcript(e) for e in episodes[:samples]]
     return out
 
 
 def table(rows: dict[str, dict]) -> str:
-    head = (f"{'suite':<16} {'n':>4} {'accuracy ± se':>15} {'mean return ± se':>18} {'cut':>6} {'tok/resp':>8} "
-            f"{'tokens':>7} {'wall s':>7} {'cpu/wall':>8}")
+    head = (
+        f"{'suite':<16} {'n':>4} {'accuracy ± se':>15} {'mean return ± se':>18} {'cut':>6} {'tok/resp':>8} "
+        f"{'tokens':>7} {'wall s':>7} {'cpu/wall':>8}"
+    )
     lines = [head, "-" * len(head)]
     for name, r in rows.items():
-        lines.append(f"{name:<16} {r['episodes']:>4} {r['accuracy']:>7.1%} ± {r['accuracy_stderr']:<5.1%} "
-                     f"{r['mean_return']:>8.3f} ± {r['mean_return_stderr']:<7.3f} {r['cut_share']:>6.1%} "
-                     f"{r['tokens'] / r['responses']:>8.1f} {r['tokens']:>7} {r['wall_s']:>7.0f} "
-                     f"{r['cpu_s'] / r['wall_s']:>8.2f}")
+        lines.append(
+            f"{name:<16} {r['episodes']:>4} {r['accuracy']:>7.1%} ± {r['accuracy_stderr']:<5.1%} "
+            f"{r['mean_return']:>8.3f} ± {r['mean_return_stderr']:<7.3f} {r['cut_share']:>6.1%} "
+            f"{r['tokens'] / r['responses']:>8.1f} {r['tokens']:>7} {r['wall_s']:>7.0f} "
+            f"{r['cpu_s'] / r['wall_s']:>8.2f}"
+        )
         for agent, role in r["roles"].items():
             extra = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in role.items())
             lines.append(f"    {agent}: {extra}")
-    lines.append("accuracy: the env's solved flag, greedy, one attempt; se: standard error over episodes; "
-                 "cut: responses that hit the token limit without an end-of-turn token")
+    lines.append(
+        "accuracy: the env's solved flag, greedy, one attempt; se: standard error over episodes; "
+        "cut: responses that hit the token limit without an end-of-turn token"
+    )
     return "\n".join(lines)
 
 
@@ -127,8 +155,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--n-default", type=int, default=50, help="problems per default-profile contrast suite")
     parser.add_argument("--n-episodes", type=int, default=20, help="episodes of Booking-v0 / CodeRepairSolo-v0")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="GSM8K / MATH-500 response limit")
-    parser.add_argument("--booking-tokens", type=int, default=64,
-                        help="Booking response limit (one JSON tool call; its prompts are long, so this is its cost)")
+    parser.add_argument(
+        "--booking-tokens",
+        type=int,
+        default=64,
+        help="Booking response limit (one JSON tool call; its prompts are long, so this is its cost)",
+    )
     parser.add_argument("--n-envs", type=int, default=64, help="envs stepped together (the batch size)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--samples", type=int, default=3)
@@ -143,8 +175,15 @@ def main(argv: list[str] | None = None) -> dict:
     dtype = getattr(torch, args.dtype)
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    result = {"benchmark": "real_model_baselines", "model": args.model, "dtype": args.dtype,
-              "torch_threads": torch.get_num_threads(), "heldout_seed": HELDOUT_SEED, "args": vars(args), "suites": {}}
+    result = {
+        "benchmark": "real_model_baselines",
+        "model": args.model,
+        "dtype": args.dtype,
+        "torch_threads": torch.get_num_threads(),
+        "heldout_seed": HELDOUT_SEED,
+        "args": vars(args),
+        "suites": {},
+    }
     started = time.perf_counter()
     for name in names:
         env_id, kwargs, count, tokens = SUITES[name]

@@ -106,8 +106,7 @@ def resolve_model(choice: str | None, tmp: Path) -> tuple[str, str]:
     if choice in (None, "random"):
         path = build_stand_in(tmp / "stand-in")
         why = "" if choice == "random" else " because the embedded model is not there yet"
-        return str(path), ("random stand-in: untrained Llama of the embedded shape (d128, 4 layers, 4 heads, "
-                           f"FF 512), used{why}")
+        return str(path), (f"random stand-in: untrained Llama of the embedded shape (d128, 4 layers, 4 heads, FF 512), used{why}")
     if not (Path(choice).expanduser() / "config.json").is_file():
         raise SystemExit(f"--model {choice}: no config.json there")
     return choice, f"{choice} (local directory)"
@@ -129,8 +128,15 @@ def run_engine(policy: LaMASPolicy, envs: list, max_new_tokens: int, seed: int) 
     tokens = sum(len(s.response) for e in episodes for s in e.steps)
     timings = dict(engine.timings)
     timings["other"] = wall - sum(timings.values())
-    return {"wall_s": wall, "tokens": tokens, "tok_per_s": tokens / wall, "generate_calls": engine.generate_calls,
-            "cpu_over_wall": cpu / wall, "timings": timings, "prompts": prompts}
+    return {
+        "wall_s": wall,
+        "tokens": tokens,
+        "tok_per_s": tokens / wall,
+        "generate_calls": engine.generate_calls,
+        "cpu_over_wall": cpu / wall,
+        "timings": timings,
+        "prompts": prompts,
+    }
 
 
 def run_bare(model, prompts: list[list[list[int]]], pad_id: int, eos_id: int, max_new_tokens: int, seed: int) -> dict:
@@ -143,7 +149,7 @@ def run_bare(model, prompts: list[list[list[int]]], pad_id: int, eos_id: int, ma
             ids, mask = lm.left_pad(batch, pad_id)
             out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
             # real response tokens: up to and including the first end-of-turn token (all of them when none)
-            tokens += sum(lm.response_lengths(out.sequences[:, ids.shape[1]:], eos_id))
+            tokens += sum(lm.response_lengths(out.sequences[:, ids.shape[1] :], eos_id))
     wall = time.perf_counter() - t0
     return {"wall_s": wall, "tokens": tokens, "tok_per_s": tokens / wall, "cpu_over_wall": (time.process_time() - c0) / wall}
 
@@ -152,16 +158,30 @@ def spread(xs: list[float]) -> dict:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "values": xs}
 
 
-def bench_model(name: str, label: str, model, tokenizer, batch_sizes: list[int], repeats: int,
-                max_new_tokens: int, lora_targets: tuple[str, ...] = ("q_proj", "v_proj")) -> dict:
+def bench_model(
+    name: str,
+    label: str,
+    model,
+    tokenizer,
+    batch_sizes: list[int],
+    repeats: int,
+    max_new_tokens: int,
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
+) -> dict:
     """Interleaved engine/bare runs for one model; returns the JSON record (and prints progress)."""
     bare = copy.deepcopy(model).eval().requires_grad_(False)  # same weights, no peft wrapper
     probe = marft_envs.make(ENV_ID)
     policy = LaMASPolicy(model, tokenizer, probe.possible_agents, mode="lora", lora_targets=lora_targets)
     n_params = sum(p.numel() for p in bare.parameters())
     pad_id, eos_id = tokenizer.pad_token_id, tokenizer.eos_token_id
-    record = {"model": name, "label": label, "parameters": n_params, "lora_targets": list(lora_targets),
-              "dtype": str(next(bare.parameters()).dtype), "cases": []}
+    record = {
+        "model": name,
+        "label": label,
+        "parameters": n_params,
+        "lora_targets": list(lora_targets),
+        "dtype": str(next(bare.parameters()).dtype),
+        "cases": [],
+    }
     print(f"\n[{name}] {label}; {n_params:,} parameters; torch threads {torch.get_num_threads()}", flush=True)
     for b in batch_sizes:
         envs = [marft_envs.make(ENV_ID) for _ in range(b)]
@@ -182,14 +202,18 @@ def bench_model(name: str, label: str, model, tokenizer, batch_sizes: list[int],
             res["same_prompts_as_warmup"] = same_prompts
             res["ratio"] = res["engine"]["tok_per_s"] / res["bare"]["tok_per_s"]
             # tokens per CPU second: on shared cores wall time is mostly waiting for a core, CPU time is the work
-            res["ratio_cpu"] = ((res["engine"]["tokens"] / (res["engine"]["wall_s"] * res["engine"]["cpu_over_wall"]))
-                                / (res["bare"]["tokens"] / (res["bare"]["wall_s"] * res["bare"]["cpu_over_wall"])))
+            res["ratio_cpu"] = (res["engine"]["tokens"] / (res["engine"]["wall_s"] * res["engine"]["cpu_over_wall"])) / (
+                res["bare"]["tokens"] / (res["bare"]["wall_s"] * res["bare"]["cpu_over_wall"])
+            )
             res["order"] = list(order)
             pairs.append(res)
-            print(f"  B={b:3d} rep {r}: engine {res['engine']['tok_per_s']:7.0f} tok/s ({res['engine']['tokens']} tok), "
-                  f"bare {res['bare']['tok_per_s']:7.0f} tok/s ({res['bare']['tokens']} tok), "
-                  f"ratio {res['ratio']:.3f} (per CPU s {res['ratio_cpu']:.3f}); cpu/wall {res['engine']['cpu_over_wall']:.2f}/{res['bare']['cpu_over_wall']:.2f}, "
-                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"  B={b:3d} rep {r}: engine {res['engine']['tok_per_s']:7.0f} tok/s ({res['engine']['tokens']} tok), "
+                f"bare {res['bare']['tok_per_s']:7.0f} tok/s ({res['bare']['tokens']} tok), "
+                f"ratio {res['ratio']:.3f} (per CPU s {res['ratio_cpu']:.3f}); cpu/wall {res['engine']['cpu_over_wall']:.2f}/{res['bare']['cpu_over_wall']:.2f}, "
+                f"load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
         eng = [p["engine"] for p in pairs]
         case = {
             "batch_size": b,
@@ -202,8 +226,9 @@ def bench_model(name: str, label: str, model, tokenizer, batch_sizes: list[int],
             "bare_wall_s": spread([p["bare"]["wall_s"] for p in pairs]),
             "engine_breakdown_s": {k: spread([e["timings"][k] for e in eng]) for k in eng[0]["timings"]},
             # generate-only throughput: tokens / seconds inside policy.generate (peft + logits, no prompts/env)
-            "engine_generate_only_ratio": spread([p["engine"]["tokens"] / p["engine"]["timings"]["generate"]
-                                                  / p["bare"]["tok_per_s"] for p in pairs]),
+            "engine_generate_only_ratio": spread(
+                [p["engine"]["tokens"] / p["engine"]["timings"]["generate"] / p["bare"]["tok_per_s"] for p in pairs]
+            ),
             "cpu_over_wall_engine": [e["cpu_over_wall"] for e in eng],
             "cpu_over_wall_bare": [p["bare"]["cpu_over_wall"] for p in pairs],
             "tokens_engine": [e["tokens"] for e in eng],
@@ -219,9 +244,11 @@ def bench_model(name: str, label: str, model, tokenizer, batch_sizes: list[int],
 
 
 def table(records: list[dict], goal: float) -> str:
-    head = (f"{'model':<9} {'params':>11} {'B':>4} {'tok/resp':>8} {'engine tok/s':>13} {'bare tok/s':>11} "
-            f"{'ratio (min-max)':>20} {'per CPU s (min-max)':>20} {'gen-only':>8}  "
-            f"{'engine split: generate / prompts / env / other (s)'}")
+    head = (
+        f"{'model':<9} {'params':>11} {'B':>4} {'tok/resp':>8} {'engine tok/s':>13} {'bare tok/s':>11} "
+        f"{'ratio (min-max)':>20} {'per CPU s (min-max)':>20} {'gen-only':>8}  "
+        f"{'engine split: generate / prompts / env / other (s)'}"
+    )
     lines = [head, "-" * len(head)]
     for rec in records:
         for c in rec["cases"]:
@@ -233,13 +260,16 @@ def table(records: list[dict], goal: float) -> str:
                 f"{rec['model']:<9} {rec['parameters']:>11,} {c['batch_size']:>4} {c['mean_response_tokens']:>8.1f} "
                 f"{c['engine_tok_per_s']['median']:>13.0f} {c['bare_tok_per_s']['median']:>11.0f} "
                 f"{r['median']:>7.3f} ({r['min']:.3f}-{r['max']:.3f}) {rc['median']:>7.3f} ({rc['min']:.3f}-{rc['max']:.3f}) "
-                f"{c['engine_generate_only_ratio']['median']:>8.3f}  {split}"
-                + ("" if c["tokens_equal"] else "  [token counts differ]"))
-    lines.append(f"ratio = engine tok/s / bare tok/s per interleaved pair (goal >= {goal}); per CPU s: the same with "
-                 "tokens per CPU second (the steadier figure on shared cores); gen-only = tokens / "
-                 "seconds inside policy.generate, over bare; medians of the repeats")
-    lines.append("cpu/wall near the thread count means the cores were ours; well below it means another job shared "
-                 "them (see the JSON per pair)")
+                f"{c['engine_generate_only_ratio']['median']:>8.3f}  {split}" + ("" if c["tokens_equal"] else "  [token counts differ]")
+            )
+    lines.append(
+        f"ratio = engine tok/s / bare tok/s per interleaved pair (goal >= {goal}); per CPU s: the same with "
+        "tokens per CPU second (the steadier figure on shared cores); gen-only = tokens / "
+        "seconds inside policy.generate, over bare; medians of the repeats"
+    )
+    lines.append(
+        "cpu/wall near the thread count means the cores were ours; well below it means another job shared them (see the JSON per pair)"
+    )
     return "\n".join(lines)
 
 
@@ -251,15 +281,19 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     parser.add_argument("--skip-30m", action="store_true", help="only the --model model (no 30M random Llama)")
-    parser.add_argument("--lora-targets", default="q_proj,v_proj",
-                        help="modules the engine's LoRA adapters wrap ('all': the trainer's default, every linear layer)")
+    parser.add_argument(
+        "--lora-targets",
+        default="q_proj,v_proj",
+        help="modules the engine's LoRA adapters wrap ('all': the trainer's default, every linear layer)",
+    )
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the base's dtype")
     parser.add_argument("--out", default=None, help="default: benchmarks/results/rollout_throughput[-<named model>].json")
     args = parser.parse_args(argv)
     from marft_agents.models import named
 
-    args.out = args.out or str(RESULTS / (f"rollout_throughput-{args.model}.json" if args.model in named.REGISTRY
-                                          else "rollout_throughput.json"))
+    args.out = args.out or str(
+        RESULTS / (f"rollout_throughput-{args.model}.json" if args.model in named.REGISTRY else "rollout_throughput.json")
+    )
     if args.threads:
         torch.set_num_threads(args.threads)
     batch_sizes = [int(x) for x in args.batch_sizes.split(",")]
@@ -269,21 +303,22 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="marft-bench-") as tmp:
         path, label = resolve_model(args.model, Path(tmp))
         model, tokenizer = load_base(path, dtype=getattr(torch, args.dtype))
-        targets = (tuple(TrainConfig().lora_targets) if args.lora_targets == "all"
-                   else tuple(t.strip() for t in args.lora_targets.split(",")))
+        targets = (
+            tuple(TrainConfig().lora_targets) if args.lora_targets == "all" else tuple(t.strip() for t in args.lora_targets.split(","))
+        )
         name = "tiny" if args.model in (None, EMBEDDED, "random") or Path(args.model).exists() else args.model
-        records.append(bench_model(name, label, model, tokenizer, batch_sizes, args.repeats, args.max_new_tokens,
-                                   targets))
+        records.append(bench_model(name, label, model, tokenizer, batch_sizes, args.repeats, args.max_new_tokens, targets))
         if not args.skip_30m:
             from marft_agents.models.tiny import build_model
 
             tok = AutoTokenizer.from_pretrained(path if path != EMBEDDED else str(embedded_model_path()))
             mid = build_model(tok, seed=0, **MID_SHAPE)
-            mid_label = (f"random Llama d{MID_SHAPE['hidden_size']}, {MID_SHAPE['num_layers']} layers, "
-                         f"{MID_SHAPE['num_heads']} heads, FF {MID_SHAPE['intermediate_size']}, "
-                         f"vocab {len(tok)} (tokenizer of {label.split(':')[0].split(' (')[0]})")
-            records.append(bench_model("30M", mid_label, mid, tok, batch_sizes, args.repeats, args.max_new_tokens,
-                                       targets))
+            mid_label = (
+                f"random Llama d{MID_SHAPE['hidden_size']}, {MID_SHAPE['num_layers']} layers, "
+                f"{MID_SHAPE['num_heads']} heads, FF {MID_SHAPE['intermediate_size']}, "
+                f"vocab {len(tok)} (tokenizer of {label.split(':')[0].split(' (')[0]})"
+            )
+            records.append(bench_model("30M", mid_label, mid, tok, batch_sizes, args.repeats, args.max_new_tokens, targets))
     print()
     print(table(records, goal))
     result = {

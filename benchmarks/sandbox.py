@@ -33,8 +33,7 @@ LIMITS = Limits(timeout_s=10.0, memory_mb=512)
 def programs() -> dict[str, dict]:
     task = next(t for t in corpus_tasks("all").tasks if t.entry_point == "binary_search")
     run, _ = judge_run(task.solution, task.tests, task.entry_point, task.setup)
-    return {"trivial program": {"source": "print(1)"},
-            f"test run ({len(task.tests)} tests of {task.entry_point})": run}
+    return {"trivial program": {"source": "print(1)"}, f"test run ({len(task.tests)} tests of {task.entry_point})": run}
 
 
 def check(result) -> None:
@@ -85,16 +84,17 @@ def main() -> None:
     results = {"tier": isolation.tier, "workers": args.workers, "cases": []}
     print(f"{'program':36} {'mode':10} {'runs/s (median)':>16} {'all':>22}")
     for name, program in programs().items():
-        modes = [("fresh", lambda: fresh(program, args.fresh_runs)),
-                 ("pool x1", lambda: pooled(program, args.runs, 1)),
-                 (f"pool x{args.workers}", lambda: pooled(program, args.runs, args.workers))]
+        modes = [
+            ("fresh", lambda: fresh(program, args.fresh_runs)),
+            ("pool x1", lambda: pooled(program, args.runs, 1)),
+            (f"pool x{args.workers}", lambda: pooled(program, args.runs, args.workers)),
+        ]
         for mode, measure in modes:
             rates = [measure() for _ in range(args.repeats)]
             results["cases"].append({"program": name, "mode": mode, "runs_per_s": median(rates), "all": rates})
             print(f"{name:36} {mode:10} {median(rates):>16.1f} {' '.join(f'{r:.1f}' for r in rates):>22}")
     rates = [unsandboxed(args.fresh_runs) for _ in range(args.repeats)]
-    results["cases"].append({"program": "trivial program", "mode": "python -c, no sandbox",
-                             "runs_per_s": median(rates), "all": rates})
+    results["cases"].append({"program": "trivial program", "mode": "python -c, no sandbox", "runs_per_s": median(rates), "all": rates})
     print(f"{'trivial program':36} {'no sandbox':10} {median(rates):>16.1f} {' '.join(f'{r:.1f}' for r in rates):>22}")
     out = Path(__file__).parent / "results" / "sandbox.json"
     out.parent.mkdir(exist_ok=True)

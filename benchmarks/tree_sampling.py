@@ -42,20 +42,46 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 OUT = Path(__file__).parent / "results" / "tree_sampling"
 GROUPINGS = ("tree", "problem", "agent_round")
-REAL = {"model": "smollm2-135m-instruct", "env_kwargs": {"profile": "general-v0", "problems": "synthetic:0"},
-        "episodes_per_update": 32, "max_new_tokens": 48, "eval_episodes": 112, "eval_every": 5,
-        "grpo.group_size": 4, "grpo.tree_continuations": 2, "grpo.minibatch_size": 16}
+REAL = {
+    "model": "smollm2-135m-instruct",
+    "env_kwargs": {"profile": "general-v0", "problems": "synthetic:0"},
+    "episodes_per_update": 32,
+    "max_new_tokens": 48,
+    "eval_episodes": 112,
+    "eval_every": 5,
+    "grpo.group_size": 4,
+    "grpo.tree_continuations": 2,
+    "grpo.minibatch_size": 16,
+}
 """The real benchmark's settings (the untuned model solves about 21 % of synthetic:0 held out)."""
-SMOKE = {"model": "embedded", "env_kwargs": {}, "episodes_per_update": 6, "max_new_tokens": 12,
-         "eval_episodes": 4, "eval_every": 1, "grpo.group_size": 3, "grpo.tree_continuations": 1,
-         "grpo.minibatch_size": 8}
+SMOKE = {
+    "model": "embedded",
+    "env_kwargs": {},
+    "episodes_per_update": 6,
+    "max_new_tokens": 12,
+    "eval_episodes": 4,
+    "eval_every": 1,
+    "grpo.group_size": 3,
+    "grpo.tree_continuations": 1,
+    "grpo.minibatch_size": 8,
+}
 """Tiny sizes on the embedded model: checks the script end to end, measures nothing."""
 
 
 def overrides(settings: dict, grouping: str, seed: int, updates: int, run_dir: Path) -> dict:
     """The ``TrainConfig`` keys of one run."""
-    return {**settings, "algo": "grpo", "env": "marft/MathChain-v0", "grpo.grouping": grouping, "seed": seed,
-            "updates": updates, "eval_rounds": 0, "checkpoint_every": 0, "threads": 1, "run_dir": str(run_dir)}
+    return {
+        **settings,
+        "algo": "grpo",
+        "env": "marft/MathChain-v0",
+        "grpo.grouping": grouping,
+        "seed": seed,
+        "updates": updates,
+        "eval_rounds": 0,
+        "checkpoint_every": 0,
+        "threads": 1,
+        "run_dir": str(run_dir),
+    }
 
 
 def tokens_of(row: dict, episodes: int) -> float:
@@ -82,8 +108,15 @@ def run(settings: dict, grouping: str, seed: int, updates: int, run_dir: Path) -
         if "eval/accuracy" in r:
             curve.append((tokens, r["eval/accuracy"]))
     curve.append((tokens, summary["eval_after"]["accuracy"]))
-    return {"grouping": grouping, "seed": seed, "updates": updates, "tokens": tokens, "curve": curve,
-            "zero_spread": [zero_spread(r) for r in rows], "tokens_per_update": tokens / max(len(rows), 1)}
+    return {
+        "grouping": grouping,
+        "seed": seed,
+        "updates": updates,
+        "tokens": tokens,
+        "curve": curve,
+        "zero_spread": [zero_spread(r) for r in rows],
+        "tokens_per_update": tokens / max(len(rows), 1),
+    }
 
 
 def accuracy_at(curve: list, tokens: float) -> float:
@@ -96,10 +129,15 @@ def accuracy_at(curve: list, tokens: float) -> float:
 
 def table(runs: list[dict]) -> str:
     budget = min(r["tokens"] for r in runs)
-    lines = [(f"Held-out greedy accuracy at {budget:,.0f} generated tokens (the budget every run reached), "
-              "mean ± standard error over seeds; share of zero-spread groups (mean over updates)."), "",
-             "| grouping | seeds | updates | tokens per update | accuracy at budget | zero-spread groups |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        (
+            f"Held-out greedy accuracy at {budget:,.0f} generated tokens (the budget every run reached), "
+            "mean ± standard error over seeds; share of zero-spread groups (mean over updates)."
+        ),
+        "",
+        "| grouping | seeds | updates | tokens per update | accuracy at budget | zero-spread groups |",
+        "|---|---|---|---|---|---|",
+    ]
     for g in GROUPINGS:
         mine = [r for r in runs if r["grouping"] == g]
         if not mine:
@@ -108,8 +146,10 @@ def table(runs: list[dict]) -> str:
         mean = sum(acc) / len(acc)
         se = (sum((a - mean) ** 2 for a in acc) / (len(acc) - 1)) ** 0.5 / len(acc) ** 0.5 if len(acc) > 1 else 0.0
         spread = [z for r in mine for z in r["zero_spread"] if not math.isnan(z)]
-        lines.append(f"| {g} | {len(mine)} | {mine[0]['updates']} | {sum(r['tokens_per_update'] for r in mine) / len(mine):,.0f} "
-                     f"| {mean:.3f} ± {se:.3f} | {sum(spread) / max(len(spread), 1):.3f} |")
+        lines.append(
+            f"| {g} | {len(mine)} | {mine[0]['updates']} | {sum(r['tokens_per_update'] for r in mine) / len(mine):,.0f} "
+            f"| {mean:.3f} ± {se:.3f} | {sum(spread) / max(len(spread), 1):.3f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -125,8 +165,7 @@ def plot(runs: list[dict], path: Path) -> None:
     colours = dict(zip(GROUPINGS, ("tab:green", "tab:blue", "tab:orange")))
     for r in runs:
         xs, ys = zip(*r["curve"])
-        ax.plot(xs, ys, color=colours[r["grouping"]], alpha=0.8,
-                label=r["grouping"] if r["seed"] == min(x["seed"] for x in runs) else None)
+        ax.plot(xs, ys, color=colours[r["grouping"]], alpha=0.8, label=r["grouping"] if r["seed"] == min(x["seed"] for x in runs) else None)
     ax.set_xlabel("generated tokens")
     ax.set_ylabel("held-out accuracy (greedy)")
     ax.legend()
@@ -166,8 +205,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
                     n = tree_updates
                 result = run(settings, grouping, seed, n, Path(tmp) / f"{grouping}-{seed}")
                 runs.append(result)
-                print(f"{grouping:12s} seed {seed}: {n} updates, {result['tokens']:,.0f} tokens, "
-                      f"accuracy {result['curve'][0][1]:.3f} -> {result['curve'][-1][1]:.3f}", flush=True)
+                print(
+                    f"{grouping:12s} seed {seed}: {n} updates, {result['tokens']:,.0f} tokens, "
+                    f"accuracy {result['curve'][0][1]:.3f} -> {result['curve'][-1][1]:.3f}",
+                    flush=True,
+                )
     (args.out / "results.json").write_text(json.dumps({"settings": settings, "runs": runs}, indent=1))
     (args.out / "table.md").write_text(table(runs))
     plot(runs, args.out / "accuracy_vs_tokens.png")

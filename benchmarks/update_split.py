@@ -70,9 +70,17 @@ def main(argv: list[str] | None = None) -> dict:
     with tempfile.TemporaryDirectory(prefix="marft-bench-") as tmp:
         path, label = resolve_model(args.model, Path(tmp))
         config = TrainConfig(
-            model=path, updates=args.updates, episodes_per_update=args.episodes, max_new_tokens=args.max_new_tokens,
-            eval_episodes=16, eval_rounds=0, eval_every=0, checkpoint_every=0, threads=args.threads,
-            run_dir=str(Path(tmp) / "run"), seed=0,
+            model=path,
+            updates=args.updates,
+            episodes_per_update=args.episodes,
+            max_new_tokens=args.max_new_tokens,
+            eval_episodes=16,
+            eval_rounds=0,
+            eval_every=0,
+            checkpoint_every=0,
+            threads=args.threads,
+            run_dir=str(Path(tmp) / "run"),
+            seed=0,
         )
         load_before = os.getloadavg()
         cpu0, wall0 = cpu_s(), time.perf_counter()
@@ -83,45 +91,67 @@ def main(argv: list[str] | None = None) -> dict:
 
     rows = []
     for m in metrics:
-        rows.append({
-            "update": m["update"],
-            "generation_s": m["time/generation_s"],
-            "prompts_s": m["time/prompts_s"],
-            "env_s": m["time/env_s"],
-            "training_s": m["time/training_s"],
-            "update_s": m["time/update_s"],
-            "other_s": m["time/update_s"] - m["time/generation_s"] - m["time/prompts_s"] - m["time/env_s"]
-            - m["time/training_s"],
-            "response_tokens": m["train/response_tokens"],
-            "solved": m["train/solved"],
-        })
+        rows.append(
+            {
+                "update": m["update"],
+                "generation_s": m["time/generation_s"],
+                "prompts_s": m["time/prompts_s"],
+                "env_s": m["time/env_s"],
+                "training_s": m["time/training_s"],
+                "update_s": m["time/update_s"],
+                "other_s": m["time/update_s"] - m["time/generation_s"] - m["time/prompts_s"] - m["time/env_s"] - m["time/training_s"],
+                "response_tokens": m["train/response_tokens"],
+                "solved": m["train/solved"],
+            }
+        )
     keys = ["generation_s", "prompts_s", "env_s", "training_s", "other_s", "update_s"]
     med = {k: spread([r[k] for r in rows]) for k in keys}
     share = {k: spread([r[k] / r["update_s"] for r in rows]) for k in keys[:-1]}
     env_share = share["env_s"]["median"]
 
     threads = torch.get_num_threads()
-    lines = [f"model: {label}; MathChain-v0, 2 agents (LoRA), {args.episodes} episodes/update, max_new_tokens "
-             f"{args.max_new_tokens}, {args.updates} updates, torch threads {threads}",
-             f"{'part':<34} {'median s':>9} {'min-max s':>15} {'share':>7} {'share min-max':>15}", "-" * 84]
-    names = {"generation_s": "generation", "prompts_s": "prompt building (chat template)", "env_s": "env + reward",
-             "training_s": "training (MARFT update)", "other_s": "other", "update_s": "whole update"}
+    lines = [
+        f"model: {label}; MathChain-v0, 2 agents (LoRA), {args.episodes} episodes/update, max_new_tokens "
+        f"{args.max_new_tokens}, {args.updates} updates, torch threads {threads}",
+        f"{'part':<34} {'median s':>9} {'min-max s':>15} {'share':>7} {'share min-max':>15}",
+        "-" * 84,
+    ]
+    names = {
+        "generation_s": "generation",
+        "prompts_s": "prompt building (chat template)",
+        "env_s": "env + reward",
+        "training_s": "training (MARFT update)",
+        "other_s": "other",
+        "update_s": "whole update",
+    }
     for k in keys:
         s = share.get(k)
-        lines.append(f"{names[k]:<34} {med[k]['median']:>9.3f} {med[k]['min']:>7.3f}-{med[k]['max']:<7.3f} "
-                     + (f"{s['median']:>7.1%} {s['min']:>7.1%}-{s['max']:<7.1%}" if s else f"{'100%':>7}"))
-    lines.append(f"mean response tokens per action {statistics.median(r['response_tokens'] for r in rows):.1f}; "
-                 f"train solved {statistics.median(r['solved'] for r in rows):.1%}")
-    lines.append(f"env + reward share: {env_share:.1%} (goal <= {GOAL_ENV_SHARE:.0%}: "
-                 f"{'met' if env_share <= GOAL_ENV_SHARE else 'MISSED'})")
-    lines.append(f"load average before/after: {load_before[0]:.2f}/{load_after[0]:.2f}; process CPU/wall during "
-                 f"train(): {train_cpu / train_wall:.2f} (threads {threads})")
+        lines.append(
+            f"{names[k]:<34} {med[k]['median']:>9.3f} {med[k]['min']:>7.3f}-{med[k]['max']:<7.3f} "
+            + (f"{s['median']:>7.1%} {s['min']:>7.1%}-{s['max']:<7.1%}" if s else f"{'100%':>7}")
+        )
+    lines.append(
+        f"mean response tokens per action {statistics.median(r['response_tokens'] for r in rows):.1f}; "
+        f"train solved {statistics.median(r['solved'] for r in rows):.1%}"
+    )
+    lines.append(
+        f"env + reward share: {env_share:.1%} (goal <= {GOAL_ENV_SHARE:.0%}: {'met' if env_share <= GOAL_ENV_SHARE else 'MISSED'})"
+    )
+    lines.append(
+        f"load average before/after: {load_before[0]:.2f}/{load_after[0]:.2f}; process CPU/wall during "
+        f"train(): {train_cpu / train_wall:.2f} (threads {threads})"
+    )
     print("\n".join(lines))
     result = {
         "benchmark": "update_split",
         "model": label,
-        "config": {"env": "marft/MathChain-v0", "episodes_per_update": args.episodes, "max_new_tokens": args.max_new_tokens,
-                   "updates": args.updates, "torch_threads": threads},
+        "config": {
+            "env": "marft/MathChain-v0",
+            "episodes_per_update": args.episodes,
+            "max_new_tokens": args.max_new_tokens,
+            "updates": args.updates,
+            "torch_threads": threads,
+        },
         "median_s": med,
         "share_of_update": share,
         "env_share": env_share,

@@ -203,9 +203,16 @@ def token_advantages(
 
     last = at_last_token(torch.ones(len(lengths), dtype=torch.bool), lengths, R)  # (N, R)
     adv, ret = token_gae(
-        grid(token_rewards.float()), grid(values.float()),
-        grid(last), grid(last & round_ends.unsqueeze(1)), grid(last & dones.unsqueeze(1)), grid(mask),
-        gamma=gamma, gamma_agent=gamma_agent, gamma_token=gamma_token, lam=lam,
+        grid(token_rewards.float()),
+        grid(values.float()),
+        grid(last),
+        grid(last & round_ends.unsqueeze(1)),
+        grid(last & dones.unsqueeze(1)),
+        grid(mask),
+        gamma=gamma,
+        gamma_agent=gamma_agent,
+        gamma_token=gamma_token,
+        lam=lam,
     )
     out_adv, out_ret = torch.zeros_like(values, dtype=torch.float32), torch.zeros_like(values, dtype=torch.float32)
     out_adv[step, tok], out_ret[step, tok] = adv[r_idx, c_idx], ret[r_idx, c_idx]

@@ -23,31 +23,54 @@ from marft_agents.signal_config import SignalConfig
 def check(settings: SignalConfig, env: Any, *, group_size: int, workers: int, algo: str) -> tuple:
     """Refuse ``signal.*`` options this run cannot use, in one line; returns the env's difficulty levels."""
     if settings.enabled and workers:
-        raise ConfigError("signal.dynamic_sampling and signal.curriculum run in the trainer's process, which "
-                          "rollout workers do not do yet: use distributed.workers=0")
+        raise ConfigError(
+            "signal.dynamic_sampling and signal.curriculum run in the trainer's process, which "
+            "rollout workers do not do yet: use distributed.workers=0"
+        )
     if settings.dynamic_sampling and group_size < 2:
-        raise ConfigError(f"signal.dynamic_sampling drops groups of episodes that played one problem, but algo={algo} "
-                          "plays each problem once: use a group-relative algo (algo=grpo)")
+        raise ConfigError(
+            f"signal.dynamic_sampling drops groups of episodes that played one problem, but algo={algo} "
+            "plays each problem once: use a group-relative algo (algo=grpo)"
+        )
     levels = tuple(env.difficulties()) if hasattr(env, "difficulties") else ()
     if settings.curriculum and not levels:
-        raise ConfigError("signal.curriculum needs an env that declares difficulty levels (difficulties(); MATH: "
-                          "problems='synthetic' or a file with a level column; docs/contract.md)")
+        raise ConfigError(
+            "signal.curriculum needs an env that declares difficulty levels (difficulties(); MATH: "
+            "problems='synthetic' or a file with a level column; docs/contract.md)"
+        )
     return levels
 
 
 class BatchCollector:
     """One update's episodes: the plain collection, or dynamic sampling and a curriculum over it."""
 
-    def __init__(self, engine: Any, envs: Sequence[Any], generator: Any, settings: SignalConfig, *, seed: int,
-                 episodes_per_update: int, updates: int, group_size: int, workers: int, algo: str):
+    def __init__(
+        self,
+        engine: Any,
+        envs: Sequence[Any],
+        generator: Any,
+        settings: SignalConfig,
+        *,
+        seed: int,
+        episodes_per_update: int,
+        updates: int,
+        group_size: int,
+        workers: int,
+        algo: str,
+    ):
         levels = check(settings, envs[0], group_size=group_size, workers=workers, algo=algo)
         self.engine, self.envs, self.generator = engine, envs, generator
         self.settings = settings
         self.seed, self.episodes_per_update, self.updates, self.group = seed, episodes_per_update, updates, group_size
         self.sampler = None
         if settings.curriculum:
-            self.sampler = DifficultySampler(levels, window=settings.curriculum_window, low=settings.curriculum_low,
-                                             high=settings.curriculum_high, floor=settings.curriculum_floor)
+            self.sampler = DifficultySampler(
+                levels,
+                window=settings.curriculum_window,
+                low=settings.curriculum_low,
+                high=settings.curriculum_high,
+                floor=settings.curriculum_floor,
+            )
 
     def collect(self, update: int) -> tuple[list[Episode], dict[str, float]]:
         """The batch of ``update`` and the ``signal/*`` metrics of how it was drawn (none by default)."""
@@ -57,9 +80,14 @@ class BatchCollector:
             return self._play(indices, update, next(draws))
 
         if self.settings.dynamic_sampling:
-            episodes, metrics = collect_informative(one, update=update, episodes_per_update=self.episodes_per_update,
-                                                    updates=self.updates, group_size=self.group,
-                                                    max_draws=self.settings.max_draws)
+            episodes, metrics = collect_informative(
+                one,
+                update=update,
+                episodes_per_update=self.episodes_per_update,
+                updates=self.updates,
+                group_size=self.group,
+                max_draws=self.settings.max_draws,
+            )
         else:
             episodes, metrics = one(draw_indices(0, update, self.episodes_per_update, self.updates)), {}
         if self.sampler is not None:
@@ -74,8 +102,7 @@ class BatchCollector:
         if isinstance(self.generator, EpisodeSeededEngine):  # the seeds a worker would use for these episodes
             self.generator.seed_episodes({i: episode_seed(self.seed, update, i) for i in indices})
         # episodes of one group share a seed, hence a problem
-        episodes = self.engine.collect(self.envs, indices, seed_of=lambda i: self.seed * 1_000_003 + i // self.group,
-                                       **options)
+        episodes = self.engine.collect(self.envs, indices, seed_of=lambda i: self.seed * 1_000_003 + i // self.group, **options)
         if self.sampler is not None:
             self.sampler.record(episodes)
         return episodes

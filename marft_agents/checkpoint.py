@@ -58,8 +58,7 @@ def save_checkpoint(folder: str | Path, update: int, state: dict[str, Any], keep
     path = folder / f"update_{update:06d}.pt"
     previous = latest_checkpoint(folder)
     try:
-        run_files.write_file(folder.parent, Path(folder.name, path.name),
-                             lambda f: torch.save({"update": update, **state}, f))
+        run_files.write_file(folder.parent, Path(folder.name, path.name), lambda f: torch.save({"update": update, **state}, f))
         run_files.write_text(folder.parent, Path(folder.name, LATEST), path.name)
     except (OSError, RuntimeError) as err:
         raise _write_failure(path, previous, err) from None

@@ -31,13 +31,18 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("envs", help="list registered env ids (with --import: your modules' too)")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE first (it registers envs); repeatable")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (it registers envs); repeatable",
+    )
 
     # Its options live with the code (marft_agents.models.pretrain.build_parser), parsed there, so that
     # other commands do not import torch just to parse their arguments.
-    sub.add_parser("pretrain", add_help=False,
-                   help="build and pre-train the embedded tiny model, or continue one (--init); see --help")
+    sub.add_parser("pretrain", add_help=False, help="build and pre-train the embedded tiny model, or continue one (--init); see --help")
 
     p = sub.add_parser("train", help="train a LaMAS on an env")
     p.add_argument("overrides", nargs="*", help="config overrides, key=value (e.g. marft.lr=1e-4 updates=20)")
@@ -46,25 +51,49 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--algo", help="training algorithm (marft, grpo, ppo, ippo, mappo, ...): the same as algo=NAME")
     p.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace the run already in run_dir (default: refuse)")
-    p.add_argument("--help-config", action="store_true",
-                   help="print every config key of a run (with --algo: of that algorithm) with its default and docstring")
+    p.add_argument(
+        "--help-config",
+        action="store_true",
+        help="print every config key of a run (with --algo: of that algorithm) with its default and docstring",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE before the env id is resolved (it registers envs or algorithms); repeatable")
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE before the env id is resolved (it registers envs or algorithms); repeatable",
+    )
 
     p = sub.add_parser("eval", help="greedy held-out evaluation")
-    p.add_argument("overrides", nargs="*", help="key=value: generation.* (e.g. generation.engine=vllm), threads, "
-                   "max_new_tokens, dtype (default: the run's, else the defaults)")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        help="key=value: generation.* (e.g. generation.engine=vllm), threads, "
+        "max_new_tokens, dtype (default: the run's, else the defaults)",
+    )
     p.add_argument("--run", help="a run folder: evaluates its latest checkpoint with its config")
     p.add_argument("--model", help="a base model (embedded, a named model such as smollm2-135m-instruct, a folder, or a Hub id), untuned")
     p.add_argument("--env", default=None, help="env id (default: the run's, or marft/MathChain-v0)")
     p.add_argument("--episodes", type=int, default=300)
     p.add_argument("--rounds", type=int, default=1, help=">1: the multi-round feedback protocol")
     p.add_argument("--transcripts", metavar="FILE", help="write whole episodes to FILE (.jsonl; `marft show FILE`)")
-    p.add_argument("--transcripts-n", type=int, default=6, metavar="N",
-                   help="episodes in --transcripts, rewarded and unrewarded half each where both exist (default 6)")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import MODULE before the env id is resolved (it registers envs); repeatable")
+    p.add_argument(
+        "--transcripts-n",
+        type=int,
+        default=6,
+        metavar="N",
+        help="episodes in --transcripts, rewarded and unrewarded half each where both exist (default 6)",
+    )
+    p.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE before the env id is resolved (it registers envs); repeatable",
+    )
 
     sub.add_parser("models", add_help=False, help="named real models: list, or fetch NAME; see --help")
 
@@ -73,10 +102,18 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("show", help="print a run's evaluation transcripts (every agent's observation and action)")
     p.add_argument("run_dir", help="a run folder, or a transcripts .jsonl file (marft eval --transcripts)")
-    p.add_argument("--reward", default="any", choices=("any", "rewarded", "unrewarded"),
-                   help="only episodes with a non-zero return (rewarded) or with none (unrewarded)")
-    p.add_argument("--which", default="eval_after", choices=("eval_before", "eval_after"),
-                   help="the evaluation before or after training (default: after)")
+    p.add_argument(
+        "--reward",
+        default="any",
+        choices=("any", "rewarded", "unrewarded"),
+        help="only episodes with a non-zero return (rewarded) or with none (unrewarded)",
+    )
+    p.add_argument(
+        "--which",
+        default="eval_after",
+        choices=("eval_before", "eval_after"),
+        help="the evaluation before or after training (default: after)",
+    )
     p.add_argument("-n", type=int, default=None, help="at most this many episodes")
 
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -169,8 +206,7 @@ def _cmd_train(args) -> int:
     except (RunInterrupted, RunWriteError) as err:  # a checkpoint may be there to continue from: say how
         failed = isinstance(err, RunWriteError)
         fix = ("free some space, then " if err.errno in FULL_DISK else "fix that, then ") if failed else ""
-        print(f"marft train: {'error: ' if failed else ''}{_message(err)}; {fix}{next_step(args.argv, config.run_dir)}",
-              file=sys.stderr)
+        print(f"marft train: {'error: ' if failed else ''}{_message(err)}; {fix}{next_step(args.argv, config.run_dir)}", file=sys.stderr)
         return 1 if failed else err.exit_code
     return 0
 
@@ -181,7 +217,7 @@ def next_step(argv: list[str], run_dir: str) -> str:
     from marft_agents import run_folder
 
     # argv as typed, less the mode flags (argparse takes any unambiguous prefix of them)
-    rest = [a for a in argv[argv.index("train") + 1:] if not (len(a) > 3 and ("--resume".startswith(a) or "--overwrite".startswith(a)))]
+    rest = [a for a in argv[argv.index("train") + 1 :] if not (len(a) > 3 and ("--resume".startswith(a) or "--overwrite".startswith(a)))]
     if ckpt.latest_checkpoint(Path(run_dir) / "checkpoints") is not None:
         return f"continue with: {shlex.join(['marft', 'train', '--resume', *rest])}"
     mode = ["--overwrite"] if run_folder.holds_run(Path(run_dir)) else []
@@ -202,8 +238,9 @@ def cmd_eval(args) -> int:
         raise ValueError("pass exactly one of --run DIR or --model M")
     other = [o for o in args.overrides if not o.startswith("generation.") and o.split("=", 1)[0] not in EVAL_KEYS]
     if other:
-        raise ValueError(f"marft eval takes generation.* keys and {', '.join(EVAL_KEYS)} "
-                         f"(e.g. generation.engine=vllm threads=1), got {other[0]!r}")
+        raise ValueError(
+            f"marft eval takes generation.* keys and {', '.join(EVAL_KEYS)} (e.g. generation.engine=vllm threads=1), got {other[0]!r}"
+        )
     if args.transcripts_n < 1:
         raise ValueError(f"--transcripts-n must be at least 1, got {args.transcripts_n}")
     validate(with_overrides(TrainConfig(), args.overrides))  # a bad key or value is named before any loading
@@ -226,9 +263,16 @@ def cmd_eval(args) -> int:
 
         check_available()
     with build_engine(config, policy, None) as engine, torch.no_grad():
-        result = evaluate(policy, config.env, config.env_kwargs, args.episodes, rounds=args.rounds,
-                          max_new_tokens=config.max_new_tokens, engine=engine,
-                          samples=args.transcripts_n if args.transcripts else 0)
+        result = evaluate(
+            policy,
+            config.env,
+            config.env_kwargs,
+            args.episodes,
+            rounds=args.rounds,
+            max_new_tokens=config.max_new_tokens,
+            engine=engine,
+            samples=args.transcripts_n if args.transcripts else 0,
+        )
     from marft_agents.report import headline, write_transcripts
 
     if args.transcripts:
@@ -238,8 +282,10 @@ def cmd_eval(args) -> int:
         value = f"{result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%}"
     else:
         value = f"{result['mean_return']:.2f} ± {result['mean_return_stderr']:.2f}"
-    print(f"{config.env}: {label} = {value} on {result['episodes']} episodes; "
-          f"mean return {result['mean_return']:.2f} ± {result['mean_return_stderr']:.2f}")
+    print(
+        f"{config.env}: {label} = {value} on {result['episodes']} episodes; "
+        f"mean return {result['mean_return']:.2f} ± {result['mean_return_stderr']:.2f}"
+    )
     for agent, r in result["roles"].items():
         print(f"  {agent}: " + ", ".join(_shown(k, v) for k, v in r.items()))
     return 0
@@ -279,8 +325,10 @@ def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] =
     state = ckpt.load_checkpoint(latest)["algo"]["adapters"]
     missing = [a for a in policy.adapters if a not in state]
     if missing:
-        raise ValueError(f"{latest} has adapters {sorted(state)}, but {config.env} needs {policy.adapters}: "
-                         "evaluate the run on its own env (drop --env) or on one with the same agents")
+        raise ValueError(
+            f"{latest} has adapters {sorted(state)}, but {config.env} needs {policy.adapters}: "
+            "evaluate the run on its own env (drop --env) or on one with the same agents"
+        )
     for adapter in policy.adapters:  # evaluate the trained adapters, not the untuned base
         policy.load_adapter_state(adapter, state[adapter])
     return policy, config
@@ -320,8 +368,15 @@ def _check_env(env_id: str) -> None:
     marft_envs.spec(resolve(env_id))  # raises KeyError naming the closest id
 
 
-COMMANDS = {"envs": cmd_envs, "pretrain": cmd_pretrain, "train": cmd_train, "eval": cmd_eval, "plot": cmd_plot,
-            "show": cmd_show, "models": cmd_models}
+COMMANDS = {
+    "envs": cmd_envs,
+    "pretrain": cmd_pretrain,
+    "train": cmd_train,
+    "eval": cmd_eval,
+    "plot": cmd_plot,
+    "show": cmd_show,
+    "models": cmd_models,
+}
 
 if __name__ == "__main__":
     sys.exit(main())

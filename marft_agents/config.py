@@ -62,8 +62,7 @@ class TrainConfig:
     """LoRA rank (at most the model's hidden size)."""
     lora_alpha: int = ranged(16, POSITIVE)
     """LoRA alpha."""
-    lora_targets: list[str] = field(default_factory=lambda: [
-        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     """Module names that get LoRA adapters (every linear layer: on the embedded model, q/v alone barely moved it)."""
     algo: str = "marft"
     """Training algorithm (``marft train --help-config --algo NAME`` lists its keys)."""
@@ -143,8 +142,9 @@ def from_dict(data: dict[str, Any], *, other_sections: str = "error") -> TrainCo
     return _build(list(flatten(data).items()), drop_other_sections=other_sections == "drop")
 
 
-def load(path: str | Path | None = None, overrides: list[str] = (), preset: str = "default",
-         algo: str | None = None, imports: list[str] = ()) -> TrainConfig:
+def load(
+    path: str | Path | None = None, overrides: list[str] = (), preset: str = "default", algo: str | None = None, imports: list[str] = ()
+) -> TrainConfig:
     """Defaults, then the preset, then the file, then ``key=value`` overrides, then ``algo`` (``--algo``).
 
     ``imports`` (``--import``) are added to the config's ``imports``.
@@ -211,21 +211,28 @@ def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> T
 # plugin algorithm's config is checked like the shipped ones; only the choices and the cross-field
 # rules below are kept here.
 
-CHOICES: dict[str, tuple[str, ...]] = {"adapter_mode": ("lora", "shared", "copies"), "engine": ("hf", "vllm"),
-                                       "dtype": ("float32", "bfloat16", "float16")}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "adapter_mode": ("lora", "shared", "copies"),
+    "engine": ("hf", "vllm"),
+    "dtype": ("float32", "bfloat16", "float16"),
+}
 """Field name -> its allowed values."""
 
 
 def validate(config: TrainConfig) -> None:
     """Refuse values no run can use (ConfigError naming the key): non-finite numbers, out-of-range counts."""
     if config.generation.engine == "vllm" and config.adapter_mode == "copies":
-        raise ConfigError("generation.engine=vllm serves LoRA adapters on one base: use adapter_mode=lora or shared "
-                          "(or generation.engine=hf with adapter_mode=copies)")
+        raise ConfigError(
+            "generation.engine=vllm serves LoRA adapters on one base: use adapter_mode=lora or shared "
+            "(or generation.engine=hf with adapter_mode=copies)"
+        )
     if config.dtype not in BASE_DTYPES:  # no float16: without loss scaling its small gradients underflow
         raise ConfigError(f"dtype must be one of {list(BASE_DTYPES)}, got {shown(config.dtype)}")
     if config.dtype == "bfloat16" and config.adapter_mode == "copies":  # bf16 copies would round Adam's small steps away
-        raise ConfigError(f"dtype={config.dtype} is for LoRA on a frozen base: use adapter_mode=lora or shared with it, "
-                          "or dtype=float32 with adapter_mode=copies")
+        raise ConfigError(
+            f"dtype={config.dtype} is for LoRA on a frozen base: use adapter_mode=lora or shared with it, "
+            "or dtype=float32 with adapter_mode=copies"
+        )
     for key, value, f, _ in _fields(config):
         name = key.rsplit(".", 1)[-1]
         try:
@@ -278,9 +285,13 @@ def field_docs(cls: type) -> dict[str, str]:
             continue
         body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
         for stmt, after in zip(body, body[1:]):
-            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-                    and isinstance(after.value.value, str)):
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
                 docs[stmt.target.id] = " ".join(after.value.value.split())
     return docs
 
@@ -300,9 +311,11 @@ def _set(config: TrainConfig, key: str, value: Any) -> None:
         target, path = config.algo_args, path[1:]
     elif path and path[0] != config.algo and path[0] in algorithms.names():
         rest = cut(".".join(parts[1:]))
-        raise ConfigError(f"{cut(key)} is a key of algo={path[0]}, but this run uses algo={config.algo}: "
-                          f"use {config.algo}.{rest} or set algo={path[0]} "
-                          f"(`marft train --help-config --algo {config.algo}` lists the keys)")
+        raise ConfigError(
+            f"{cut(key)} is a key of algo={path[0]}, but this run uses algo={config.algo}: "
+            f"use {config.algo}.{rest} or set algo={path[0]} "
+            f"(`marft train --help-config --algo {config.algo}` lists the keys)"
+        )
     for part in path:
         sub = getattr(target, part, None)
         if not dataclasses.is_dataclass(sub):
@@ -334,6 +347,6 @@ def _unknown(config: TrainConfig, key: str) -> None:
     probe = key[:100]  # difflib is quadratic in the length; no real key is this long
     close = difflib.get_close_matches(probe, _valid_keys(config), n=1, cutoff=0.6)
     if key.startswith("algo_args."):
-        close = close or difflib.get_close_matches(config.algo + probe[len("algo_args"):], _valid_keys(config), n=1)
+        close = close or difflib.get_close_matches(config.algo + probe[len("algo_args") :], _valid_keys(config), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else "; run `marft train --help-config` for the keys"
     raise ConfigError(f"unknown config key {shown(key)}{hint}")

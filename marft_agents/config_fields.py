@@ -34,9 +34,14 @@ EVAL_EPISODES, SEED = f"in [1, {MAX_EVAL_EPISODES}]", f"an integer in [0, {MAX_S
 WHY_LR = "an Adam step moves each weight by about lr; LoRA's usual rates are 1e-5 to 1e-3"
 
 HOLDS = {
-    POSITIVE: lambda v: v > 0, NON_NEGATIVE: lambda v: v >= 0, AT_LEAST_ONE: lambda v: v >= 1,
-    UNIT: lambda v: 0 <= v <= 1, TEMPERATURE: lambda v: v >= MIN_TEMPERATURE, LR: lambda v: 0 < v < MAX_LR,
-    EVAL_EPISODES: lambda v: 1 <= v <= MAX_EVAL_EPISODES, SEED: lambda v: isinstance(v, int) and 0 <= v <= MAX_SEED,
+    POSITIVE: lambda v: v > 0,
+    NON_NEGATIVE: lambda v: v >= 0,
+    AT_LEAST_ONE: lambda v: v >= 1,
+    UNIT: lambda v: 0 <= v <= 1,
+    TEMPERATURE: lambda v: v >= MIN_TEMPERATURE,
+    LR: lambda v: 0 < v < MAX_LR,
+    EVAL_EPISODES: lambda v: 1 <= v <= MAX_EVAL_EPISODES,
+    SEED: lambda v: isinstance(v, int) and 0 <= v <= MAX_SEED,
 }
 """Each rule's test, on a number that is not a bool."""
 
@@ -87,4 +92,3 @@ class Ranged:
 
     def __post_init__(self):
         check_ranges(self, f"{type(self).__name__}.")
-

@@ -29,7 +29,7 @@ SHOWN_CHARS = 80
 def shown(value: Any) -> str:
     """``repr(value)``, cut to :data:`SHOWN_CHARS` characters plus "…" (what an error quotes of a value)."""
     if isinstance(value, (str, bytes)) and len(value) > 4 * SHOWN_CHARS:
-        value = value[:4 * SHOWN_CHARS]  # repr() of a 50 MB string would copy it first
+        value = value[: 4 * SHOWN_CHARS]  # repr() of a 50 MB string would copy it first
     try:
         text = repr(value)
     except RecursionError:
@@ -55,8 +55,7 @@ def read_file(path: Path) -> dict[str, Any]:
     except RecursionError:  # the parsers recurse once per level of nesting
         raise ConfigError(f"cannot parse {path}: {_TOO_DEEP}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a config must be a mapping of keys to values at the top level, "
-                          f"got {type(data).__name__}")
+        raise ConfigError(f"{path}: a config must be a mapping of keys to values at the top level, got {type(data).__name__}")
     check_depth(data, str(path))
     return data
 

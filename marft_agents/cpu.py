@@ -16,8 +16,10 @@ NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 """``/proc/cpuinfo`` flags that mean bf16 matrix arithmetic in hardware."""
 BASE_DTYPES = ("float32", "bfloat16", "auto")
 """Values of ``dtype``: the base model's dtype, or ``auto`` (bfloat16 where the CPU has native bf16)."""
-SLOW_BF16 = ("dtype=bfloat16 on a CPU without native bf16 (no avx512_bf16/amx_bf16 flag): bf16 is emulated "
-             "here and was 3-6x slower than float32 on such a CPU (docs/real-models.md); use dtype=float32 or dtype=auto")
+SLOW_BF16 = (
+    "dtype=bfloat16 on a CPU without native bf16 (no avx512_bf16/amx_bf16 flag): bf16 is emulated "
+    "here and was 3-6x slower than float32 on such a CPU (docs/real-models.md); use dtype=float32 or dtype=auto"
+)
 
 
 @functools.lru_cache(maxsize=1)

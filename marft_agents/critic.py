@@ -29,11 +29,7 @@ class ValueHead(nn.Module):
 
     def __init__(self, in_features: int, hidden: int = 256):
         super().__init__()
-        self.net = nn.Sequential(
-            nn.Linear(in_features, hidden), nn.ReLU(),
-            nn.Linear(hidden, hidden), nn.ReLU(),
-            nn.Linear(hidden, 1),
-        )
+        self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.net(features).squeeze(-1)  # (B, d) -> (B,)
@@ -45,7 +41,7 @@ def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -
     order = sorted(range(len(steps)), key=lambda i: steps[i].agent)
     out = torch.empty(len(steps), policy.hidden_size)
     for start in range(0, len(order), minibatch_size):
-        chunk = order[start: start + minibatch_size]
+        chunk = order[start : start + minibatch_size]
         out[chunk] = policy.features([steps[i].prompt for i in chunk])
     return out
 
@@ -56,7 +52,7 @@ def token_features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: 
     out = torch.zeros(len(steps), width, policy.hidden_size)
     order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
     for start in range(0, len(order), minibatch_size):
-        chunk = order[start: start + minibatch_size]
+        chunk = order[start : start + minibatch_size]
         feats = policy.token_features([steps[i].prompt for i in chunk], [steps[i].response for i in chunk])
         out[chunk, : feats.shape[1]] = feats
     return out
@@ -87,7 +83,7 @@ def fit_critic(
     for _ in range(epochs):
         order = torch.as_tensor(rng.permutation(n))
         for start in range(0, n, minibatch_size):
-            mb = order[start: start + minibatch_size]
+            mb = order[start : start + minibatch_size]
             values = critic(*(x[mb] for x in inputs))
             loss = clipped_value_loss(values, values_old[mb], returns[mb], value_clip, None if mask is None else mask[mb])
             ensure_finite(loss, f"{prefix}/value_loss")
@@ -96,5 +92,4 @@ def fit_critic(
             ensure_finite(torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm), f"{prefix}/grad_norm")
             optimizer.step()
             losses.append(loss.item())
-    return {f"{prefix}/value_loss": float(np.mean(losses)) if losses else 0.0,
-            f"{prefix}/value_mean": float(masked_mean(values_old, mask))}
+    return {f"{prefix}/value_loss": float(np.mean(losses)) if losses else 0.0, f"{prefix}/value_mean": float(masked_mean(values_old, mask))}

@@ -30,8 +30,7 @@ def running_success(outcomes: Sequence[bool]) -> float | None:
     return sum(outcomes) / len(outcomes) if outcomes else None
 
 
-def level_weights(rates: dict[Hashable, float | None], *, low: float, high: float,
-                  floor: float) -> dict[Hashable, float]:
+def level_weights(rates: dict[Hashable, float | None], *, low: float, high: float, floor: float) -> dict[Hashable, float]:
     """Draw probabilities of the levels from their running success rates (see the module docstring)."""
     raw = {level: 1.0 if rate is None or low < rate < high else floor for level, rate in rates.items()}
     total = sum(raw.values())
@@ -83,7 +82,7 @@ class DifficultySampler:
                 continue
             window = self.outcomes[level]
             window.append(succeeded(e))
-            del window[:-self.window]
+            del window[: -self.window]
 
     def metrics(self) -> dict[str, float]:
         """``signal/level_<d>/success`` (running success; only for tried levels) and ``/p`` (draw probability)."""

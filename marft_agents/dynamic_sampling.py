@@ -36,12 +36,13 @@ def pick_groups(returns: list[list[float]], wanted: int) -> tuple[list[int], int
     """
     informative = [k for k, r in enumerate(returns) if has_spread(r)]
     kept = informative[:wanted]
-    fill = [k for k, r in enumerate(returns) if not has_spread(r)][:wanted - len(kept)]
+    fill = [k for k, r in enumerate(returns) if not has_spread(r)][: wanted - len(kept)]
     return sorted(kept + fill), len(kept)
 
 
-def collect_informative(collect: Callable[[range], list[Episode]], *, update: int, episodes_per_update: int,
-                        updates: int, group_size: int, max_draws: int) -> tuple[list[Episode], dict[str, float]]:
+def collect_informative(
+    collect: Callable[[range], list[Episode]], *, update: int, episodes_per_update: int, updates: int, group_size: int, max_draws: int
+) -> tuple[list[Episode], dict[str, float]]:
     """Collect until the batch holds ``episodes_per_update / group_size`` informative groups (or ``max_draws``).
 
     ``collect(indices)`` plays the episodes with those indices. Returns the batch, in draw order, and
@@ -58,5 +59,4 @@ def collect_informative(collect: Callable[[range], list[Episode]], *, update: in
         draws += 1
     picked, kept = pick_groups([[episode_return(e) for e in g] for g in drawn], wanted)
     batch = [e for k in picked for e in drawn[k]]
-    return batch, {"signal/draws": float(draws), "signal/groups_drawn": float(len(drawn)),
-                   "signal/informative_groups": float(kept)}
+    return batch, {"signal/draws": float(draws), "signal/groups_drawn": float(len(drawn)), "signal/informative_groups": float(kept)}

@@ -27,8 +27,7 @@ def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
         if name not in params:
             close = difflib.get_close_matches(name[:100], list(params), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(f"env_kwargs.{cut(name)}: {env_id} has no option {shown(name)}; {hint}"
-                              f"its options: {sorted(params)}")
+            raise ConfigError(f"env_kwargs.{cut(name)}: {env_id} has no option {shown(name)}; {hint}its options: {sorted(params)}")
         default, param = params[name].default, params[name]
         if value is None:
             continue
@@ -39,8 +38,7 @@ def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
             continue
         expected = bool if isinstance(default, bool) else (int, float) if isinstance(default, float) else type(default)
         if not _is(value, expected):
-            raise ConfigError(f"env_kwargs.{name} must be {_kind(expected)} (its default is {shown(default)}), "
-                              f"got {shown(value)}")
+            raise ConfigError(f"env_kwargs.{name} must be {_kind(expected)} (its default is {shown(default)}), got {shown(value)}")
 
 
 def _is(value: Any, expected: type | tuple[type, ...]) -> bool:
@@ -60,8 +58,7 @@ _SIMPLE = (bool, int, float, str, list, dict)
 def _annotated_type(param: inspect.Parameter) -> type | tuple[type, ...] | None:
     """The one simple type (``int``, ``str``, ``list``, ...) an ``X | None`` annotation names, else None."""
     hint = param.annotation  # a string where the signature's annotations could not be evaluated: not checked
-    args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
-        else (hint,)
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
     kinds = [typing.get_origin(a) or a for a in args if a is not type(None)]
     if len(kinds) != 1 or kinds[0] not in _SIMPLE:
         return None
@@ -79,8 +76,11 @@ def _signature(function: Any) -> inspect.Signature:
 def _accepted_parameters(factory: Any) -> dict[str, inspect.Parameter] | None:
     """Keyword parameters of a factory, following ``**kwargs`` up the class hierarchy; None if unbounded."""
     params: dict[str, inspect.Parameter] = {}
-    functions = ([k.__dict__["__init__"] for k in factory.__mro__ if "__init__" in k.__dict__ and k is not object]
-                 if inspect.isclass(factory) else [factory])
+    functions = (
+        [k.__dict__["__init__"] for k in factory.__mro__ if "__init__" in k.__dict__ and k is not object]
+        if inspect.isclass(factory)
+        else [factory]
+    )
     for function in functions:
         try:
             signature = _signature(function)

@@ -101,8 +101,7 @@ def evaluate(
     envs = [marft_envs.make(env_id, **plan.env_kwargs) for _ in range(min(n, n_envs))]
     options = episode_options(plan, envs[0], n)
     rollout = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens), engine=engine)
-    episodes = rollout.collect(envs, range(len(options)), seed_of=lambda i: HELDOUT_SEED + i,
-                               options_of=options.__getitem__)
+    episodes = rollout.collect(envs, range(len(options)), seed_of=lambda i: HELDOUT_SEED + i, options_of=options.__getitem__)
     return eval_result(episodes, plan, samples)
 
 
@@ -116,8 +115,13 @@ def episode_options(plan: EvalPlan, env: Any, n: int) -> list[dict | None]:
 
 def eval_result(episodes: list[Episode], plan: EvalPlan, samples: int = 0) -> dict:
     """:func:`evaluate`'s result for the finished evaluation ``episodes`` (in index order) under ``plan``."""
-    out = {**summarize(episodes), "heldout": plan.heldout, "protocol": plan.protocol, "attempts": plan.attempts,
-           "headline_metric": plan.headline_metric}
+    out = {
+        **summarize(episodes),
+        "heldout": plan.heldout,
+        "protocol": plan.protocol,
+        "attempts": plan.attempts,
+        "headline_metric": plan.headline_metric,
+    }
     if samples:  # whole transcripts, for the run folder
         out["samples"] = [transcript(e) for e in pick_transcripts(episodes, samples)]
     return out

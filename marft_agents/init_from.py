@@ -35,8 +35,10 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
         raise ConfigError(f"init_from must be a run folder (a path), got {config.init_from!r}")
     run = Path(config.init_from).expanduser()
     if (run / "pretrain.json").is_file():
-        raise ConfigError(f"init_from={run} is a whole model written by `marft pretrain` (an SFT of every weight), "
-                          f"not a run's adapters: start from it with model={run}")
+        raise ConfigError(
+            f"init_from={run} is a whole model written by `marft pretrain` (an SFT of every weight), "
+            f"not a run's adapters: start from it with model={run}"
+        )
     saved_path = run / "config.json"
     if not saved_path.is_file():
         raise ConfigError(f"init_from={run} is not a run folder (no config.json): give a `marft train` run_dir")
@@ -48,23 +50,27 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
     for key in MATCHING_KEYS:
         theirs = saved.get(key)
         if theirs != ours[key]:
-            raise ConfigError(f"init_from={run} was trained with {key}={theirs!r}, this run has {key}={ours[key]!r}: "
-                              f"set {key} to the earlier run's, or drop init_from")
+            raise ConfigError(
+                f"init_from={run} was trained with {key}={theirs!r}, this run has {key}={ours[key]!r}: "
+                f"set {key} to the earlier run's, or drop init_from"
+            )
     latest = ckpt.latest_checkpoint(run / "checkpoints")
     if latest is None:
-        raise ConfigError(f"init_from={run} has no checkpoint in {run / 'checkpoints'}: let that run finish "
-                          "(it writes one at its end)")
+        raise ConfigError(f"init_from={run} has no checkpoint in {run / 'checkpoints'}: let that run finish (it writes one at its end)")
     adapters = ckpt.load_checkpoint(latest).get("algo", {}).get("adapters", {})
     missing = [a for a in policy.adapters if a not in adapters]
     if missing:
-        raise ConfigError(f"init_from={run} has adapters {sorted(adapters)}, this run's env needs {policy.adapters}: "
-                          "start from a run of an env with the same agents")
+        raise ConfigError(
+            f"init_from={run} has adapters {sorted(adapters)}, this run's env needs {policy.adapters}: "
+            "start from a run of an env with the same agents"
+        )
     try:
         for adapter in policy.adapters:
             policy.load_adapter_state(adapter, adapters[adapter])
     except (KeyError, RuntimeError) as err:
-        raise ConfigError(f"init_from={run}: its adapters do not fit this model ({type(err).__name__}: "
-                          f"{str(err).splitlines()[0][:120]})") from None
+        raise ConfigError(
+            f"init_from={run}: its adapters do not fit this model ({type(err).__name__}: {str(err).splitlines()[0][:120]})"
+        ) from None
     return {"run": str(run), "checkpoint": latest.name}
 
 

@@ -72,7 +72,10 @@ class StopOnSignal:
         name = signal.Signals(signum).name
         if self.deferring and self.requested is None:
             self.requested = signum
-            print(f"marft train: {name}: finishing this update and writing its checkpoint (send it again to stop "
-                  "at once)", file=sys.stderr, flush=True)
+            print(
+                f"marft train: {name}: finishing this update and writing its checkpoint (send it again to stop at once)",
+                file=sys.stderr,
+                flush=True,
+            )
             return
         raise RunInterrupted(signum, f"stopped by {name}")

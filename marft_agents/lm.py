@@ -32,8 +32,8 @@ def left_pad(seqs: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Te
     ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)  # (B, W)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)  # (B, W)
     for i, s in enumerate(seqs):
-        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        mask[i, width - len(s):] = 1
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s) :] = 1
     return ids, mask
 
 
@@ -50,8 +50,9 @@ def common_prefix_length(seqs: Sequence[Sequence[int]], min_length: int = MIN_SH
     return n if n >= min_length else 0
 
 
-def score_layout(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_token_id: int
-                 ) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
+def score_layout(
+    prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_token_id: int
+) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``[shared prefix | left-padded rest of prompt | right-padded response]``, to score responses.
 
     Returns the prefix length ``P`` (:func:`common_prefix_length`), ``ids``/``attn`` ``(B, L + R)`` for
@@ -66,8 +67,8 @@ def score_layout(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[
     attn = torch.zeros((len(prompts), L + R), dtype=torch.long)  # (B, L + R)
     mask = torch.zeros((len(prompts), R), dtype=torch.bool)  # (B, R)
     for i, (rest, resp) in enumerate(zip(rests, responses)):
-        ids[i, L - len(rest): L + len(resp)] = torch.tensor(list(rest) + list(resp), dtype=torch.long)
-        attn[i, L - len(rest): L + len(resp)] = 1
+        ids[i, L - len(rest) : L + len(resp)] = torch.tensor(list(rest) + list(resp), dtype=torch.long)
+        attn[i, L - len(rest) : L + len(resp)] = 1
         mask[i, : len(resp)] = True
     return P, ids, attn, mask
 
@@ -83,8 +84,11 @@ def position_ids(attention_mask: torch.Tensor, offset: int = 0) -> torch.Tensor:
 
 def broadcast_cache(cache, batch: int) -> DynamicCache:
     """A one-sequence KV cache expanded (a view, no copy) to ``batch`` sequences."""
-    pairs = ([(layer.keys, layer.values) for layer in cache.layers] if hasattr(cache, "layers")
-             else list(zip(cache.key_cache, cache.value_cache)))
+    pairs = (
+        [(layer.keys, layer.values) for layer in cache.layers]
+        if hasattr(cache, "layers")
+        else list(zip(cache.key_cache, cache.value_cache))
+    )
     return DynamicCache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in pairs])
 
 
@@ -103,12 +107,12 @@ def forward_after_prefix(model, prefix: Sequence[int] | torch.Tensor, ids: torch
         out = model(input_ids=torch.as_tensor(prefix, dtype=torch.long)[None], use_cache=True)  # (1, P), once
         cache = broadcast_cache(out[CACHE_ARG] if CACHE_ARG in out else out["past_key_values"], B)
         attn = torch.cat([torch.ones(B, P, dtype=attn.dtype), attn], dim=1)  # (B, P + S)
-    return model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=cache is not None,
-                 **{CACHE_ARG: cache}, **kwargs)
+    return model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=cache is not None, **{CACHE_ARG: cache}, **kwargs)
 
 
-def sampling_config(max_new_tokens: int, temperature: float, pad_token_id: int, eos_token_id: int, *,
-                    output_logits: bool = False) -> GenerationConfig:
+def sampling_config(
+    max_new_tokens: int, temperature: float, pad_token_id: int, eos_token_id: int, *, output_logits: bool = False
+) -> GenerationConfig:
     """A ``GenerationConfig`` that samples from ``softmax(logits / temperature)`` (greedy at 0), nothing else.
 
     Every knob that would move the distribution away from that (top-k, top-p, min-p, typical-p, the
@@ -120,9 +124,16 @@ def sampling_config(max_new_tokens: int, temperature: float, pad_token_id: int, 
         max_new_tokens=max_new_tokens,
         do_sample=not greedy,
         temperature=None if greedy else temperature,
-        top_k=None, top_p=None, min_p=None, typical_p=None, repetition_penalty=None,
-        pad_token_id=pad_token_id, eos_token_id=eos_token_id, bos_token_id=None,
-        return_dict_in_generate=True, output_logits=output_logits,
+        top_k=None,
+        top_p=None,
+        min_p=None,
+        typical_p=None,
+        repetition_penalty=None,
+        pad_token_id=pad_token_id,
+        eos_token_id=eos_token_id,
+        bos_token_id=None,
+        return_dict_in_generate=True,
+        output_logits=output_logits,
     )
 
 
@@ -138,9 +149,17 @@ def response_lengths(new: torch.Tensor, eos_token_id: int) -> list[int]:
 
 
 @torch.no_grad()
-def generate(model, prompts: Sequence[Sequence[int]], *, temperature: float, max_new_tokens: int,
-             pad_token_id: int, eos_token_id: int, logprobs: bool = True,
-             logits_processor=None) -> tuple[list[list[int]], list[torch.Tensor]]:
+def generate(
+    model,
+    prompts: Sequence[Sequence[int]],
+    *,
+    temperature: float,
+    max_new_tokens: int,
+    pad_token_id: int,
+    eos_token_id: int,
+    logprobs: bool = True,
+    logits_processor=None,
+) -> tuple[list[list[int]], list[torch.Tensor]]:
     """One batched ``generate`` call: ``(responses, token_logps)``.
 
     Each response holds its token ids up to and including the end-of-turn token when one was
@@ -154,7 +173,7 @@ def generate(model, prompts: Sequence[Sequence[int]], *, temperature: float, max
     keep = logprobs and temperature != 0
     config = sampling_config(max_new_tokens, temperature, pad_token_id, eos_token_id, output_logits=keep)
     out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=logits_processor)
-    new = out.sequences[:, ids.shape[1]:]  # (B, L)
+    new = out.sequences[:, ids.shape[1] :]  # (B, L)
     lengths = response_lengths(new, eos_token_id)
     if keep:
         logits = torch.stack(out.logits, dim=1).float() / temperature  # (B, L, V)

@@ -106,11 +106,7 @@ def approx_kl(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
 
 
 def clipped_value_loss(
-    values: torch.Tensor,
-    values_old: torch.Tensor,
-    returns: torch.Tensor,
-    clip: float | None,
-    mask: torch.Tensor | None = None,
+    values: torch.Tensor, values_old: torch.Tensor, returns: torch.Tensor, clip: float | None, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
     """``mean(max(err(R - V), err(R - V_clipped)))`` with ``V_clipped = V_old + clip(V - V_old, ±clip)``.
 

@@ -45,7 +45,7 @@ def plot_run(run_dir: str | Path) -> Path:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").is_file() else None
     fig, axes = plt.subplots(2, 4, figsize=(17, 6.5))
-    for ax in axes.flat[len(PANELS):]:
+    for ax in axes.flat[len(PANELS) :]:
         ax.axis("off")
     for ax, (key, title) in zip(axes.flat, PANELS):
         keys = sorted({k for r in rows for k in r if (k == key or (key.startswith("/") and k.endswith(key)))})
@@ -57,7 +57,7 @@ def plot_run(run_dir: str | Path) -> Path:
             if window < 2:  # one point: nothing to smooth
                 ax.plot(xs, ys, "o", ms=4, label=label)
                 continue
-            line, = ax.plot(xs, ys, lw=0.8, alpha=0.35)
+            (line,) = ax.plot(xs, ys, lw=0.8, alpha=0.35)
             ax.plot(xs, trailing_mean(ys, window), lw=1.6, c=line.get_color(), label=f"{label} ({window}-update mean)")
         reported = not summary or summary["eval_before"].get("success_reported", True)
         if key == "train/solved" and summary and reported:

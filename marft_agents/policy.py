@@ -53,9 +53,7 @@ def load_base(model: str, dtype: torch.dtype = torch.float32):
     local = Path(path)
     looks_local = model == EMBEDDED or str(model).startswith((".", "/", "~")) or local.exists()
     if looks_local and not (local.expanduser() / "config.json").is_file():
-        raise ModelNotFoundError(
-            f"no model at {path}: pass a directory saved with save_pretrained, a Hub id, or 'embedded'"
-        )
+        raise ModelNotFoundError(f"no model at {path}: pass a directory saved with save_pretrained, a Hub id, or 'embedded'")
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(local.expanduser()) if looks_local else model)
         lm = AutoModelForCausalLM.from_pretrained(str(local.expanduser()) if looks_local else model, dtype=dtype)
@@ -121,9 +119,11 @@ class LaMASPolicy:
 
             hidden = getattr(model.config, "hidden_size", None)
             if isinstance(hidden, int) and lora_r > hidden:  # before peft allocates (r, d) matrices per layer
-                raise ValueError(f"lora_r={lora_r} is above the model's hidden size {hidden}: a rank-r update of a "
-                                 f"{hidden}-wide layer has rank at most {hidden}, so more only costs memory; "
-                                 f"use lora_r <= {hidden}")
+                raise ValueError(
+                    f"lora_r={lora_r} is above the model's hidden size {hidden}: a rank-r update of a "
+                    f"{hidden}-wide layer has rank at most {hidden}, so more only costs memory; "
+                    f"use lora_r <= {hidden}"
+                )
             config = LoraConfig(r=lora_r, lora_alpha=lora_alpha, target_modules=list(lora_targets), lora_dropout=0.0)
             with warnings.catch_warnings():
                 # peft reads a transformers attribute that transformers 5 deprecates; not ours to fix, only noise
@@ -209,8 +209,13 @@ class LaMASPolicy:
         """One batched ``generate`` call for ``prompts`` with ``adapter`` active."""
         with self.active(adapter) as model:
             responses, token_logps = lm.generate(
-                model, prompts, temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens,
-                pad_token_id=self.pad_token_id, eos_token_id=self.eos_token_id)
+                model,
+                prompts,
+                temperature=sampling.temperature,
+                max_new_tokens=sampling.max_new_tokens,
+                pad_token_id=self.pad_token_id,
+                eos_token_id=self.eos_token_id,
+            )
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
         return Generation(responses=responses, token_logps=token_logps, texts=texts)
 
@@ -236,7 +241,7 @@ class LaMASPolicy:
         # column S - R - 1 + k predicts response token k
         logits = logits[:, :R].float() / temperature  # (B, R, V)
         logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(-1, ids[:, S - R:].unsqueeze(-1)).squeeze(-1)  # (B, R)
+        logp = logp_all.gather(-1, ids[:, S - R :].unsqueeze(-1)).squeeze(-1)  # (B, R)
         entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, R)
         return logp, entropy, mask
 
@@ -261,7 +266,7 @@ class LaMASPolicy:
         S, R = ids.shape[1], mask.shape[1]
         with self.reference() as model:
             out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)
-        return out.hidden_states[-1][:, S - R - 1: S - 1, :].float()  # (B, R, d)
+        return out.hidden_states[-1][:, S - R - 1 : S - 1, :].float()  # (B, R, d)
 
     @property
     def hidden_size(self) -> int:

@@ -26,8 +26,7 @@ SAMPLES = "samples"
 def headline(result: dict) -> tuple[str, str]:
     """``(key, label)`` of an evaluation's headline number: its accuracy, or its mean return."""
     n = result.get("episodes", 0)
-    where = ("held-out" if result.get("heldout", True)
-             else f"{n} episodes of the env as configured, seeds disjoint from training")
+    where = "held-out" if result.get("heldout", True) else f"{n} episodes of the env as configured, seeds disjoint from training"
     if not result.get("success_reported", True):
         return "mean_return", f"mean return (greedy; {where}; the env reports no success)"
     if result.get("headline_metric") == "mean_return":  # partial credit: the env says which number to read
@@ -61,34 +60,46 @@ def summary_table(summary: dict) -> str:
                 row_label = f"answer accuracy when {agent} is {side}"
                 rows.append((row_label, r[k], float("nan") if later.get(k) is None else later[k], pct))
         if "mean_response_tokens" in r:  # absent from evaluations written before it was added
-            rows.append((f"{agent} response length (tokens)", r["mean_response_tokens"],
-                         later.get("mean_response_tokens", float("nan")), "{:6.1f}"))
+            rows.append(
+                (f"{agent} response length (tokens)", r["mean_response_tokens"], later.get("mean_response_tokens", float("nan")), "{:6.1f}")
+            )
     width = max(len(r[0]) for r in rows)
-    lines = [f"{'':{width}}   before    after",
-             *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows)]
-    spread = (f"±{before['accuracy_stderr']:.1%} standard error per accuracy" if key == "accuracy"
-              else f"±{before.get('mean_return_stderr', 0.0):.2f} standard error of the mean return")
+    lines = [f"{'':{width}}   before    after", *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows)]
+    spread = (
+        f"±{before['accuracy_stderr']:.1%} standard error per accuracy"
+        if key == "accuracy"
+        else f"±{before.get('mean_return_stderr', 0.0):.2f} standard error of the mean return"
+    )
     signal = summary.get("signal") or {}
     if "rewarded_frac" in signal:  # absent from summaries written before it was added
-        lines.append(f"training signal: {signal['rewarded_frac']:.1%} of episodes rewarded, "
-                     f"{signal['zero_spread_frac']:.1%} of groups with equal rewards, "
-                     f"{signal['updates_without_signal']} of {signal['updates']} updates without signal")
-    lines.append(f"{spread} on {before['episodes']} episodes; "
-                 f"{summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
+        lines.append(
+            f"training signal: {signal['rewarded_frac']:.1%} of episodes rewarded, "
+            f"{signal['zero_spread_frac']:.1%} of groups with equal rewards, "
+            f"{signal['updates_without_signal']} of {signal['updates']} updates without signal"
+        )
+    lines.append(f"{spread} on {before['episodes']} episodes; {summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
     return "\n".join(lines)
 
 
 def zero_reward_warning(updates_seen: int, model: str = "embedded", options: list[str] | None = None) -> str:
     """The warning for a run whose every reward so far was exactly 0; ``options``: the ways to get a signal to name."""
-    unable = ("the embedded model knows only arithmetic prompts; try a real model such as model=smollm2-135m-instruct"
-              if model == "embedded" else f"{model} may solve too few of these problems")
-    todo = (f" Ways to get a signal, in the order to try: {'; '.join(options)} "
-            '(docs/real-models.md, "When the reward is zero").' if options else "")
-    return (f"warning: every reward of the first {updates_seen} updates was exactly 0, so there is nothing to "
-            f"learn from. Likely causes: the model cannot do the task at all ({unable}), max_new_tokens is too "
-            "short to finish an answer, or the env never rewards success (check its reward on a hand-written "
-            "right answer). Transcripts of the evaluation episodes are in the run's samples/ folder "
-            f"(marft show RUN).{todo}")
+    unable = (
+        "the embedded model knows only arithmetic prompts; try a real model such as model=smollm2-135m-instruct"
+        if model == "embedded"
+        else f"{model} may solve too few of these problems"
+    )
+    todo = (
+        f' Ways to get a signal, in the order to try: {"; ".join(options)} (docs/real-models.md, "When the reward is zero").'
+        if options
+        else ""
+    )
+    return (
+        f"warning: every reward of the first {updates_seen} updates was exactly 0, so there is nothing to "
+        f"learn from. Likely causes: the model cannot do the task at all ({unable}), max_new_tokens is too "
+        "short to finish an answer, or the env never rewards success (check its reward on a hand-written "
+        "right answer). Transcripts of the evaluation episodes are in the run's samples/ folder "
+        f"(marft show RUN).{todo}"
+    )
 
 
 # -- transcripts ------------------------------------------------------------------------------------
@@ -100,9 +111,17 @@ def transcript(episode: Episode) -> dict:
         "episode": episode.index,
         "solved": episode.solved,
         "return": sum(s.reward for s in episode.steps),
-        "steps": [{"round": s.round, "agent": s.agent, "observation": s.observation, "action": s.text,
-                   "reward": s.reward, "reward_components": s.info.get(REWARD_COMPONENTS, {})}
-                  for s in episode.steps],
+        "steps": [
+            {
+                "round": s.round,
+                "agent": s.agent,
+                "observation": s.observation,
+                "action": s.text,
+                "reward": s.reward,
+                "reward_components": s.info.get(REWARD_COMPONENTS, {}),
+            }
+            for s in episode.steps
+        ],
     }
 
 
@@ -132,8 +151,9 @@ def show(run_dir: str | Path, which: str = "eval_after", n: int | None = None, r
     path = given if given.suffix == ".jsonl" else given / SAMPLES / f"{which}.jsonl"
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.jsonl")) if path.parent.is_dir() else []
-        raise FileNotFoundError(f"no transcripts at {path}" + (f"; there are: {', '.join(known)}" if known else
-                                                                 "; runs write them at each evaluation"))
+        raise FileNotFoundError(
+            f"no transcripts at {path}" + (f"; there are: {', '.join(known)}" if known else "; runs write them at each evaluation")
+        )
     out = []
     kept = [t for t in map(json.loads, path.read_text().splitlines()) if REWARD_FILTERS[reward](t)]
     for t in kept[:n]:

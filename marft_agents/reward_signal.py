@@ -78,8 +78,17 @@ def no_signal(metrics: dict[str, float]) -> bool:
     return metrics.get("signal/zero_spread_frac", 0.0) >= 1.0
 
 
-def options_to_try(*, model: str, env_kwargs: dict, dynamic_sampling: bool, curriculum: bool,
-                   init_from: str | None, grouped: bool, has_difficulties: bool, has_format_reward: bool) -> list[str]:
+def options_to_try(
+    *,
+    model: str,
+    env_kwargs: dict,
+    dynamic_sampling: bool,
+    curriculum: bool,
+    init_from: str | None,
+    grouped: bool,
+    has_difficulties: bool,
+    has_format_reward: bool,
+) -> list[str]:
     """The recipe's options, in the order to try them, less those the run already uses or cannot use."""
     out = []
     if has_format_reward and not env_kwargs.get("format_reward"):
@@ -100,11 +109,13 @@ def options_to_try(*, model: str, env_kwargs: dict, dynamic_sampling: bool, curr
 def no_signal_warning(update: int, metrics: dict[str, float], options: list[str]) -> str:
     """One line: update ``update`` had no reward signal, and what to try (``options``)."""
     rewarded = metrics.get("signal/rewarded_frac", 0.0)
-    what = ("every reward was exactly 0" if rewarded == 0 else
-            f"{rewarded:.0%} of its episodes were rewarded, but every group's returns were equal")
+    what = (
+        "every reward was exactly 0"
+        if rewarded == 0
+        else f"{rewarded:.0%} of its episodes were rewarded, but every group's returns were equal"
+    )
     todo = "; ".join(options) if options else "every option of the recipe is already in use"
-    return (f"warning: update {update} had no reward signal ({what}), so it learnt nothing; "
-            f"try, in this order: {todo} ({RECIPE_DOC})")
+    return f"warning: update {update} had no reward signal ({what}), so it learnt nothing; try, in this order: {todo} ({RECIPE_DOC})"
 
 
 def summary_of(rows: Sequence[dict[str, float]]) -> dict[str, float]:
@@ -112,8 +123,9 @@ def summary_of(rows: Sequence[dict[str, float]]) -> dict[str, float]:
     if not rows:
         return {}
     keys = ("signal/rewarded_frac", "signal/zero_spread_frac", "signal/advantage_std")
-    out = {k.split("/", 1)[1]: sum(r[k] for r in rows if k in r) / max(sum(k in r for r in rows), 1)
-           for k in keys if any(k in r for r in rows)}
+    out = {
+        k.split("/", 1)[1]: sum(r[k] for r in rows if k in r) / max(sum(k in r for r in rows), 1) for k in keys if any(k in r for r in rows)
+    }
     out["updates_without_signal"] = sum(no_signal(r) for r in rows)
     out["updates"] = len(rows)
     return out

@@ -106,7 +106,7 @@ class AECAsLayered:
     def step(self, actions: dict[str, str]):
         from marft_envs import RoundResult
 
-        (agent, action), = actions.items()
+        ((agent, action),) = actions.items()
         self.env.step(action)
         self.round += 1
         result = RoundResult(
@@ -119,17 +119,14 @@ class AECAsLayered:
         return result
 
     def _skip_dead(self):
-        while self.env.agents and (
-            self.env.terminations[self.env.agent_selection] or self.env.truncations[self.env.agent_selection]
-        ):
+        while self.env.agents and (self.env.terminations[self.env.agent_selection] or self.env.truncations[self.env.agent_selection]):
             self.env.step(None)
 
 
 class RolloutEngine:
     """Collect whole episodes from many envs, handing each layer of ready agents to one generation engine."""
 
-    def __init__(self, policy: LaMASPolicy, sampling: Sampling, record_state: bool = False,
-                 engine: Engine | None = None):
+    def __init__(self, policy: LaMASPolicy, sampling: Sampling, record_state: bool = False, engine: Engine | None = None):
         from marft_agents.engines.hf import HFEngine
 
         self.policy = policy
@@ -182,8 +179,7 @@ class RolloutEngine:
                 for agent in env.ready_agents():
                     observation = env.observe(agent)
                     batch.append((slot, agent, observation))
-                    requests.append(Request(self.policy.prompt(observation), self.policy.adapter_of[agent],
-                                            episode=live[slot][0]))
+                    requests.append(Request(self.policy.prompt(observation), self.policy.adapter_of[agent], episode=live[slot][0]))
             self.timings["prompts"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             calls = self.engine.calls
@@ -198,11 +194,20 @@ class RolloutEngine:
             layer: dict[int, list[AgentStep]] = defaultdict(list)
             for i in order:
                 slot, agent, observation = batch[i]
-                layer[slot].append(AgentStep(
-                    episode=live[slot][0], round=envs[slot].round, agent=agent, prompt=requests[i].prompt,
-                    response=gen.responses[i], token_logps=gen.token_logps[i], text=gen.texts[i],
-                    state=states.get(slot), version=self.engine.version, observation=_text_fields(observation),
-                ))
+                layer[slot].append(
+                    AgentStep(
+                        episode=live[slot][0],
+                        round=envs[slot].round,
+                        agent=agent,
+                        prompt=requests[i].prompt,
+                        response=gen.responses[i],
+                        token_logps=gen.token_logps[i],
+                        text=gen.texts[i],
+                        state=states.get(slot),
+                        version=self.engine.version,
+                        observation=_text_fields(observation),
+                    )
+                )
             t0 = time.perf_counter()
             for slot, new_steps in layer.items():
                 env = envs[slot]
@@ -236,8 +241,10 @@ def check_on_policy(episodes: Sequence[Episode], version: int) -> None:
     """Refuse agent-steps sampled with adapter weights other than ``version``: they are not on-policy."""
     stale = [(s.episode, s.version) for e in episodes for s in (*e.steps, *e.branches) if s.version != version]
     if stale:
-        raise RuntimeError(f"{len(stale)} agent-steps were sampled with other adapter weights than version {version} "
-                           f"(episode, version: {stale[:3]}); refusing to train on them as on-policy")
+        raise RuntimeError(
+            f"{len(stale)} agent-steps were sampled with other adapter weights than version {version} "
+            f"(episode, version: {stale[:3]}); refusing to train on them as on-policy"
+        )
 
 
 def _text_fields(observation: Any) -> dict[str, str] | None:

@@ -50,8 +50,9 @@ def link_message(path: Path) -> str:
         target = f" (to {os.readlink(path)})"
     except OSError:
         target = ""
-    return (f"{path} is a symbolic link{target}: a run writes only real files inside its own folder; "
-            "remove the link (or pick another run_dir)")
+    return (
+        f"{path} is a symbolic link{target}: a run writes only real files inside its own folder; remove the link (or pick another run_dir)"
+    )
 
 
 def refuse_link(path: Path) -> None:
@@ -136,8 +137,7 @@ def append_text(root: str | Path, rel: str | Path, text: str) -> Path:
     try:
         with folder(root, rel.parent) as fd:
             try:
-                out = os.open(rel.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | _CLOEXEC, 0o666,
-                              dir_fd=fd)
+                out = os.open(rel.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | _CLOEXEC, 0o666, dir_fd=fd)
             except OSError:
                 _refuse_link_at(fd, rel.name, path)
                 raise

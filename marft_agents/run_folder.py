@@ -29,10 +29,23 @@ RUN_DIRS = ("checkpoints", "tb", "samples", "engine")
 # to 0.2 per token) and the random stream, and ``generation.tis_cap`` changes the loss: those are refused.
 # The distributed keys other than ``workers`` say where and with what resources the same episodes are
 # played (each episode's sampling seed does not depend on the worker that plays it).
-SAFE_ON_RESUME = ("updates", "eval_every", "checkpoint_every", "threads", "run_dir",
-                  "generation.kv_cache_gb", "generation.threads", "generation.max_loras", "distributed.address",
-                  "distributed.cpus_per_worker", "distributed.gpus_per_worker", "distributed.timeout_s",
-                  "distributed.start_timeout_s", "distributed.max_restarts", "distributed.temp_dir")
+SAFE_ON_RESUME = (
+    "updates",
+    "eval_every",
+    "checkpoint_every",
+    "threads",
+    "run_dir",
+    "generation.kv_cache_gb",
+    "generation.threads",
+    "generation.max_loras",
+    "distributed.address",
+    "distributed.cpus_per_worker",
+    "distributed.gpus_per_worker",
+    "distributed.timeout_s",
+    "distributed.start_timeout_s",
+    "distributed.max_restarts",
+    "distributed.temp_dir",
+)
 """Config keys that may change on ``--resume``: they do not change what the earlier updates did."""
 
 
@@ -65,14 +78,16 @@ def check_target(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
         check_links(run_dir)
     if resume:
         if not (run_dir / "config.json").is_file():
-            raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'} (no run in {run_dir}); "
-                                    "start without --resume")
+            raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'} (no run in {run_dir}); start without --resume")
         if not (run_dir / "eval_before.json").is_file():
-            raise FileNotFoundError(f"--resume: {run_dir / 'eval_before.json'} is missing, so the run cannot "
-                                    "report its before/after table; start again with --overwrite")
+            raise FileNotFoundError(
+                f"--resume: {run_dir / 'eval_before.json'} is missing, so the run cannot "
+                "report its before/after table; start again with --overwrite"
+            )
     elif holds_run(run_dir) and not overwrite:
-        raise ValueError(f"run_dir {run_dir} already holds a run: continue it with --resume, pick a new run_dir, "
-                         "or replace it with --overwrite")
+        raise ValueError(
+            f"run_dir {run_dir} already holds a run: continue it with --resume, pick a new run_dir, or replace it with --overwrite"
+        )
 
 
 def clear(run_dir: Path) -> None:
@@ -105,8 +120,9 @@ def read_metrics(path: Path, before: int) -> list[str]:
         try:
             update = json.loads(line)["update"]
         except (ValueError, KeyError, TypeError):
-            raise ValueError(f"{path}:{number}: not a metrics line (expected JSON with an 'update' key); "
-                             "fix or delete that line, then resume") from None
+            raise ValueError(
+                f"{path}:{number}: not a metrics line (expected JSON with an 'update' key); fix or delete that line, then resume"
+            ) from None
         if update < before:
             kept.append(line)
     return kept

@@ -41,8 +41,10 @@ class RunLock:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
-            raise RunLockedError(f"run_dir {self.run_dir} is in use by another marft run (PID {holder}): wait for "
-                                 f"it to end or stop it, or pick another run_dir") from None
+            raise RunLockedError(
+                f"run_dir {self.run_dir} is in use by another marft run (PID {holder}): wait for "
+                f"it to end or stop it, or pick another run_dir"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self.fd: int | None = fd

@@ -32,8 +32,15 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
     # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
     dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
     model, tokenizer = load_base(config.model, dtype=getattr(torch, resolve_dtype(dtype, cuda=torch.cuda.is_available())))
-    return LaMASPolicy(model, tokenizer, agents, mode=config.adapter_mode, lora_r=config.lora_r,
-                       lora_alpha=config.lora_alpha, lora_targets=tuple(config.lora_targets))
+    return LaMASPolicy(
+        model,
+        tokenizer,
+        agents,
+        mode=config.adapter_mode,
+        lora_r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_targets=tuple(config.lora_targets),
+    )
 
 
 def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path | None) -> Engine:
@@ -42,18 +49,32 @@ def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path | None
     ``work_dir`` holds what the engine writes (vllm: adapters, its cache); None: a temporary folder.
     """
     g = config.generation
-    return make_engine(g.engine, policy, model=config.model, work_dir=work_dir, dtype=g.dtype,
-                       kv_cache_gb=g.kv_cache_gb, threads=g.threads, max_loras=g.max_loras, seed=config.seed,
-                       max_new_tokens=config.max_new_tokens)
+    return make_engine(
+        g.engine,
+        policy,
+        model=config.model,
+        work_dir=work_dir,
+        dtype=g.dtype,
+        kv_cache_gb=g.kv_cache_gb,
+        threads=g.threads,
+        max_loras=g.max_loras,
+        seed=config.seed,
+        max_new_tokens=config.max_new_tokens,
+    )
 
 
 def signal_options(config: TrainConfig, env, group: int) -> list[str]:
     """The ways to get a reward signal that the warnings name: those this run does not use yet."""
     return reward_signal.options_to_try(
-        model=config.model, env_kwargs=config.env_kwargs, dynamic_sampling=config.signal.dynamic_sampling,
-        curriculum=config.signal.curriculum, init_from=config.init_from, grouped=group >= 2,
+        model=config.model,
+        env_kwargs=config.env_kwargs,
+        dynamic_sampling=config.signal.dynamic_sampling,
+        curriculum=config.signal.curriculum,
+        init_from=config.init_from,
+        grouped=group >= 2,
         has_difficulties=bool(env.difficulties()) if hasattr(env, "difficulties") else False,
-        has_format_reward=hasattr(env, "format_reward"))
+        has_format_reward=hasattr(env, "format_reward"),
+    )
 
 
 def check_resumable(run_dir: Path, config: TrainConfig) -> None:
@@ -64,8 +85,10 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> None:
         raise ConfigError(f"--resume: cannot read {run_dir / 'config.json'}: {err}") from None
     changed = run_folder.changed_keys(saved, to_dict(config))
     if changed:
-        raise ConfigError(f"--resume: the config differs from the run's in {run_folder.describe_changes(saved, to_dict(config), changed)}; "
-                          f"only {', '.join(run_folder.SAFE_ON_RESUME)} may change on resume")
+        raise ConfigError(
+            f"--resume: the config differs from the run's in {run_folder.describe_changes(saved, to_dict(config), changed)}; "
+            f"only {', '.join(run_folder.SAFE_ON_RESUME)} may change on resume"
+        )
 
 
 def start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int):
@@ -74,7 +97,8 @@ def start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int):
     from marft_agents.distributed.pool import WorkerPool, close_open_pools, worker_spec
 
     if type(algo).before_collect is not Learner.before_collect:
-        raise ConfigError(f"algo={config.algo} changes the envs before each collection, which rollout workers do "
-                          "not do yet: use distributed.workers=0")
+        raise ConfigError(
+            f"algo={config.algo} changes the envs before each collection, which rollout workers do not do yet: use distributed.workers=0"
+        )
     close_open_pools()  # one run at a time: the workers of a run that failed midway in this process end now
     return WorkerPool(worker_spec(config, record_state=algo.needs_state), config.distributed, policy, version)

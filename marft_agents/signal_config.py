@@ -43,9 +43,10 @@ def check(settings: SignalConfig) -> None:
             raise ValueError(f"signal.{key} must be an integer >= 1, got {value!r}")
     for key in ("curriculum_low", "curriculum_high", "curriculum_floor"):
         value = getattr(settings, key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                or not 0 <= value <= 1:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
             raise ValueError(f"signal.{key} must be in [0, 1], got {value!r}")
     if settings.curriculum_low >= settings.curriculum_high:
-        raise ValueError(f"signal.curriculum_low={settings.curriculum_low} must be below "
-                         f"signal.curriculum_high={settings.curriculum_high}: no level could be inside the band")
+        raise ValueError(
+            f"signal.curriculum_low={settings.curriculum_low} must be below "
+            f"signal.curriculum_high={settings.curriculum_high}: no level could be inside the band"
+        )

@@ -31,8 +31,7 @@ from marft_agents.rollout import AgentStep
 
 
 @torch.no_grad()
-def recompute_behaviour(policy: LaMASPolicy, steps: Sequence[AgentStep], temperature: float,
-                        batch_size: int = 64) -> dict[str, float]:
+def recompute_behaviour(policy: LaMASPolicy, steps: Sequence[AgentStep], temperature: float, batch_size: int = 64) -> dict[str, float]:
     """Score every step's response with the trainer's model; keep the engine's log-probs in ``engine_logps``.
 
     Call it after collection and before the update, while the policy still holds the weights that
@@ -44,7 +43,7 @@ def recompute_behaviour(policy: LaMASPolicy, steps: Sequence[AgentStep], tempera
     order = sorted(range(len(steps)), key=lambda i: (policy.adapter_of[steps[i].agent], steps[i].agent))
     diffs: list[torch.Tensor] = []
     for start in range(0, len(order), batch_size):
-        chunk = [steps[i] for i in order[start: start + batch_size]]
+        chunk = [steps[i] for i in order[start : start + batch_size]]
         for adapter in dict.fromkeys(policy.adapter_of[s.agent] for s in chunk):
             group = [s for s in chunk if policy.adapter_of[s.agent] == adapter]  # one agent's role prompt
             logp, _, _ = policy.score([s.prompt for s in group], [s.response for s in group], adapter, temperature)
@@ -54,14 +53,18 @@ def recompute_behaviour(policy: LaMASPolicy, steps: Sequence[AgentStep], tempera
                 diffs.append((trainer - engine.float()).abs())
                 s.engine_logps, s.token_logps = engine, trainer
     flat = torch.cat(diffs) if diffs else torch.zeros(0)
-    return {"tis/abs_logp_diff_mean": float(flat.mean()) if flat.numel() else 0.0,
-            "tis/abs_logp_diff_max": float(flat.max()) if flat.numel() else 0.0}
+    return {
+        "tis/abs_logp_diff_mean": float(flat.mean()) if flat.numel() else 0.0,
+        "tis/abs_logp_diff_max": float(flat.max()) if flat.numel() else 0.0,
+    }
 
 
 def _engine_logps(steps: Sequence[AgentStep]) -> list[torch.Tensor]:
     if any(s.engine_logps is None for s in steps):
-        raise ValueError("tis_cap is set but these agent-steps carry no engine log-probs: "
-                         "call marft_agents.tis.recompute_behaviour on them before the update")
+        raise ValueError(
+            "tis_cap is set but these agent-steps carry no engine log-probs: "
+            "call marft_agents.tis.recompute_behaviour on them before the update"
+        )
     return [s.engine_logps for s in steps]
 
 

@@ -27,13 +27,7 @@ from marft_agents import report, reward_signal, run_files, run_folder, run_setup
 from marft_agents.algorithms import build_learner, lookup
 from marft_agents.batch_collection import BatchCollector
 from marft_agents.batch_collection import check as check_signal_options
-from marft_agents.config import (
-    ConfigError,
-    TrainConfig,
-    shown,
-    to_dict,
-    validate,
-)
+from marft_agents.config import ConfigError, TrainConfig, shown, to_dict, validate
 from marft_agents.distributed.sampling import EpisodeSeededEngine
 from marft_agents.env_options import check_env_kwargs
 from marft_agents.evaluation import evaluate, summarize
@@ -51,8 +45,9 @@ ZERO_REWARD_UPDATES = 10
 """Warn when every reward of this many first updates (or of a shorter run) was exactly 0."""
 
 
-def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False, progress: bool = True,
-          quiet: bool = False) -> dict[str, Any]:
+def train(
+    config: TrainConfig, *, resume: bool = False, overwrite: bool = False, progress: bool = True, quiet: bool = False
+) -> dict[str, Any]:
     """Run (or resume) training as configured; returns the summary written to ``summary.json``.
 
     Every check (config values, the run folder, env options, model, learner, checkpoint) runs before
@@ -65,13 +60,13 @@ def train(config: TrainConfig, *, resume: bool = False, overwrite: bool = False,
             return _train(config, stop, held, resume=resume, overwrite=overwrite, progress=progress, quiet=quiet)
         except RunInterrupted as err:
             latest = ckpt.latest_checkpoint(Path(config.run_dir) / "checkpoints")
-            where = (f"resume from the checkpoint {latest}" if latest is not None
-                     else "no checkpoint was written yet")
+            where = f"resume from the checkpoint {latest}" if latest is not None else "no checkpoint was written yet"
             raise RunInterrupted(err.signum, f"{err}; {where}", checkpoint=latest) from None
 
 
-def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, *, resume: bool, overwrite: bool,
-           progress: bool, quiet: bool) -> dict[str, Any]:
+def _train(
+    config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, *, resume: bool, overwrite: bool, progress: bool, quiet: bool
+) -> dict[str, Any]:
     validate(config)
     if config.generation.engine == "vllm":
         from marft_agents.engines.vllm import check_available
@@ -96,28 +91,32 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
     policy = build_policy(config, probe.possible_agents)
     context = getattr(policy.base.config, "max_position_embeddings", None)
     if context is not None and config.max_new_tokens >= context:
-        raise ConfigError(f"max_new_tokens={config.max_new_tokens} does not fit the model's context of {context} "
-                          f"tokens: use at most {context // 2}")
+        raise ConfigError(
+            f"max_new_tokens={config.max_new_tokens} does not fit the model's context of {context} tokens: use at most {context // 2}"
+        )
     if config.init_from is not None and not resume:  # on resume the checkpoint holds the adapters
         load_init_adapters(config, policy)
     algo = build_learner(config.algo, policy, config.algo_args, config.temperature, config.generation.tis_cap)
     group = algo.group_size
     if config.episodes_per_update % group:
-        raise ValueError(f"episodes_per_update={config.episodes_per_update} must be a multiple of {config.algo}'s "
-                         f"group size {group}, so no group of episodes is split across updates")
+        raise ValueError(
+            f"episodes_per_update={config.episodes_per_update} must be a multiple of {config.algo}'s "
+            f"group size {group}, so no group of episodes is split across updates"
+        )
     check_signal_options(config.signal, probe, group_size=group, workers=config.distributed.workers, algo=config.algo)
     start, latest = 0, None
     if resume:
         latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
         if latest is None:
-            raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; "
-                                    "start again with --overwrite")
+            raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; start again with --overwrite")
         state = ckpt.load_checkpoint(latest)
         try:
             algo.load_state_dict(state["algo"])
         except (KeyError, RuntimeError) as err:
-            raise ValueError(f"{latest} does not fit this run's agents and adapters ({type(err).__name__}: "
-                             f"{str(err).splitlines()[0][:120]}): resume with the run's own env and model") from None
+            raise ValueError(
+                f"{latest} does not fit this run's agents and adapters ({type(err).__name__}: "
+                f"{str(err).splitlines()[0][:120]}): resume with the run's own env and model"
+            ) from None
         start = state["update"]
         if (run_dir / "metrics.jsonl").exists():
             run_folder.read_metrics(run_dir / "metrics.jsonl", before=start)  # a bad line is named now
@@ -131,8 +130,10 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         # again, now that no other run can write here: one may have started or ended while this one loaded
         run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
         if resume and ckpt.latest_checkpoint(run_dir / "checkpoints") != latest:
-            raise ValueError(f"--resume: {run_dir / 'checkpoints' / ckpt.LATEST} changed while this run was loading "
-                             "(another run wrote into the folder): run the command again")
+            raise ValueError(
+                f"--resume: {run_dir / 'checkpoints' / ckpt.LATEST} changed while this run was loading "
+                "(another run wrote into the folder): run the command again"
+            )
         if overwrite:
             run_folder.clear(run_dir)
         if latest is not None:
@@ -152,19 +153,36 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         generator = EpisodeSeededEngine(policy)
     if latest is not None:
         generator.sync(start)  # the resumed adapter weights
-    engine = pool if pool else algo.collector(RolloutEngine(  # a learner may collect its own way (tree sampling)
-        policy, Sampling(config.temperature, config.max_new_tokens), record_state=algo.needs_state, engine=generator))
-    collector = BatchCollector(engine, envs, generator, config.signal, seed=config.seed,
-                               episodes_per_update=config.episodes_per_update, updates=config.updates,
-                               group_size=group, workers=config.distributed.workers, algo=config.algo)
+    engine = (
+        pool
+        if pool
+        else algo.collector(
+            RolloutEngine(  # a learner may collect its own way (tree sampling)
+                policy, Sampling(config.temperature, config.max_new_tokens), record_state=algo.needs_state, engine=generator
+            )
+        )
+    )
+    collector = BatchCollector(
+        engine,
+        envs,
+        generator,
+        config.signal,
+        seed=config.seed,
+        episodes_per_update=config.episodes_per_update,
+        updates=config.updates,
+        group_size=group,
+        workers=config.distributed.workers,
+        algo=config.algo,
+    )
     if latest is not None:
         collector.load_state_dict(state.get("signal", {}))
     signal_options = run_setup.signal_options(config, probe, group)
     evaluate_fn = pool.evaluate if pool else evaluate
     # A learner may evaluate on other env options (CORY: each policy alone, without the reference).
     eval_kwargs = {**config.env_kwargs, **algo.eval_env_kwargs}
-    eval_args = dict(env_id=config.env, env_kwargs=eval_kwargs, n=config.eval_episodes,
-                     max_new_tokens=config.max_new_tokens, engine=generator)
+    eval_args = dict(
+        env_id=config.env, env_kwargs=eval_kwargs, n=config.eval_episodes, max_new_tokens=config.max_new_tokens, engine=generator
+    )
     if latest is not None:
         ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
         eval_before = json.loads((run_dir / "eval_before.json").read_text())
@@ -191,8 +209,9 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
         t1 = time.perf_counter()
         tis = {}
         if config.generation.tis_cap is not None:  # pi_old^trainer for the ratio and the TIS weights
-            tis = recompute_behaviour(policy, [s for e in episodes for s in (*e.steps, *e.branches)], config.temperature,
-                                      algo.score_batch_size)
+            tis = recompute_behaviour(
+                policy, [s for e in episodes for s in (*e.steps, *e.branches)], config.temperature, algo.score_batch_size
+            )
         metrics = {**algo.update(episodes, update, rng), **tis}
         timings.training = time.perf_counter() - t1
         t2 = time.perf_counter()
@@ -215,9 +234,16 @@ def _train(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, 
             bar.set_postfix(solved=f"{metrics['train/solved']:.2f}", refresh=False)
         due = (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates
         if due or stop.requested is not None:
-            ckpt.save_checkpoint(run_dir / "checkpoints", update + 1,
-                                 {"algo": algo.state_dict(), "rng": ckpt.rng_state(rng), "config": to_dict(config),
-                                  **({"signal": collector.state_dict()} if collector.state_dict() else {})})
+            ckpt.save_checkpoint(
+                run_dir / "checkpoints",
+                update + 1,
+                {
+                    "algo": algo.state_dict(),
+                    "rng": ckpt.rng_state(rng),
+                    "config": to_dict(config),
+                    **({"signal": collector.state_dict()} if collector.state_dict() else {}),
+                },
+            )
         if stop.requested is not None:
             log.close()
             getattr(bar, "close", lambda: None)()  # the one line that follows starts on a line of its own
@@ -283,8 +309,7 @@ def _update_metrics(episodes: list, timings: Timings, engine_timings: dict[str, 
     return metrics
 
 
-def _evaluate_all(evaluate, policy: LaMASPolicy, config: TrainConfig, eval_args: dict, run_dir: Path,
-                  name: str) -> dict:
+def _evaluate_all(evaluate, policy: LaMASPolicy, config: TrainConfig, eval_args: dict, run_dir: Path, name: str) -> dict:
     """The single-pass evaluation, the attempts protocol where the env declares one, and transcripts."""
     result = evaluate(policy, **eval_args, samples=config.eval_transcripts)
     report.write_samples(run_dir, name, result.pop("samples"))

@@ -87,8 +87,9 @@ class TreeRollout:
         if width < 2:
             raise ValueError(f"tree sampling needs at least 2 candidates per node (grpo.group_size), got {width}")
         if continuations < 1:
-            raise ValueError(f"grpo.tree_continuations must be at least 1 (an upstream candidate is scored by "
-                             f"its continuations), got {continuations}")
+            raise ValueError(
+                f"grpo.tree_continuations must be at least 1 (an upstream candidate is scored by its continuations), got {continuations}"
+            )
         if pick not in PICKS:
             raise ValueError(f"grpo.tree_pick must be one of {list(PICKS)}, got {pick!r}")
         self.rollout = rollout
@@ -116,14 +117,16 @@ class TreeRollout:
         """One tree per ``width`` consecutive indices of ``episodes``, at most ``len(envs)`` trees at a time."""
         indices = list(episodes)
         if len(indices) % self.width:
-            raise ValueError(f"tree sampling: {len(indices)} episodes do not split into trees of {self.width} "
-                             "candidates; set episodes_per_update to a multiple of grpo.group_size")
+            raise ValueError(
+                f"tree sampling: {len(indices)} episodes do not split into trees of {self.width} "
+                "candidates; set episodes_per_update to a multiple of grpo.group_size"
+            )
         for env in envs:
             require_branching(env)
         roots = indices[:: self.width]
         finished: list[Episode] = []
         for start in range(0, len(roots), len(envs)):
-            wave = roots[start: start + len(envs)]
+            wave = roots[start : start + len(envs)]
             trees = []
             for env, index in zip(envs, wave):
                 env.reset(seed=seed_of(index), options=options_of(index))
@@ -185,9 +188,17 @@ class TreeRollout:
             for k in range(node.first, node.first + self.width):
                 branch = tree.env.branch()
                 step = AgentStep(
-                    episode=tree.index, round=tree.env.round, agent=node.agent, prompt=node.prompt,
-                    response=gen.responses[k], token_logps=gen.token_logps[k], text=gen.texts[k],
-                    state=node.state, version=version, observation=_text_fields(node.observation), group=key,
+                    episode=tree.index,
+                    round=tree.env.round,
+                    agent=node.agent,
+                    prompt=node.prompt,
+                    response=gen.responses[k],
+                    token_logps=gen.token_logps[k],
+                    text=gen.texts[k],
+                    state=node.state,
+                    version=version,
+                    observation=_text_fields(node.observation),
+                    group=key,
                 )
                 result = branch.step({node.agent: step.text})
                 if result is not None:  # this candidate closed the round: it has a reward of its own
@@ -197,8 +208,9 @@ class TreeRollout:
                 siblings.append((branch, step, result))
             played.append(siblings)
         self.timings["env"] += time.perf_counter() - t0
-        upstream = [(branch, step, node.tree) for node, siblings in zip(nodes, played)
-                    for branch, step, result in siblings if result is None]
+        upstream = [
+            (branch, step, node.tree) for node, siblings in zip(nodes, played) for branch, step, result in siblings if result is None
+        ]
         scores = self._continue([b for b, _, _ in upstream], [t for _, _, t in upstream])
         for (_, step, _), score in zip(upstream, scores):
             step.score = score
@@ -245,8 +257,11 @@ class TreeRollout:
                 i, env = copies[c]
                 for agent in sorted(env.ready_agents(), key=env.possible_agents.index):
                     batch.append((c, agent))
-                    requests.append(Request(self.rollout.policy.prompt(env.observe(agent)),
-                                            self.rollout.policy.adapter_of[agent], episode=owners[i].index))
+                    requests.append(
+                        Request(
+                            self.rollout.policy.prompt(env.observe(agent)), self.rollout.policy.adapter_of[agent], episode=owners[i].index
+                        )
+                    )
             self.timings["prompts"] += time.perf_counter() - t0
             gen = self._generate(requests)
             t0 = time.perf_counter()
@@ -258,8 +273,9 @@ class TreeRollout:
             for c in live:
                 i, env = copies[c]
                 if c not in actions:  # would loop forever: the env broke the layered contract
-                    raise RuntimeError(f"tree sampling: a continuation of {type(env).__name__} has no ready agent "
-                                       "but its round has not ended")
+                    raise RuntimeError(
+                        f"tree sampling: a continuation of {type(env).__name__} has no ready agent but its round has not ended"
+                    )
                 result = env.step(actions[c])
                 if result is None:
                     still.append(c)
@@ -285,5 +301,10 @@ class TreeRollout:
         if tree.owned:
             tree.env.close()
         solved = tree.steps[-1].info.get(SOLVED) if tree.steps else None
-        return Episode(index=tree.index, steps=tree.steps, solved=None if solved is None else bool(solved),
-                       branches=tree.branches, extra_tokens=tree.extra_tokens)
+        return Episode(
+            index=tree.index,
+            steps=tree.steps,
+            solved=None if solved is None else bool(solved),
+            branches=tree.branches,
+            extra_tokens=tree.extra_tokens,
+        )

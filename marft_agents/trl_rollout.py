@@ -57,8 +57,10 @@ def parse_slot(prompt: Any) -> tuple[int, str, int]:
         data = json.loads(prompt) if isinstance(prompt, str) else None
         return int(data["seed"]), str(data["agent"]), int(data["round"])
     except (TypeError, ValueError, KeyError):
-        raise ValueError(f"MarftRollout: the prompt {str(prompt)[:80]!r} is not an agent-step slot; build the "
-                         "train dataset with marft_agents.trl_rollout.agent_step_dataset") from None
+        raise ValueError(
+            f"MarftRollout: the prompt {str(prompt)[:80]!r} is not an agent-step slot; build the "
+            "train dataset with marft_agents.trl_rollout.agent_step_dataset"
+        ) from None
 
 
 def agent_step_dataset(env_id: str, seeds: Iterable[int], *, rounds: int = 1, env_kwargs: Mapping[str, Any] | None = None):
@@ -128,8 +130,17 @@ class MarftRollout:
             if step is None:  # this episode never reached the slot: one masked token, no reward
                 rows.append(([pad], [pad], [0.0], [0], None, agent, round))
             else:
-                rows.append((step.prompt_ids, step.completion_ids, step.logprobs, [1] * len(step.completion_ids),
-                             episode.return_from(agent, round), agent, round))
+                rows.append(
+                    (
+                        step.prompt_ids,
+                        step.completion_ids,
+                        step.logprobs,
+                        [1] * len(step.completion_ids),
+                        episode.return_from(agent, round),
+                        agent,
+                        round,
+                    )
+                )
         columns = ("prompt_ids", "completion_ids", "logprobs", "env_mask", REWARD_KEY, "marft_agent", "marft_round")
         return {column: [row[k] for row in rows] for k, column in enumerate(columns)}
 
@@ -173,8 +184,10 @@ def generate(trainer: Any, observations: Sequence[Mapping[str, str]]) -> list[St
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
     config = copy.deepcopy(trainer.generation_config)  # the trainer's sampling settings, plus the scores
     config.output_scores, config.return_dict_in_generate = True, True
-    with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
-                                     generation_kwargs=trainer.generation_kwargs) as model, torch.no_grad():
+    with (
+        unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator, generation_kwargs=trainer.generation_kwargs) as model,
+        torch.no_grad(),
+    ):
         out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=config)
     completion = out.sequences[:, width:]  # (B, T)
     # The scores are the processed logits the tokens were sampled from (after temperature, top-k, top-p).
@@ -186,14 +199,15 @@ def generate(trainer: Any, observations: Sequence[Mapping[str, str]]) -> list[St
         ids = completion[row].tolist()
         end = next((t + 1 for t, tok in enumerate(ids) if tok in eos), len(ids))  # keep the first EOS
         ids = ids[:end]
-        steps.append(Step(prompt_ids=p, completion_ids=ids, logprobs=logps[row, :end].tolist(),
-                          text=tokenizer.decode(ids, skip_special_tokens=True)))
+        steps.append(
+            Step(prompt_ids=p, completion_ids=ids, logprobs=logps[row, :end].tolist(), text=tokenizer.decode(ids, skip_special_tokens=True))
+        )
     return steps
 
 
 def prompt_ids(tokenizer: Any, observation: Mapping[str, str]) -> list[int]:
     """An observation as chat messages (instructions as system, text as user) through the tokenizer's template."""
-    messages = ([{"role": "system", "content": observation["instructions"]}] if observation.get("instructions") else [])
+    messages = [{"role": "system", "content": observation["instructions"]}] if observation.get("instructions") else []
     messages.append({"role": "user", "content": observation["text"]})
     if getattr(tokenizer, "chat_template", None) is None:  # a base model: plain text
         return tokenizer("\n\n".join(m["content"] for m in messages), add_special_tokens=True)["input_ids"]
@@ -202,6 +216,7 @@ def prompt_ids(tokenizer: Any, observation: Mapping[str, str]) -> list[int]:
 
 
 # -- one agent: TRL generates, a marft env grades -------------------------------------------------
+
 
 def solo_dataset(env_id: str, seeds: Iterable[int], *, env_kwargs: Mapping[str, Any] | None = None):
     """A conversational ``datasets.Dataset`` of a one-agent env's first observations, with each row's ``seed``."""
@@ -213,7 +228,7 @@ def solo_dataset(env_id: str, seeds: Iterable[int], *, env_kwargs: Mapping[str, 
     for seed in seeds:
         env.reset(seed=int(seed))
         obs = env.observe(agent)
-        messages = ([{"role": "system", "content": obs["instructions"]}] if obs["instructions"] else [])
+        messages = [{"role": "system", "content": obs["instructions"]}] if obs["instructions"] else []
         prompts.append(messages + [{"role": "user", "content": obs["text"]}])
         used.append(int(seed))
     return datasets.Dataset.from_dict({"prompt": prompts, "seed": used})
@@ -242,6 +257,8 @@ def solo_reward(env_id: str, *, env_kwargs: Mapping[str, Any] | None = None) -> 
 def _solo_env(env_id: str, env_kwargs: Mapping[str, Any] | None):
     env = marft_envs.make(env_id, **dict(env_kwargs or {}))
     if len(env.possible_agents) != 1:
-        raise ValueError(f"{env_id} has {len(env.possible_agents)} agents; solo_reward and solo_dataset take a one-agent "
-                         "env (e.g. marft/MathSolo-v0): use MarftRollout for multi-agent envs")
+        raise ValueError(
+            f"{env_id} has {len(env.possible_agents)} agents; solo_reward and solo_dataset take a one-agent "
+            "env (e.g. marft/MathSolo-v0): use MarftRollout for multi-agent envs"
+        )
     return env

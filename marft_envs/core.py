@@ -196,15 +196,19 @@ class FlexEnv:
         """Start an episode; returns ``infos`` for every agent."""
         seed = _check_seed(self.name, seed)
         if options is not None and not isinstance(options, Mapping):
-            raise EnvUsageError(f"{self.name}.reset: options must be a dict (or None), got "
-                                f"{type(options).__name__}: pass options={{'key': value}}")
+            raise EnvUsageError(
+                f"{self.name}.reset: options must be a dict (or None), got {type(options).__name__}: pass options={{'key': value}}"
+            )
         # PettingZoo's api_test passes options no task knows, so an unknown key is a loud warning, not an error.
         unknown = sorted(set(options or {}) - set(self.reset_options)) if self.reset_options is not None else []
         for key in unknown:
             close = difflib.get_close_matches(str(key), self.reset_options, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            warnings.warn(f"{type(self).__name__}.reset: unknown option {key!r} is ignored; {hint}"
-                          f"its options are {list(self.reset_options)}", UnknownOptionWarning, stacklevel=2)
+            warnings.warn(
+                f"{type(self).__name__}.reset: unknown option {key!r} is ignored; {hint}its options are {list(self.reset_options)}",
+                UnknownOptionWarning,
+                stacklevel=2,
+            )
         if seed is not None or self.np_random is None:
             self.np_random, self.np_random_seed = seeding.np_random(seed)
         self._started = False  # until the task is set up: a reset that raises leaves nothing usable
@@ -234,10 +238,7 @@ class FlexEnv:
         if not self._started or not self.agents:
             return []
         g = self.graph
-        return [
-            a for a in self.agents
-            if a not in self.round_actions and all(p in self.round_actions for p in g.parents(a))
-        ]
+        return [a for a in self.agents if a not in self.round_actions and all(p in self.round_actions for p in g.parents(a))]
 
     def observe(self, agent: str) -> dict[str, str]:
         """``agent``'s observation: ``{"instructions": role prompt, "text": what it sees now}``, as valid text."""
@@ -385,4 +386,3 @@ class FlexEnv:
         from marft_envs.branching import branch_copy
 
         return branch_copy(self)
-

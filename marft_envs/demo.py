@@ -75,10 +75,14 @@ def main(argv: list[str] | None = None) -> None:
     for label, env_id, kwargs, make_policy in SETTINGS:
         env = marft_envs.make(env_id, **kwargs)
         stats = run_episodes(env, make_policy(env, args.slip), args.episodes, args.seed)
-        print(f"{label:32} {env_id:22} {len(env.possible_agents):>6} {stats['accuracy']:>9.1%} "
-              f"{stats['rounds']:>9.2f} {stats['rounds_per_s']:>9.0f}")
-    print(f"\nScripted policies with slip={args.slip}: a single pass solves about {1 - args.slip:.0%}; "
-          "feedback rounds and the debate vote recover some slips.")
+        print(
+            f"{label:32} {env_id:22} {len(env.possible_agents):>6} {stats['accuracy']:>9.1%} "
+            f"{stats['rounds']:>9.2f} {stats['rounds_per_s']:>9.0f}"
+        )
+    print(
+        f"\nScripted policies with slip={args.slip}: a single pass solves about {1 - args.slip:.0%}; "
+        "feedback rounds and the debate vote recover some slips."
+    )
 
 
 if __name__ == "__main__":

@@ -33,9 +33,7 @@ class DependencyGraph:
                 raise GraphError(f"unknown agent {child!r} in the graph; agents are {list(agents)}")
             for p in ps:
                 if p not in known:
-                    raise GraphError(
-                        f"unknown agent {p!r} listed as a parent of {child!r}; agents are {list(agents)}"
-                    )
+                    raise GraphError(f"unknown agent {p!r} listed as a parent of {child!r}; agents are {list(agents)}")
                 if p == child:
                     raise GraphError(f"agent {child!r} depends on itself: a dependency cycle")
         # Parents and children are kept in `agents` order so that everything derived is deterministic.
@@ -168,16 +166,12 @@ class DependencyGraph:
         while True:
             parent = next(p for p in self._parents[walk[-1]] if p not in done)
             if parent in walk:
-                cycle = walk[walk.index(parent):] + [parent]
+                cycle = walk[walk.index(parent) :] + [parent]
                 return cycle[::-1]  # print it in the direction actions flow
             walk.append(parent)
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, DependencyGraph)
-            and self._agents == other._agents
-            and self._parents == other._parents
-        )
+        return isinstance(other, DependencyGraph) and self._agents == other._agents and self._parents == other._parents
 
     def __hash__(self) -> int:
         return hash((self._agents, tuple(self._parents.items())))

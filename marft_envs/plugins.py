@@ -53,8 +53,11 @@ def import_modules(names: list[str]) -> None:
                     sys.path.insert(0, os.getcwd())
                 importlib.import_module(name)
         except Exception as err:  # the user's module: report what went wrong without its traceback
-            raise PluginError(f"cannot import {name!r} (--import / imports): {type(err).__name__}: "
-                              f"{str(err).splitlines()[0] if str(err) else ''}".rstrip(": ")) from None
+            raise PluginError(
+                f"cannot import {name!r} (--import / imports): {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}".rstrip(
+                    ": "
+                )
+            ) from None
 
 
 def _import_file(path: str) -> None:
@@ -92,9 +95,10 @@ def load_entry_points() -> list[str]:
             if callable(loaded) and not isinstance(loaded, type):
                 loaded()  # its registrations may fail too (an id that is already taken): the same one line
         except Exception as err:
-            raise PluginError(f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINT_GROUP!r} failed: "
-                              f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
-                              .rstrip(": ")) from None
+            raise PluginError(
+                f"entry point {point.name!r} ({point.value}) of group {ENTRY_POINT_GROUP!r} failed: "
+                f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}".rstrip(": ")
+            ) from None
     return [p.name for p in points]
 
 

@@ -108,8 +108,15 @@ def register(
         parallel = bool(getattr(factory, "metadata", {}).get("is_parallelizable", False))
     if attempts_option is not None and not (isinstance(attempts_option, str) and attempts_option.isidentifier()):
         raise ValueError(f"attempts_option must be the name of a constructor option, got {attempts_option!r}")
-    entry = EnvEntry(id=id, target=factory, kwargs=dict(kwargs or {}), parallel=parallel, gym=gym,
-                     eval_kwargs=None if eval_kwargs is None else dict(eval_kwargs), attempts_option=attempts_option)
+    entry = EnvEntry(
+        id=id,
+        target=factory,
+        kwargs=dict(kwargs or {}),
+        parallel=parallel,
+        gym=gym,
+        eval_kwargs=None if eval_kwargs is None else dict(eval_kwargs),
+        attempts_option=attempts_option,
+    )
     if id in _registry:
         old = _registry[id]
         _refuse_a_different_env(old, entry)
@@ -145,13 +152,16 @@ def _refuse_a_different_env(old: EnvEntry, new: EnvEntry) -> None:
     """
     old_point, new_point = entry_point(old.target), entry_point(new.target)
     if old_point != new_point:
-        raise RegistrationError(f"env id {old.id!r} is already registered to {old_point}; refusing to re-register it "
-                                f"to {new_point}: register your env under an id of its own (e.g. 'you/Name-v0')")
-    changed = [f for f in ("kwargs", "parallel", "gym", "eval_kwargs", "attempts_option")
-               if getattr(old, f) != getattr(new, f)]
+        raise RegistrationError(
+            f"env id {old.id!r} is already registered to {old_point}; refusing to re-register it "
+            f"to {new_point}: register your env under an id of its own (e.g. 'you/Name-v0')"
+        )
+    changed = [f for f in ("kwargs", "parallel", "gym", "eval_kwargs", "attempts_option") if getattr(old, f) != getattr(new, f)]
     if changed:
-        raise RegistrationError(f"env id {old.id!r} is already registered to {old_point} with other {', '.join(changed)}; "
-                                "refusing to change it: register the variant under an id of its own (e.g. a new version)")
+        raise RegistrationError(
+            f"env id {old.id!r} is already registered to {old_point} with other {', '.join(changed)}; "
+            "refusing to change it: register the variant under an id of its own (e.g. a new version)"
+        )
 
 
 def list_envs(kind: str | None = None) -> list[str]:
@@ -171,9 +181,11 @@ def spec(id: str) -> EnvEntry:
     if id not in _registry:
         close = difflib.get_close_matches(id, list(_registry), n=3, cutoff=0.5)
         hint = f"; did you mean {close[0]!r}?" if close else f"; registered: {sorted(_registry)}"
-        raise KeyError(f"unknown env id {id!r}{hint}; for a task of your own, import the module that registers it "
-                       "(marft --import MODULE, or the imports config key), install it with a 'marft.envs' "
-                       "entry point, or pass env=package.module:ClassName")
+        raise KeyError(
+            f"unknown env id {id!r}{hint}; for a task of your own, import the module that registers it "
+            "(marft --import MODULE, or the imports config key), install it with a 'marft.envs' "
+            "entry point, or pass env=package.module:ClassName"
+        )
     return _registry[id]
 
 

@@ -19,8 +19,9 @@ def checked_actions(env, actions) -> dict[str, str]:
     if not isinstance(actions, Mapping):
         ready = env.ready_agents()
         example = f"{{{ready[0]!r}: '...'}}" if ready else "{agent: '...'}"
-        raise EnvUsageError(f"{env.name}.step takes a dict of actions by agent, got {type(actions).__name__}: "
-                            f"pass e.g. {example} (ready now: {ready})")
+        raise EnvUsageError(
+            f"{env.name}.step takes a dict of actions by agent, got {type(actions).__name__}: pass e.g. {example} (ready now: {ready})"
+        )
     if env._abandoned is not None:
         raise EnvUsageError(f"{env.name}: the episode was abandoned ({env._abandoned}); call reset()")
     if not env.agents:
@@ -36,15 +37,16 @@ def checked_actions(env, actions) -> dict[str, str]:
             continue
         if not isinstance(action, str):
             raise EnvUsageError(
-                f"the action of agent {agent!r} must be a string, got {type(action).__name__} "
-                "(None is only for finished agents)"
+                f"the action of agent {agent!r} must be a string, got {type(action).__name__} (None is only for finished agents)"
             )
         if agent not in ready:
             raise EnvUsageError(env._why_not_ready(agent))
         limit = getattr(env.action_space(agent), "max_length", None)
         if limit is not None and len(action) > limit:
-            raise EnvUsageError(f"the action of agent {agent!r} has {len(action):,} characters; its action space "
-                                f"allows at most {limit:,}: shorten it (a lower generation limit) before stepping")
+            raise EnvUsageError(
+                f"the action of agent {agent!r} has {len(action):,} characters; its action space "
+                f"allows at most {limit:,}: shorten it (a lower generation limit) before stepping"
+            )
         acting[agent] = valid_text(action)
     if not acting:
         raise EnvUsageError(f"{env.name}.step() got no action for a ready agent; ready: {sorted(ready)}")

@@ -119,12 +119,15 @@ class ParallelView(_Delegating, ParallelEnv):
         if not self.agents:
             raise EnvUsageError(f"{self.env.name}: the episode is over; call reset() to start a new one")
         if not isinstance(actions, Mapping):
-            raise EnvUsageError(f"ParallelEnv.step takes a dict of actions by agent, got {type(actions).__name__}: "
-                                f"pass one action for each of {self.agents}")
+            raise EnvUsageError(
+                f"ParallelEnv.step takes a dict of actions by agent, got {type(actions).__name__}: "
+                f"pass one action for each of {self.agents}"
+            )
         unknown = [a for a in actions if a not in self.possible_agents]
         if unknown:
-            raise EnvUsageError(f"ParallelEnv.step got actions for unknown agents {unknown}: pass one action for "
-                                f"each active agent, {self.agents}")
+            raise EnvUsageError(
+                f"ParallelEnv.step got actions for unknown agents {unknown}: pass one action for each active agent, {self.agents}"
+            )
         missing = [a for a in self.agents if a not in actions]
         if missing:
             raise EnvUsageError(f"ParallelEnv.step needs an action for every active agent; missing {missing}")

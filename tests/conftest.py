@@ -55,13 +55,34 @@ def ray_cluster():
 
     reset_auth_state()  # Ray read the token settings when it was imported
     root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
-           "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+    }
     ray = str(Path(sys.executable).with_name("ray"))
     try:
-        subprocess.run([ray, "start", "--head", "--temp-dir", temp, "--port", str(port), "--num-cpus", str(RAY_CPUS),
-                        "--node-ip-address", "127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
-                       env=env, check=True, capture_output=True, timeout=180)
+        subprocess.run(
+            [
+                ray,
+                "start",
+                "--head",
+                "--temp-dir",
+                temp,
+                "--port",
+                str(port),
+                "--num-cpus",
+                str(RAY_CPUS),
+                "--node-ip-address",
+                "127.0.0.1",
+                "--include-dashboard=false",
+                "--disable-usage-stats",
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
         yield f"127.0.0.1:{port}"
     finally:
         import ray as ray_module

@@ -33,8 +33,7 @@ def module_files() -> dict[str, Path]:
 
 def _is_type_checking(node: ast.If) -> bool:
     test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
@@ -81,7 +80,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state:
                 cycle = visit(nxt)
                 if cycle:
@@ -144,7 +143,12 @@ def test_marft_envs_is_torch_free_even_inside_functions():
     found = []
     for path in sorted((Path(__file__).parent.parent / "marft_envs").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in heavy]
     assert not found, f"marft_envs must stay torch-free (put such code in marft_agents): {found}"

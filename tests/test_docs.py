@@ -62,7 +62,7 @@ def code_blocks(path: Path) -> list[Block]:
             end += 1
         if end == len(lines):
             raise ValueError(f"{path}:{k + 1}: unclosed code fence")
-        body = textwrap.dedent("\n".join(lines[k + 1:end]))
+        body = textwrap.dedent("\n".join(lines[k + 1 : end]))
         block = Block(words[0] if words else "", tuple(words[1:]), k + 2, body)
         if "output" in block.tags and blocks and blocks[-1].runs:
             blocks[-1] = replace(blocks[-1], output=body)
@@ -109,8 +109,12 @@ def test_page_code_runs(page: Path, tmp_path: Path):
     env["PYTHONPATH"] = os.pathsep.join([str(DOCS.parent), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     proc = subprocess.run(
         [sys.executable, "-c", _RUNNER, str(page), str(results)],
-        input=json.dumps([(b.line, b.code) for b in blocks]), cwd=workdir, env=env,
-        capture_output=True, text=True, timeout=PAGE_TIMEOUT_S,
+        input=json.dumps([(b.line, b.code) for b in blocks]),
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=PAGE_TIMEOUT_S,
     )
     assert proc.returncode == 0, f"{page.name}: a code block failed\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     printed = json.loads(results.read_text())
@@ -147,11 +151,15 @@ def test_tutorial_runs_check_env_and_registers():
 
 def test_block_parser(tmp_path: Path):
     page = tmp_path / "page.md"
-    page.write_text("x\n```python\na = 1\n```\n\n````python no-run\n```\nb\n````\n```text\nhi\n```\n"
-                    "```python\nprint(1)\n```\n```text output\n1\n```\n")
+    page.write_text(
+        "x\n```python\na = 1\n```\n\n````python no-run\n```\nb\n````\n```text\nhi\n```\n```python\nprint(1)\n```\n```text output\n1\n```\n"
+    )
     blocks = code_blocks(page)
     assert [(b.lang, b.tags, b.line, b.runs, b.output) for b in blocks] == [
-        ("python", (), 3, True, None), ("python", ("no-run",), 7, False, None), ("text", (), 11, False, None),
-        ("python", (), 14, True, "1"), ("text", ("output",), 17, False, None),
+        ("python", (), 3, True, None),
+        ("python", ("no-run",), 7, False, None),
+        ("text", (), 11, False, None),
+        ("python", (), 14, True, "1"),
+        ("text", ("output",), 17, False, None),
     ]
     assert blocks[1].code == "```\nb"

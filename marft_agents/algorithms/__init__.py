@@ -54,8 +54,10 @@ def lookup(name: str) -> tuple[type, type]:
     """``(config class, learner class)`` of ``name``; an unknown name raises a one-line ValueError."""
     if name not in _registered:
         if name not in BUILTIN:
-            raise ValueError(f"unknown algorithm {name!r}: use one of {names()}, or, for your own, add "
-                             f"--import MODULE (the module that calls marft_agents.algorithms.register)")
+            raise ValueError(
+                f"unknown algorithm {name!r}: use one of {names()}, or, for your own, add "
+                f"--import MODULE (the module that calls marft_agents.algorithms.register)"
+            )
         module, config_class, learner_class = BUILTIN[name]
         mod = importlib.import_module(module)
         _registered[name] = (getattr(mod, config_class), getattr(mod, learner_class))
@@ -78,8 +80,10 @@ def build_learner(name: str, policy: Any, config: Any, temperature: float, tis_c
         raise TypeError(f"algo={name} needs a {config_cls.__name__}, got {type(config).__name__}")
     params = inspect.signature(learner_cls).parameters
     if "tis_cap" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        raise TypeError(f"algo={name}: {learner_cls.__name__}.__init__ must take tis_cap=None and pass it on to "
-                        "Learner.__init__ (docs/adding-an-algorithm.md)")
+        raise TypeError(
+            f"algo={name}: {learner_cls.__name__}.__init__ must take tis_cap=None and pass it on to "
+            "Learner.__init__ (docs/adding-an-algorithm.md)"
+        )
     learner = learner_cls(policy, config, temperature=temperature, tis_cap=tis_cap)
     group = learner.group_size
     if isinstance(group, bool) or not isinstance(group, int) or group < 1:

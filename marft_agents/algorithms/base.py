@@ -108,8 +108,7 @@ class CriticLearner(Learner):
     critic_optimizer: torch.optim.Optimizer
 
     def state_dict(self) -> dict:
-        return {**super().state_dict(), "critic": self.critic.state_dict(),
-                "critic_optimizer": self.critic_optimizer.state_dict()}
+        return {**super().state_dict(), "critic": self.critic.state_dict(), "critic_optimizer": self.critic_optimizer.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
@@ -256,7 +255,7 @@ def minibatches(
     for _ in range(epochs):
         order = np.asarray(idx) if rng is None else rng.permutation(idx)
         for start in range(0, len(order), minibatch_size):
-            rows = order[start: start + minibatch_size]
+            rows = order[start : start + minibatch_size]
             mb = [steps[i] for i in rows]
             prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
             logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, temperature)  # (B, R)
@@ -270,8 +269,7 @@ def minibatches(
 # -- 3. the optimizer step --------------------------------------------------------------------------
 
 
-def apply(optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[torch.nn.Parameter],
-          max_grad_norm: float, name: str) -> None:
+def apply(optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[torch.nn.Parameter], max_grad_norm: float, name: str) -> None:
     """One gradient step on ``loss``: zero the gradients, backward, clip their norm, step.
 
     A NaN or infinite loss or gradient norm raises (naming ``name``) before any weight changes.

@@ -114,8 +114,9 @@ class CORY(Learner):
     def _new_optimizers(self) -> None:
         cfg = self.config
         self.optimizers = adapter_optimizers(self.policy, cfg.lr)
-        self.critic_optimizers = {a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0)
-                                  for a in self.policy.adapters}
+        self.critic_optimizers = {
+            a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0) for a in self.policy.adapters
+        }
 
     # -- role swap ------------------------------------------------------------------------------
 
@@ -125,8 +126,7 @@ class CORY(Learner):
         self.pioneer = pioneer_at(self.agents, update, cfg.swap_interval)
         for env in envs:
             if not hasattr(env, "set_pioneer"):
-                raise TypeError("CORY needs an env with set_pioneer(), such as marft/MathCORY-v0; "
-                                f"got {type(env).__name__}")
+                raise TypeError(f"CORY needs an env with set_pioneer(), such as marft/MathCORY-v0; got {type(env).__name__}")
             env.set_pioneer(self.pioneer)
         swapping = cfg.swap_interval > 0 and update > 0 and update % cfg.swap_interval == 0
         if swapping and cfg.reset_on_swap:
@@ -142,8 +142,9 @@ class CORY(Learner):
         batch = pack(steps)  # (N, R)
         features = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen
         kl_tok = (batch.old_logp - self.reference_logps(steps, batch.mask.shape[1])) * batch.mask  # (N, R)
-        rewards = at_last_token(torch.tensor([s.reward for s in steps], dtype=torch.float32), batch.lengths,
-                                batch.mask.shape[1])  # (N, R): the cooperative reward on the last token
+        rewards = at_last_token(
+            torch.tensor([s.reward for s in steps], dtype=torch.float32), batch.lengths, batch.mask.shape[1]
+        )  # (N, R): the cooperative reward on the last token
         advantages = torch.zeros_like(batch.old_logp)  # (N, R), filled per agent
         raw = torch.zeros_like(batch.old_logp)  # (N, R): the same before normalisation, for signal/advantage_std
         metrics: dict[str, float] = {"cory/pioneer": float(self.agents.index(self.pioneer))}
@@ -158,8 +159,16 @@ class CORY(Learner):
             token_rewards = rewards[rows] - self.kl_coefs[adapter] * kl_tok[rows]  # (n, R)
             every = torch.ones(len(idx), dtype=torch.bool)
             adv, ret = token_advantages(  # each response is its own episode
-                token_rewards, values_old, mask, torch.arange(len(idx)), every, every,
-                gamma=cfg.gamma, gamma_agent=cfg.gamma, gamma_token=cfg.gamma, lam=cfg.gae_lambda,
+                token_rewards,
+                values_old,
+                mask,
+                torch.arange(len(idx)),
+                every,
+                every,
+                gamma=cfg.gamma,
+                gamma_agent=cfg.gamma,
+                gamma_token=cfg.gamma,
+                lam=cfg.gae_lambda,
             )
             advantages[rows] = normalize(adv, mask) if cfg.normalize_advantages else adv
             raw[rows] = adv
@@ -170,34 +179,60 @@ class CORY(Learner):
             own = [steps[i].info.get("reward_components", {}).get("own_correct", 0.0) for i in idx]
             metrics[f"{adapter}/task_reward"] = float(np.mean(own))  # its own answer's reward
             if cfg.kl_target is not None:
-                self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target,
-                                                          cfg.kl_horizon, len(idx))
+                self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target, cfg.kl_horizon, len(idx))
         metrics["signal/advantage_std"] = spread(raw, batch.mask)
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
             metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages, rng))
-            metrics.update(fit_critic(
-                self.critics[adapter], self.critic_optimizers[adapter], (features[rows],), values_old, ret, rng,
-                epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip,
-                max_grad_norm=cfg.max_grad_norm, mask=mask, prefix=f"{adapter}/critic",
-            ))
+            metrics.update(
+                fit_critic(
+                    self.critics[adapter],
+                    self.critic_optimizers[adapter],
+                    (features[rows],),
+                    values_old,
+                    ret,
+                    rng,
+                    epochs=cfg.ppo_epochs,
+                    minibatch_size=cfg.minibatch_size,
+                    value_clip=cfg.value_clip,
+                    max_grad_norm=cfg.max_grad_norm,
+                    mask=mask,
+                    prefix=f"{adapter}/critic",
+                )
+            )
         return metrics
 
-    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], old_logp: torch.Tensor,
-                    advantages: torch.Tensor, rng: np.random.Generator) -> dict[str, float]:
+    def policy_step(
+        self,
+        adapter: str,
+        steps: list[AgentStep],
+        idx: list[int],
+        old_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        rng: np.random.Generator,
+    ) -> dict[str, float]:
         """Epochs of PPO-clip per token over ``adapter``'s steps ``idx`` (the KL penalty is in the reward, not here)."""
         cfg = self.config
         log = []  # per-minibatch stats
-        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
-                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs):
+        for mb in minibatches(
+            self.policy, adapter, steps, idx, rng, temperature=self.temperature, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs
+        ):
             rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
             weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
-            ppo, stats = ppo_clip_loss(mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps,
-                                       mb.mask, weights=weights)
+            ppo, stats = ppo_clip_loss(
+                mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps, mb.mask, weights=weights
+            )
             entropy = masked_mean(mb.entropy_tok, mb.mask)
             loss = ppo - cfg.entropy_coef * entropy
             apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append({"loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"],
-                        "approx_kl": stats["approx_kl"], **weight_stats(weights, mb.mask)})
+            log.append(
+                {
+                    "loss": loss.item(),
+                    "entropy": entropy.item(),
+                    "clip_frac": stats["clip_frac"],
+                    "approx_kl": stats["approx_kl"],
+                    **weight_stats(weights, mb.mask),
+                }
+            )
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": 0.0}  # no gate: never skips
 
     @torch.no_grad()
@@ -207,9 +242,8 @@ class CORY(Learner):
         size = self.config.minibatch_size
         order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
         for start in range(0, len(order), size):
-            chunk = order[start: start + size]
-            logp, _, mask = self.policy.score([steps[i].prompt for i in chunk], [steps[i].response for i in chunk],
-                                              None, self.temperature)
+            chunk = order[start : start + size]
+            logp, _, mask = self.policy.score([steps[i].prompt for i in chunk], [steps[i].response for i in chunk], None, self.temperature)
             out[chunk, : mask.shape[1]] = logp * mask
         return out
 

@@ -100,8 +100,10 @@ def training_steps(episodes: list[Episode]) -> list[AgentStep]:
 def tree_groups(steps: list[AgentStep]) -> tuple[torch.Tensor, torch.Tensor]:
     """``(scores, group ids)`` ``(N,)`` of tree-sampled steps; refuses steps a tree rollout did not tag."""
     if any(s.group is None or s.score is None for s in steps):
-        raise ValueError("grpo.grouping=tree needs episodes from a tree rollout (marft_agents.tree_rollout.TreeRollout): "
-                         "some agent-steps have no sibling group or score")
+        raise ValueError(
+            "grpo.grouping=tree needs episodes from a tree rollout (marft_agents.tree_rollout.TreeRollout): "
+            "some agent-steps have no sibling group or score"
+        )
     ids: dict[tuple, int] = {}
     prompts: dict[tuple, list[int]] = {}
     for s in steps:
@@ -112,8 +114,7 @@ def tree_groups(steps: list[AgentStep]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def grpo_advantages(
-    episodes: list[Episode], *, group_size: int, grouping: str, gamma: float, eps: float = 1e-6,
-    normalize: str = "group",
+    episodes: list[Episode], *, group_size: int, grouping: str, gamma: float, eps: float = 1e-6, normalize: str = "group"
 ) -> torch.Tensor:
     """Group-relative advantage of every agent-step of ``episodes`` (in ``training_steps`` order), ``(N,)``."""
     if grouping not in GROUPINGS:
@@ -155,13 +156,14 @@ class GRPO(Learner):
         if config.normalize not in NORMALIZATIONS:
             raise ValueError(f"grpo.normalize must be one of {list(NORMALIZATIONS)}, got {config.normalize!r}")
         if config.normalize == "agent" and config.grouping == "problem":
-            raise ValueError("grpo.normalize=agent needs grpo.grouping=agent_round or tree: with grouping=problem "
-                             "every agent of an episode shares one sample")
+            raise ValueError(
+                "grpo.normalize=agent needs grpo.grouping=agent_round or tree: with grouping=problem "
+                "every agent of an episode shares one sample"
+            )
         if config.tree_pick not in PICKS:
             raise ValueError(f"grpo.tree_pick must be one of {list(PICKS)}, got {config.tree_pick!r}")
         if config.group_size < 2:
-            raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), "
-                             f"got {config.group_size}")
+            raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), got {config.group_size}")
         super().__init__(policy, config, temperature, tis_cap)  # group_size: read from config.group_size
         self.optimizers = adapter_optimizers(policy, config.lr)
 
@@ -171,8 +173,7 @@ class GRPO(Learner):
         if getattr(config, "grouping", None) != "tree":
             return
         if workers:
-            raise ValueError("grpo.grouping=tree runs its tree rollouts in the learner's process: "
-                             "use distributed.workers=0")
+            raise ValueError("grpo.grouping=tree runs its tree rollouts in the learner's process: use distributed.workers=0")
         try:
             require_branching(env, purpose="grpo.grouping=tree")
         except NotBranchableError as err:
@@ -192,11 +193,14 @@ class GRPO(Learner):
             return self._tree_update(episodes, rng)
         if len(episodes) % cfg.group_size:
             # A group split across two updates would be standardised in two halves.
-            raise ValueError(f"grpo: {len(episodes)} episodes do not split into groups of {cfg.group_size}; "
-                             "set episodes_per_update to a multiple of grpo.group_size")
+            raise ValueError(
+                f"grpo: {len(episodes)} episodes do not split into groups of {cfg.group_size}; "
+                "set episodes_per_update to a multiple of grpo.group_size"
+            )
         steps, idx_of = by_adapter(self.policy, episodes)
-        advantages = grpo_advantages(episodes, group_size=cfg.group_size, grouping=cfg.grouping,
-                                     gamma=cfg.gamma, eps=cfg.std_eps, normalize=cfg.normalize)  # (N,)
+        advantages = grpo_advantages(
+            episodes, group_size=cfg.group_size, grouping=cfg.grouping, gamma=cfg.gamma, eps=cfg.std_eps, normalize=cfg.normalize
+        )  # (N,)
         metrics: dict[str, float] = {
             # Groups whose members all scored the same give no signal; this says how much of the batch did.
             "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
@@ -227,19 +231,28 @@ class GRPO(Learner):
                 metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
         return metrics
 
-    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor,
-                    rng: np.random.Generator) -> dict[str, float]:
+    def policy_step(
+        self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
+    ) -> dict[str, float]:
         """Epochs of GRPO's clipped objective over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
         cfg = self.config
         log = []  # per-minibatch stats
-        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
-                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0):
+        for mb in minibatches(
+            self.policy,
+            adapter,
+            steps,
+            idx,
+            rng,
+            temperature=self.temperature,
+            minibatch_size=cfg.minibatch_size,
+            epochs=cfg.ppo_epochs,
+            reference=cfg.kl_coef > 0,
+        ):
             width = mb.mask.shape[1]
             old = _pad([s.token_logps for s in mb.steps], width)  # (B, R) behaviour log-probs
             weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
             # the KL penalty is inside each response's token average (grpo_loss), unlike PPO's
-            grpo, stats = grpo_loss(mb.logp_tok, old, advantages[mb.rows], mb.mask, cfg.clip_eps, mb.ref_tok,
-                                    cfg.kl_coef, weights=weights)
+            grpo, stats = grpo_loss(mb.logp_tok, old, advantages[mb.rows], mb.mask, cfg.clip_eps, mb.ref_tok, cfg.kl_coef, weights=weights)
             entropy = masked_mean(mb.entropy_tok, mb.mask)
             loss = grpo - cfg.entropy_coef * entropy
             apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)

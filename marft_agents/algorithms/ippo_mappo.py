@@ -29,15 +29,7 @@ import torch
 from torch import nn
 
 from marft_agents.advantages import chain_gae, normalize, spread
-from marft_agents.algorithms.base import (
-    CriticLearner,
-    PPOSettings,
-    adapter_optimizers,
-    apply,
-    by_adapter,
-    check_reduction,
-    minibatches,
-)
+from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, apply, by_adapter, check_reduction, minibatches
 from marft_agents.critic import ValueHead, features, fit_critic
 from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.policy import LaMASPolicy
@@ -78,8 +70,9 @@ def per_agent_gae(
     rewards = torch.tensor([steps[i].reward for i in order], dtype=torch.float32)
     # Every step of a stream is its own "round": chain GAE with round_ends everywhere is plain GAE.
     round_ends = torch.ones(len(order), dtype=torch.bool)
-    adv_s, ret_s = chain_gae(rewards, values[idx], round_ends, torch.tensor(dones),
-                             gamma=gamma, gamma_agent=gamma, lam=lam)  # (N,) in stream order
+    adv_s, ret_s = chain_gae(
+        rewards, values[idx], round_ends, torch.tensor(dones), gamma=gamma, gamma_agent=gamma, lam=lam
+    )  # (N,) in stream order
     advantages, returns = torch.empty_like(adv_s), torch.empty_like(ret_s)
     advantages[idx], returns[idx] = adv_s, ret_s
     return advantages, returns
@@ -135,20 +128,41 @@ class IPPO(CriticLearner):
         for adapter in self.policy.adapters:
             if idx_of[adapter]:
                 metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
-        metrics.update(fit_critic(self.critic, self.critic_optimizer, (feats, heads), values_old, returns, rng,
-                                  epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
-                                  value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
+        metrics.update(
+            fit_critic(
+                self.critic,
+                self.critic_optimizer,
+                (feats, heads),
+                values_old,
+                returns,
+                rng,
+                epochs=cfg.ppo_epochs,
+                minibatch_size=cfg.minibatch_size,
+                value_clip=cfg.value_clip,
+                max_grad_norm=cfg.max_grad_norm,
+            )
+        )
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         metrics["signal/advantage_std"] = raw_spread
         return metrics
 
-    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor,
-                    rng: np.random.Generator) -> dict[str, float]:
+    def policy_step(
+        self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
+    ) -> dict[str, float]:
         """Epochs of PPO-clip on whole responses over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
         cfg, reduction = self.config, self.config.logp_reduction
         log, skipped = [], 0  # per-minibatch stats
-        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
-                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0):
+        for mb in minibatches(
+            self.policy,
+            adapter,
+            steps,
+            idx,
+            rng,
+            temperature=self.temperature,
+            minibatch_size=cfg.minibatch_size,
+            epochs=cfg.ppo_epochs,
+            reference=cfg.kl_coef > 0,
+        ):
             logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
             old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
             weights = action_weights(mb.steps, reduction, self.tis_cap)  # (B,) TIS weights, or None (off)
@@ -165,8 +179,16 @@ class IPPO(CriticLearner):
                 skipped += 1
                 continue
             apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append({**row, "loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"],
-                        "approx_kl": stats["approx_kl"], **weight_stats(weights)})
+            log.append(
+                {
+                    **row,
+                    "loss": loss.item(),
+                    "entropy": entropy.item(),
+                    "clip_frac": stats["clip_frac"],
+                    "approx_kl": stats["approx_kl"],
+                    **weight_stats(weights),
+                }
+            )
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
 
 
@@ -188,5 +210,5 @@ class MAPPO(IPPO):
         row = {text: k for k, text in enumerate(unique)}
         prompts = [self.policy.prompt({"instructions": "", "text": text}) for text in unique]
         size = self.config.minibatch_size
-        table = torch.cat([self.policy.features(prompts[i: i + size]) for i in range(0, len(prompts), size)])  # (U, d)
+        table = torch.cat([self.policy.features(prompts[i : i + size]) for i in range(0, len(prompts), size)])  # (U, d)
         return table[torch.tensor([row[s.state] for s in steps])]  # (N, d)

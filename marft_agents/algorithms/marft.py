@@ -21,15 +21,7 @@ import numpy as np
 import torch
 
 from marft_agents.advantages import chain_gae, normalize, spread
-from marft_agents.algorithms.base import (
-    ChainSettings,
-    CriticLearner,
-    adapter_optimizers,
-    apply,
-    by_adapter,
-    check_reduction,
-    minibatches,
-)
+from marft_agents.algorithms.base import ChainSettings, CriticLearner, adapter_optimizers, apply, by_adapter, check_reduction, minibatches
 from marft_agents.critic import ValueHead, features, fit_critic
 from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.policy import LaMASPolicy
@@ -70,9 +62,7 @@ class MARFT(CriticLearner):
         feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d), frozen: computed once per update
         with torch.no_grad():
             values_old = self.critic(feats)  # (N,)
-        advantages, returns = compute_advantages(
-            steps, values_old, gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda
-        )
+        advantages, returns = compute_advantages(steps, values_old, gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda)
         raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
@@ -95,9 +85,20 @@ class MARFT(CriticLearner):
             metrics[f"{adapter}/sequential_position"] = float(k)
             if k + 1 < len(learning):  # the last adapter's new ratio is not needed by anyone
                 trust.record(idx, self.log_ratios(adapter, steps, idx))
-        metrics.update(fit_critic(self.critic, self.critic_optimizer, (feats,), values_old, returns, rng,
-                                  epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
-                                  value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
+        metrics.update(
+            fit_critic(
+                self.critic,
+                self.critic_optimizer,
+                (feats,),
+                values_old,
+                returns,
+                rng,
+                epochs=cfg.ppo_epochs,
+                minibatch_size=cfg.minibatch_size,
+                value_clip=cfg.value_clip,
+                max_grad_norm=cfg.max_grad_norm,
+            )
+        )
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         metrics["signal/advantage_std"] = raw_spread
         return metrics
@@ -106,13 +107,23 @@ class MARFT(CriticLearner):
         """The adapters that learn in this update (all, or one in turn)."""
         return round_robin(self.policy.adapters, update, self.config.agent_iteration_interval)
 
-    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor,
-                    rng: np.random.Generator) -> dict[str, float]:
+    def policy_step(
+        self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
+    ) -> dict[str, float]:
         """Epochs of PPO-clip on whole actions over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
         cfg, reduction = self.config, self.config.logp_reduction
         log, skipped = [], 0  # per-minibatch stats
-        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
-                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0):
+        for mb in minibatches(
+            self.policy,
+            adapter,
+            steps,
+            idx,
+            rng,
+            temperature=self.temperature,
+            minibatch_size=cfg.minibatch_size,
+            epochs=cfg.ppo_epochs,
+            reference=cfg.kl_coef > 0,
+        ):
             logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
             old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
             weights = action_weights(mb.steps, reduction, self.tis_cap)  # (B,) TIS weights, or None (off)
@@ -129,16 +140,27 @@ class MARFT(CriticLearner):
                 skipped += 1
                 continue
             apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append({**row, "loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"],
-                        "approx_kl": stats["approx_kl"], **weight_stats(weights)})
+            log.append(
+                {
+                    **row,
+                    "loss": loss.item(),
+                    "entropy": entropy.item(),
+                    "clip_frac": stats["clip_frac"],
+                    "approx_kl": stats["approx_kl"],
+                    **weight_stats(weights),
+                }
+            )
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
 
     @torch.no_grad()
     def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
         """``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s actions ``idx`` (after its step), ``(len(idx),)``."""
         cfg, reduction = self.config, self.config.logp_reduction
-        return torch.cat([
-            reduce_batch(mb.logp_tok, mb.mask, reduction) - action_logps([s.token_logps for s in mb.steps], reduction)
-            for mb in minibatches(self.policy, adapter, steps, idx, None, temperature=self.temperature,
-                                  minibatch_size=cfg.minibatch_size)
-        ])
+        return torch.cat(
+            [
+                reduce_batch(mb.logp_tok, mb.mask, reduction) - action_logps([s.token_logps for s in mb.steps], reduction)
+                for mb in minibatches(
+                    self.policy, adapter, steps, idx, None, temperature=self.temperature, minibatch_size=cfg.minibatch_size
+                )
+            ]
+        )

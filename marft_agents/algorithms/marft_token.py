@@ -68,8 +68,7 @@ class MARFTToken(CriticLearner):
 
     config: MARFTTokenConfig
 
-    def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: float,
-                 tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: float, tis_cap: float | None = None):
         check_reduction(config.logp_reduction)
         super().__init__(policy, config, temperature, tis_cap)
         self.critic = ValueHead(policy.hidden_size)  # applied at every response position
@@ -85,13 +84,20 @@ class MARFTToken(CriticLearner):
         with torch.no_grad():
             values_old = self.critic(feats) * batch.mask  # (N, R)
         episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}
-        rewards = at_last_token(torch.tensor([s.reward for s in steps], dtype=torch.float32), batch.lengths,
-                                batch.mask.shape[1])  # (N, R): a step's reward on its last token
+        rewards = at_last_token(
+            torch.tensor([s.reward for s in steps], dtype=torch.float32), batch.lengths, batch.mask.shape[1]
+        )  # (N, R): a step's reward on its last token
         advantages, returns = token_advantages(
-            rewards, values_old, batch.mask,
+            rewards,
+            values_old,
+            batch.mask,
             torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long),
-            torch.tensor([s.round_end for s in steps]), torch.tensor([s.done for s in steps]),
-            gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, gamma_token=cfg.gamma_token, lam=cfg.gae_lambda,
+            torch.tensor([s.round_end for s in steps]),
+            torch.tensor([s.done for s in steps]),
+            gamma=cfg.gamma,
+            gamma_agent=cfg.gamma_agent,
+            gamma_token=cfg.gamma_token,
+            lam=cfg.gae_lambda,
         )
         raw_spread = spread(advantages, batch.mask)  # before normalisation: 0 when there is nothing to learn
         if cfg.normalize_advantages:
@@ -115,9 +121,21 @@ class MARFTToken(CriticLearner):
             metrics[f"{adapter}/sequential_position"] = float(k)
             if k + 1 < len(learning):  # the last adapter's new ratio is not needed by anyone
                 trust.record(idx, self.log_ratios(adapter, steps, idx))
-        metrics.update(fit_critic(self.critic, self.critic_optimizer, (feats,), values_old, returns, rng,
-                                  epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
-                                  value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm, mask=batch.mask))
+        metrics.update(
+            fit_critic(
+                self.critic,
+                self.critic_optimizer,
+                (feats,),
+                values_old,
+                returns,
+                rng,
+                epochs=cfg.ppo_epochs,
+                minibatch_size=cfg.minibatch_size,
+                value_clip=cfg.value_clip,
+                max_grad_norm=cfg.max_grad_norm,
+                mask=batch.mask,
+            )
+        )
         metrics["advantage_std"] = float(advantages[batch.mask].std()) if batch.mask.sum() > 1 else 0.0
         metrics["signal/advantage_std"] = raw_spread
         return metrics
@@ -126,17 +144,34 @@ class MARFTToken(CriticLearner):
         """The adapters that learn in this update (all, or one in turn)."""
         return round_robin(self.policy.adapters, update, self.config.agent_iteration_interval)
 
-    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], old_logp: torch.Tensor,
-                    advantages: torch.Tensor, rng: np.random.Generator) -> dict[str, float]:
+    def policy_step(
+        self,
+        adapter: str,
+        steps: list[AgentStep],
+        idx: list[int],
+        old_logp: torch.Tensor,
+        advantages: torch.Tensor,
+        rng: np.random.Generator,
+    ) -> dict[str, float]:
         """Epochs of PPO-clip per token over ``adapter``'s steps ``idx``; ``old_logp``, ``advantages`` ``(N, R)``."""
         cfg = self.config
         log, skipped = [], 0  # per-minibatch stats
-        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
-                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0):
+        for mb in minibatches(
+            self.policy,
+            adapter,
+            steps,
+            idx,
+            rng,
+            temperature=self.temperature,
+            minibatch_size=cfg.minibatch_size,
+            epochs=cfg.ppo_epochs,
+            reference=cfg.kl_coef > 0,
+        ):
             rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
             weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
-            ppo, stats = ppo_clip_loss(mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps,
-                                       mb.mask, weights=weights)
+            ppo, stats = ppo_clip_loss(
+                mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps, mb.mask, weights=weights
+            )
             entropy = masked_mean(mb.entropy_tok, mb.mask)
             loss = ppo - cfg.entropy_coef * entropy
             row = {}
@@ -149,16 +184,27 @@ class MARFTToken(CriticLearner):
                 skipped += 1
                 continue
             apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append({**row, "loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"],
-                        "approx_kl": stats["approx_kl"], **weight_stats(weights, mb.mask)})
+            log.append(
+                {
+                    **row,
+                    "loss": loss.item(),
+                    "entropy": entropy.item(),
+                    "clip_frac": stats["clip_frac"],
+                    "approx_kl": stats["approx_kl"],
+                    **weight_stats(weights, mb.mask),
+                }
+            )
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
 
     @torch.no_grad()
     def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
         """Action-level ``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s steps ``idx``, for the weight ``M``."""
         cfg, reduction = self.config, self.config.logp_reduction
-        return torch.cat([
-            reduce_batch(mb.logp_tok, mb.mask, reduction) - action_logps([s.token_logps for s in mb.steps], reduction)
-            for mb in minibatches(self.policy, adapter, steps, idx, None, temperature=self.temperature,
-                                  minibatch_size=cfg.minibatch_size)
-        ])
+        return torch.cat(
+            [
+                reduce_batch(mb.logp_tok, mb.mask, reduction) - action_logps([s.token_logps for s in mb.steps], reduction)
+                for mb in minibatches(
+                    self.policy, adapter, steps, idx, None, temperature=self.temperature, minibatch_size=cfg.minibatch_size
+                )
+            ]
+        )

@@ -20,15 +20,7 @@ import numpy as np
 import torch
 
 from marft_agents.advantages import chain_gae, normalize, spread
-from marft_agents.algorithms.base import (
-    CriticLearner,
-    PPOSettings,
-    adapter_optimizers,
-    apply,
-    by_adapter,
-    check_reduction,
-    minibatches,
-)
+from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, apply, by_adapter, check_reduction, minibatches
 from marft_agents.critic import ValueHead, features, fit_critic
 from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.policy import LaMASPolicy
@@ -65,29 +57,54 @@ class PPO(CriticLearner):
             values_old = self.critic(feats)  # (N,)
         # With one agent every step ends its round, so chain GAE is plain GAE (gamma_agent never applies).
         advantages, returns = chain_gae(
-            torch.tensor([s.reward for s in steps], dtype=torch.float32), values_old,
-            torch.tensor([s.round_end for s in steps]), torch.tensor([s.done for s in steps]),
-            gamma=cfg.gamma, gamma_agent=cfg.gamma, lam=cfg.gae_lambda,
+            torch.tensor([s.reward for s in steps], dtype=torch.float32),
+            values_old,
+            torch.tensor([s.round_end for s in steps]),
+            torch.tensor([s.done for s in steps]),
+            gamma=cfg.gamma,
+            gamma_agent=cfg.gamma,
+            lam=cfg.gae_lambda,
         )
         raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         (adapter,) = self.policy.adapters
         metrics = self.policy_step(adapter, steps, idx_of[adapter], advantages, rng) if steps else {}
-        metrics.update(fit_critic(self.critic, self.critic_optimizer, (feats,), values_old, returns, rng,
-                                  epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size,
-                                  value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm))
+        metrics.update(
+            fit_critic(
+                self.critic,
+                self.critic_optimizer,
+                (feats,),
+                values_old,
+                returns,
+                rng,
+                epochs=cfg.ppo_epochs,
+                minibatch_size=cfg.minibatch_size,
+                value_clip=cfg.value_clip,
+                max_grad_norm=cfg.max_grad_norm,
+            )
+        )
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         metrics["signal/advantage_std"] = raw_spread
         return metrics
 
-    def policy_step(self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor,
-                    rng: np.random.Generator) -> dict[str, float]:
+    def policy_step(
+        self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
+    ) -> dict[str, float]:
         """Epochs of PPO-clip on whole responses over the steps ``idx``; ``advantages`` ``(N,)``."""
         cfg, reduction = self.config, self.config.logp_reduction
         log, skipped = [], 0  # per-minibatch stats
-        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature,
-                              minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0):
+        for mb in minibatches(
+            self.policy,
+            adapter,
+            steps,
+            idx,
+            rng,
+            temperature=self.temperature,
+            minibatch_size=cfg.minibatch_size,
+            epochs=cfg.ppo_epochs,
+            reference=cfg.kl_coef > 0,
+        ):
             logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
             old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
             weights = action_weights(mb.steps, reduction, self.tis_cap)  # (B,) TIS weights, or None (off)
@@ -104,6 +121,14 @@ class PPO(CriticLearner):
                 skipped += 1
                 continue
             apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append({**row, "loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"],
-                        "approx_kl": stats["approx_kl"], **weight_stats(weights)})
+            log.append(
+                {
+                    **row,
+                    "loss": loss.item(),
+                    "entropy": entropy.item(),
+                    "clip_frac": stats["clip_frac"],
+                    "approx_kl": stats["approx_kl"],
+                    **weight_stats(weights),
+                }
+            )
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}

@@ -82,8 +82,14 @@ def connect(settings: DistributedConfig, cpus: int | None = None) -> Connection:
     reset_auth_state()
     try:
         with _loopback_node():
-            ray.init(num_cpus=cpus or os.cpu_count() or 1, include_dashboard=False, _node_ip_address=LOOPBACK,
-                     _temp_dir=os.path.abspath(temp_dir), log_to_driver=False, logging_level="warning")
+            ray.init(
+                num_cpus=cpus or os.cpu_count() or 1,
+                include_dashboard=False,
+                _node_ip_address=LOOPBACK,
+                _temp_dir=os.path.abspath(temp_dir),
+                log_to_driver=False,
+                logging_level="warning",
+            )
     except Exception as err:
         disconnect(connection)
         raise ClusterError(f"cannot start a local Ray cluster in {temp_dir}: {first_line(err)}") from None
@@ -141,8 +147,10 @@ def _check_reachable(address: str) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except (OSError, ValueError) as err:
-        raise ClusterError(f"no Ray cluster at distributed.address={address} ({first_line(err)}): start one with "
-                           "`ray start --head --port PORT` or fix the address") from None
+        raise ClusterError(
+            f"no Ray cluster at distributed.address={address} ({first_line(err)}): start one with "
+            "`ray start --head --port PORT` or fix the address"
+        ) from None
 
 
 def first_line(err: BaseException) -> str:

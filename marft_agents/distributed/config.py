@@ -40,20 +40,28 @@ class DistributedConfig:
 def check(settings: DistributedConfig, engine: str = "hf") -> None:
     """Refuse settings Ray cannot use, in one line naming the key (the ranges travel with the fields: ``config_fields.ranged``)."""
     if settings.episode_seeds and engine != "hf":
-        raise ValueError(f"distributed.episode_seeds=true samples with the hf engine's per-episode generators; "
-                         f"generation.engine={engine} seeds its own requests: drop one of the two")
+        raise ValueError(
+            f"distributed.episode_seeds=true samples with the hf engine's per-episode generators; "
+            f"generation.engine={engine} seeds its own requests: drop one of the two"
+        )
     if settings.address and settings.address != "auto" and ":" not in settings.address:
-        raise ValueError(f"distributed.address={shown(settings.address)} must be host:port (the head's `ray start "
-                         "--head --port PORT`), ray://host:port, or auto")
+        raise ValueError(
+            f"distributed.address={shown(settings.address)} must be host:port (the head's `ray start "
+            "--head --port PORT`), ray://host:port, or auto"
+        )
     need = settings.workers * settings.cpus_per_worker
     cores = os.cpu_count() or 1
     if settings.workers and not settings.address and need > cores:  # Ray would promise CPUs that are not there
-        raise ValueError(f"distributed.workers={settings.workers} x distributed.cpus_per_worker="
-                         f"{settings.cpus_per_worker:g} needs {need:g} CPUs, but this machine has {cores} for the "
-                         f"local cluster: use at most {int(cores // settings.cpus_per_worker)} workers, or join a "
-                         "larger cluster with distributed.address")
+        raise ValueError(
+            f"distributed.workers={settings.workers} x distributed.cpus_per_worker="
+            f"{settings.cpus_per_worker:g} needs {need:g} CPUs, but this machine has {cores} for the "
+            f"local cluster: use at most {int(cores // settings.cpus_per_worker)} workers, or join a "
+            "larger cluster with distributed.address"
+        )
     if settings.temp_dir:
         path = os.path.abspath(settings.temp_dir)
         if len(path) > RAY_TEMP_MAX_CHARS:
-            raise ValueError(f"distributed.temp_dir={shown(path)} is {len(path)} characters: Ray's socket paths under "
-                             f"it must fit in 107 bytes; use at most {RAY_TEMP_MAX_CHARS} (e.g. /tmp/marft-ray)")
+            raise ValueError(
+                f"distributed.temp_dir={shown(path)} is {len(path)} characters: Ray's socket paths under "
+                f"it must fit in 107 bytes; use at most {RAY_TEMP_MAX_CHARS} (e.g. /tmp/marft-ray)"
+            )

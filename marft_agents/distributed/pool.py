@@ -29,12 +29,7 @@ from marft_agents.distributed import ClusterError, WorkerError
 from marft_agents.distributed.cluster import connect, disconnect, first_line
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.worker import RolloutWorker, WorkerSpec
-from marft_agents.evaluation import (
-    HELDOUT_SEED,
-    episode_options,
-    eval_plan,
-    eval_result,
-)
+from marft_agents.evaluation import HELDOUT_SEED, episode_options, eval_plan, eval_result
 from marft_agents.policy import LaMASPolicy
 from marft_agents.rollout import Episode
 
@@ -69,18 +64,28 @@ def worker_spec(config: Any, record_state: bool) -> WorkerSpec:
     """The :class:`WorkerSpec` of a run's ``TrainConfig`` (its model, adapters, env and sampling)."""
     import dataclasses
 
-    return WorkerSpec(env=config.env, env_kwargs=dict(config.env_kwargs), model=config.model,
-                      adapter_mode=config.adapter_mode, lora_r=config.lora_r, lora_alpha=config.lora_alpha,
-                      lora_targets=tuple(config.lora_targets), temperature=config.temperature,
-                      max_new_tokens=config.max_new_tokens, seed=config.seed,
-                      threads=max(1, int(config.distributed.cpus_per_worker)), record_state=record_state,
-                      imports=tuple(config.imports), engine=dataclasses.asdict(config.generation))
+    return WorkerSpec(
+        env=config.env,
+        env_kwargs=dict(config.env_kwargs),
+        model=config.model,
+        adapter_mode=config.adapter_mode,
+        lora_r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_targets=tuple(config.lora_targets),
+        temperature=config.temperature,
+        max_new_tokens=config.max_new_tokens,
+        seed=config.seed,
+        threads=max(1, int(config.distributed.cpus_per_worker)),
+        record_state=record_state,
+        imports=tuple(config.imports),
+        engine=dataclasses.asdict(config.generation),
+    )
 
 
 def split(indices: list[int], parts: int) -> list[list[int]]:
     """``indices`` in ``parts`` contiguous blocks, in order, sizes differing by at most one."""
     cuts = [len(indices) * k // parts for k in range(parts + 1)]
-    return [list(indices[cuts[k]:cuts[k + 1]]) for k in range(parts)]
+    return [list(indices[cuts[k] : cuts[k + 1]]) for k in range(parts)]
 
 
 class WorkerPool:
@@ -103,13 +108,19 @@ class WorkerPool:
         for name, per in (("CPU", settings.cpus_per_worker), ("GPU", settings.gpus_per_worker)):
             if per and total.get(name, 0) < settings.workers * per:
                 self.close()
-                raise ClusterError(f"{settings.workers} workers need {settings.workers * per:g} {name}s "
-                                   f"({name.lower()}s_per_worker={per:g}) but the cluster has {total.get(name, 0):g}: "
-                                   f"lower distributed.workers or distributed.{name.lower()}s_per_worker, or add nodes")
+                raise ClusterError(
+                    f"{settings.workers} workers need {settings.workers * per:g} {name}s "
+                    f"({name.lower()}s_per_worker={per:g}) but the cluster has {total.get(name, 0):g}: "
+                    f"lower distributed.workers or distributed.{name.lower()}s_per_worker, or add nodes"
+                )
         env_vars = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV)}
         actor = ray.remote(RolloutWorker).options(
-            num_cpus=settings.cpus_per_worker, num_gpus=settings.gpus_per_worker, max_restarts=settings.max_restarts,
-            max_task_retries=0, runtime_env={"env_vars": env_vars})
+            num_cpus=settings.cpus_per_worker,
+            num_gpus=settings.gpus_per_worker,
+            max_restarts=settings.max_restarts,
+            max_task_retries=0,
+            runtime_env={"env_vars": env_vars},
+        )
         self.workers = [actor.remote(spec) for _ in range(settings.workers)]
         _open_pools.append(self)
         atexit.register(self.close)  # a run that fails midway leaves its workers and temp dir to this
@@ -131,9 +142,11 @@ class WorkerPool:
             self.close()
             raise ClusterError(f"a rollout worker could not start: {_cause(err)}") from None
         if waiting:  # the message first: close() ends the workers, and a cluster this pool started
-            message = (f"{len(waiting)} of {len(self.workers)} rollout workers did not start within "
-                       f"distributed.start_timeout_s={self.settings.start_timeout_s:g} "
-                       f"(the cluster's free resources: {_resources(ray.available_resources())})")
+            message = (
+                f"{len(waiting)} of {len(self.workers)} rollout workers did not start within "
+                f"distributed.start_timeout_s={self.settings.start_timeout_s:g} "
+                f"(the cluster's free resources: {_resources(ray.available_resources())})"
+            )
             self.close()
             raise ClusterError(message)
 
@@ -164,8 +177,18 @@ class WorkerPool:
         indices = list(episodes)
         return self._play(indices, [seed_of(i) for i in indices], None, None, greedy=False)
 
-    def evaluate(self, policy: Any = None, env_id: str = "", env_kwargs: dict | None = None, n: int = 1, *,
-                 rounds: int = 1, max_new_tokens: int = 48, samples: int = 0, engine: Any = None) -> dict:
+    def evaluate(
+        self,
+        policy: Any = None,
+        env_id: str = "",
+        env_kwargs: dict | None = None,
+        n: int = 1,
+        *,
+        rounds: int = 1,
+        max_new_tokens: int = 48,
+        samples: int = 0,
+        engine: Any = None,
+    ) -> dict:
         """Greedy held-out evaluation through the workers; :func:`~marft_agents.evaluation.evaluate`'s result.
 
         ``policy`` and ``engine`` (the trainer's) are not used: the workers have their own.
@@ -173,12 +196,20 @@ class WorkerPool:
         plan = eval_plan(env_id, env_kwargs or {}, rounds)
         options = episode_options(plan, marft_envs.make(env_id, **plan.env_kwargs), n)
         indices = list(range(len(options)))
-        episodes = self._play(indices, [HELDOUT_SEED + i for i in indices], options, plan.env_kwargs, greedy=True,
-                              max_new_tokens=max_new_tokens)
+        episodes = self._play(
+            indices, [HELDOUT_SEED + i for i in indices], options, plan.env_kwargs, greedy=True, max_new_tokens=max_new_tokens
+        )
         return eval_result(episodes, plan, samples)
 
-    def _play(self, indices: list[int], seeds: list[int], options: list | None, env_kwargs: dict | None,
-              greedy: bool, max_new_tokens: int | None = None) -> list[Episode]:
+    def _play(
+        self,
+        indices: list[int],
+        seeds: list[int],
+        options: list | None,
+        env_kwargs: dict | None,
+        greedy: bool,
+        max_new_tokens: int | None = None,
+    ) -> list[Episode]:
         """Every block of episodes played to the end (again, where a worker failed), gathered in index order."""
         import ray
 
@@ -189,8 +220,15 @@ class WorkerPool:
         def submit(k: int):
             block = blocks[k]
             return self.workers[k].collect.remote(
-                self.version, [self._weights], block, [seeds[position[i]] for i in block],
-                None if options is None else [options[position[i]] for i in block], env_kwargs, greedy, max_new_tokens)
+                self.version,
+                [self._weights],
+                block,
+                [seeds[position[i]] for i in block],
+                None if options is None else [options[position[i]] for i in block],
+                env_kwargs,
+                greedy,
+                max_new_tokens,
+            )
 
         running = {k: (submit(k), time.monotonic()) for k, block in enumerate(blocks) if block}
         results: dict[int, Any] = {}
@@ -211,8 +249,7 @@ class WorkerPool:
             for k, (ref, started) in list(running.items()):
                 if ref not in ready and now - started >= self.settings.timeout_s:
                     ray.kill(self.workers[k], no_restart=False)  # Ray restarts it; the late result is dropped
-                    running[k] = self._retry(k, submit, "did not finish within "
-                                                        f"distributed.timeout_s={self.settings.timeout_s:g}")
+                    running[k] = self._retry(k, submit, f"did not finish within distributed.timeout_s={self.settings.timeout_s:g}")
         t1 = time.perf_counter()
         out: list[Episode] = []
         for k in sorted(results):
@@ -245,9 +282,11 @@ class WorkerPool:
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as err:
                 why = f"{why}, then could not restart ({first_line(err)[:160]})"
                 break
-        raise WorkerError(f"rollout worker {k} {why}; it failed {self.failures[k]} times (distributed.max_restarts="
-                          f"{self.settings.max_restarts}): the update was not trained on; resume from the last "
-                          "checkpoint once the cluster is healthy")
+        raise WorkerError(
+            f"rollout worker {k} {why}; it failed {self.failures[k]} times (distributed.max_restarts="
+            f"{self.settings.max_restarts}): the update was not trained on; resume from the last "
+            "checkpoint once the cluster is healthy"
+        )
 
     def pids(self) -> list[int]:
         """The process id of each worker (tests kill them)."""

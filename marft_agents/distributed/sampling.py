@@ -38,8 +38,7 @@ class EpisodeSampler(LogitsProcessor):
     torch's global generator) can only pick it. Rows that produced the end-of-turn token draw nothing.
     """
 
-    def __init__(self, generators: Sequence[torch.Generator], temperature: float, prompt_width: int,
-                 eos_token_id: int):
+    def __init__(self, generators: Sequence[torch.Generator], temperature: float, prompt_width: int, eos_token_id: int):
         self.generators = list(generators)
         self.temperature = temperature
         self.prompt_width = prompt_width
@@ -47,7 +46,7 @@ class EpisodeSampler(LogitsProcessor):
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         # input_ids (B, W + t): the left-padded prompts and the t tokens generated so far; scores (B, V) raw logits
-        done = (input_ids[:, self.prompt_width:] == self.eos_token_id).any(1)  # (B,)
+        done = (input_ids[:, self.prompt_width :] == self.eos_token_id).any(1)  # (B,)
         probs = torch.softmax(scores.float() / self.temperature, dim=-1)  # (B, V)
         forced = torch.full_like(scores, float("-inf"))  # (B, V)
         for b, generator in enumerate(self.generators):
@@ -90,13 +89,17 @@ class EpisodeSeededEngine(Engine):
                 generators = [self.generators[requests[i].episode] for i in indices]
             except KeyError as err:
                 raise KeyError(f"episode {err.args[0]} has no sampling generator: call seed_episodes first") from None
-            sampler = EpisodeSampler(generators, sampling.temperature, max(len(p) for p in prompts),
-                                     self.policy.eos_token_id)
+            sampler = EpisodeSampler(generators, sampling.temperature, max(len(p) for p in prompts), self.policy.eos_token_id)
             with torch.no_grad(), self.policy.active(adapter) as model:
-                out, logps = lm.generate(model, prompts, temperature=sampling.temperature,
-                                         max_new_tokens=sampling.max_new_tokens, pad_token_id=self.policy.pad_token_id,
-                                         eos_token_id=self.policy.eos_token_id,
-                                         logits_processor=LogitsProcessorList([sampler]))
+                out, logps = lm.generate(
+                    model,
+                    prompts,
+                    temperature=sampling.temperature,
+                    max_new_tokens=sampling.max_new_tokens,
+                    pad_token_id=self.policy.pad_token_id,
+                    eos_token_id=self.policy.eos_token_id,
+                    logits_processor=LogitsProcessorList([sampler]),
+                )
             self.calls += 1
             for k, i in enumerate(indices):
                 responses[i], token_logps[i] = out[k], logps[k]

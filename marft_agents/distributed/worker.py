@@ -78,8 +78,15 @@ class RolloutWorker:
         self.spec = spec
         probe = marft_envs.make(spec.env, **spec.env_kwargs)
         model, tokenizer = load_base(spec.model)
-        self.policy = LaMASPolicy(model, tokenizer, probe.possible_agents, mode=spec.adapter_mode, lora_r=spec.lora_r,
-                                  lora_alpha=spec.lora_alpha, lora_targets=tuple(spec.lora_targets))
+        self.policy = LaMASPolicy(
+            model,
+            tokenizer,
+            probe.possible_agents,
+            mode=spec.adapter_mode,
+            lora_r=spec.lora_r,
+            lora_alpha=spec.lora_alpha,
+            lora_targets=tuple(spec.lora_targets),
+        )
         self.engine = None
         """Built at the first :meth:`load`, on the trainer's weights (vLLM must start on them: its versions only increase)."""
         self.version = -1
@@ -97,10 +104,18 @@ class RolloutWorker:
         from marft_agents.engines import make_engine
 
         work_dir = self.spec.work_dir or tempfile.mkdtemp(prefix="marft-worker-")
-        return make_engine(g["engine"], self.policy, model=self.spec.model, work_dir=work_dir,
-                           dtype=g.get("dtype", "float32"), kv_cache_gb=g.get("kv_cache_gb", 1.0),
-                           threads=g.get("threads", 0), max_loras=g.get("max_loras", 0), seed=self.spec.seed,
-                           max_new_tokens=self.spec.max_new_tokens)
+        return make_engine(
+            g["engine"],
+            self.policy,
+            model=self.spec.model,
+            work_dir=work_dir,
+            dtype=g.get("dtype", "float32"),
+            kv_cache_gb=g.get("kv_cache_gb", 1.0),
+            threads=g.get("threads", 0),
+            max_loras=g.get("max_loras", 0),
+            seed=self.spec.seed,
+            max_new_tokens=self.spec.max_new_tokens,
+        )
 
     def ready(self) -> int:
         """The worker's process id, once it is built."""
@@ -122,9 +137,17 @@ class RolloutWorker:
             self.version = version
         return self.version
 
-    def collect(self, version: int, weights: list, indices: list[int], seeds: list[int],
-                options: list[dict | None] | None = None, env_kwargs: dict | None = None,
-                greedy: bool = False, max_new_tokens: int | None = None) -> tuple[list, dict[str, float]]:
+    def collect(
+        self,
+        version: int,
+        weights: list,
+        indices: list[int],
+        seeds: list[int],
+        options: list[dict | None] | None = None,
+        env_kwargs: dict | None = None,
+        greedy: bool = False,
+        max_new_tokens: int | None = None,
+    ) -> tuple[list, dict[str, float]]:
         """Play episodes ``indices`` (env seeds ``seeds``) with weights ``version``: ``(episodes, timings)``.
 
         Training episodes (``greedy=False``) sample with the per-episode generators of ``(seed,
@@ -141,12 +164,10 @@ class RolloutWorker:
         if hasattr(self.engine, "seed_episodes"):
             self.engine.seed_episodes({i: episode_seed(self.spec.seed, version, i) for i in indices})
         sampling = Sampling(0.0 if greedy else self.spec.temperature, max_new_tokens or self.spec.max_new_tokens)
-        rollout = RolloutEngine(self.policy, sampling, record_state=self.spec.record_state and not greedy,
-                                engine=self.engine)
+        rollout = RolloutEngine(self.policy, sampling, record_state=self.spec.record_state and not greedy, engine=self.engine)
         seed_of = dict(zip(indices, seeds)).__getitem__
         option_of = dict(zip(indices, options or [None] * len(indices))).__getitem__
-        episodes = rollout.collect(envs, indices, seed_of=seed_of, options_of=option_of,
-                                   progress=None if greedy else _fault_hook())
+        episodes = rollout.collect(envs, indices, seed_of=seed_of, options_of=option_of, progress=None if greedy else _fault_hook())
         return episodes, dict(rollout.timings)
 
     def _envs(self, env_kwargs: dict, n: int) -> list:

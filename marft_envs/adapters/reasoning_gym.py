@@ -46,9 +46,17 @@ class ReasoningGymTask(FlexEnv):
     metadata = {"name": "marft/ReasoningGym-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
     reset_options = ()
 
-    def __init__(self, task: str = "basic_arithmetic", task_config: dict[str, Any] | None = None,
-                 agents: tuple[str, ...] = ("solver_0",), split: str = "train", size: int = 1000,
-                 answer_tag: str | None = "answer", credit: str = "team", render_mode: str | None = None):
+    def __init__(
+        self,
+        task: str = "basic_arithmetic",
+        task_config: dict[str, Any] | None = None,
+        agents: tuple[str, ...] = ("solver_0",),
+        split: str = "train",
+        size: int = 1000,
+        answer_tag: str | None = "answer",
+        credit: str = "team",
+        render_mode: str | None = None,
+    ):
         if importlib.util.find_spec("reasoning_gym") is None:
             raise ImportError("reasoning-gym envs need reasoning_gym: pip install 'marft[adapters]' (reasoning-gym==0.1.25)")
         import reasoning_gym
@@ -59,11 +67,12 @@ class ReasoningGymTask(FlexEnv):
         if not isinstance(size, int) or not 1 <= size <= SPLIT_SEEDS["test"]:
             raise ValueError(f"size must be an int in [1, {SPLIT_SEEDS['test']}], got {size!r}")
         if task not in reasoning_gym.factory.DATASETS:
-            raise ValueError(f"unknown reasoning-gym task {task!r}; e.g. basic_arithmetic, chain_sum, leg_counting "
-                             f"(all {len(reasoning_gym.factory.DATASETS)}: reasoning_gym.factory.DATASETS)")
+            raise ValueError(
+                f"unknown reasoning-gym task {task!r}; e.g. basic_arithmetic, chain_sum, leg_counting "
+                f"(all {len(reasoning_gym.factory.DATASETS)}: reasoning_gym.factory.DATASETS)"
+            )
         try:
-            self.dataset = reasoning_gym.create_dataset(task, **{**dict(task_config or {}), "seed": SPLIT_SEEDS[split],
-                                                                 "size": size})
+            self.dataset = reasoning_gym.create_dataset(task, **{**dict(task_config or {}), "seed": SPLIT_SEEDS[split], "size": size})
         except (TypeError, ValueError, AssertionError) as err:
             raise ValueError(f"task_config for {task!r} is not valid: {err}") from None
         super().__init__(list(agents), render_mode=render_mode)
@@ -79,7 +88,7 @@ class ReasoningGymTask(FlexEnv):
 
     def observe_text(self, agent: str) -> str:
         lines = [f"Question: {self.entry['question']}"]
-        for parent in self.possible_agents[:self.possible_agents.index(agent)]:  # its chain parents, this round
+        for parent in self.possible_agents[: self.possible_agents.index(agent)]:  # its chain parents, this round
             if parent in self.round_actions:
                 lines.append(f"{parent}: {self.round_actions[parent]}")
         return "\n".join(lines)
@@ -95,8 +104,7 @@ class ReasoningGymTask(FlexEnv):
         graded = self.possible_agents[-1]
         score = float(self.dataset.score_answer(self.answer(actions[graded]), self.entry))
         rewards = assign_credit(self.credit, self.possible_agents, score, {graded: score})
-        infos = outcomes.outcome_infos(actions, solved=score == 1.0, own_correct={graded: score},
-                                       components={"score": score})
+        infos = outcomes.outcome_infos(actions, solved=score == 1.0, own_correct={graded: score}, components={"score": score})
         return RoundResult(rewards=rewards, terminations=dict.fromkeys(actions, True), infos=infos)
 
     def state_text(self) -> str:

@@ -63,8 +63,14 @@ class TextArenaGame(FlexEnv):
     metadata = {"name": "marft/TextArena-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
     reset_options = ()
 
-    def __init__(self, game: str = "TicTacToe-v0", num_players: int = 2, recent: int | None = None,
-                 max_rounds: int = 100, render_mode: str | None = None):
+    def __init__(
+        self,
+        game: str = "TicTacToe-v0",
+        num_players: int = 2,
+        recent: int | None = None,
+        max_rounds: int = 100,
+        render_mode: str | None = None,
+    ):
         if importlib.util.find_spec("textarena") is None:
             raise ImportError("TextArena envs need textarena: pip install 'marft[adapters]' (textarena==0.7.4)")
         import textarena
@@ -100,7 +106,7 @@ class TextArenaGame(FlexEnv):
         return "\n".join(self.prompts[agent])
 
     def observe_text(self, agent: str) -> str:
-        shown = self.messages[agent][-self.recent:] if self.recent else self.messages[agent]
+        shown = self.messages[agent][-self.recent :] if self.recent else self.messages[agent]
         if self.done:
             status = GAME_OVER
         elif agent == self.to_move() and agent not in self.round_actions:
@@ -128,8 +134,7 @@ class TextArenaGame(FlexEnv):
         moved, self.moved = self.moved, []
         if not self.done:
             cut = self.round + 1 >= self.max_rounds
-            return RoundResult(truncations=dict.fromkeys(actions, cut),
-                               infos={a: {"moved_this_round": a in moved} for a in actions})
+            return RoundResult(truncations=dict.fromkeys(actions, cut), infos={a: {"moved_this_round": a in moved} for a in actions})
         scores = self.game.state.rewards or {}
         rewards = {a: float(scores.get(k, 0)) for k, a in enumerate(self.possible_agents)}
         infos = outcomes.outcome_infos(actions, own_correct={a: float(r > 0) for a, r in rewards.items()})
@@ -163,7 +168,8 @@ class TextArenaGame(FlexEnv):
             agent = self.possible_agents[pid]
             for sender, message, kind in queued:
                 (self.prompts if kind == self._prompt_kind else self.messages)[agent].append(
-                    message.strip() if kind == self._prompt_kind else self._line(sender, message))
+                    message.strip() if kind == self._prompt_kind else self._line(sender, message)
+                )
             self.game.state.observations[pid] = []
 
     def _line(self, sender: int, message: str) -> str:

@@ -29,7 +29,8 @@ class ParseError(ValueError):
 # Tokens
 # ---------------------------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<ws>\s+)
   | (?P<rep>(?P<rep_int>\d*)\.(?P<rep_fix>\d*)\\(?:overline|bar)\s*(?:\{(?P<rep_b>\d+)\}|(?P<rep_d>\d)))
   | (?P<base>(?P<base_digits>\d+)_(?:\{(?P<base_b>\d+)\}|(?P<base_d>\d)))
@@ -37,7 +38,9 @@ _TOKEN = re.compile(r"""
   | (?P<cmd>\\[a-zA-Z]+|\\[{}|])
   | (?P<sym>[a-zA-Z])
   | (?P<op>[-+*/^_()\[\]{},|!=<>&'])
-""", re.X)
+""",
+    re.X,
+)
 _ESCAPED = {"\\{": ("op", "("), "\\}": ("op", ")"), "\\|": ("op", "|")}
 
 
@@ -84,14 +87,40 @@ def _number(text: str) -> tuple[str, tuple]:
 # Parser (recursive descent; implicit multiplication; LaTeX one-token arguments)
 # ---------------------------------------------------------------------------------------------
 
-FUNCTIONS = {
-    "sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan",
-    "sinh", "cosh", "tanh", "ln", "log", "exp",
-}
+FUNCTIONS = {"sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "ln", "log", "exp"}
 _GREEK = {
-    "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "vartheta",
-    "kappa", "lambda", "mu", "nu", "xi", "rho", "sigma", "tau", "phi", "varphi", "chi", "psi", "omega",
-    "Gamma", "Delta", "Theta", "Lambda", "Xi", "Sigma", "Phi", "Psi", "Omega",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "epsilon",
+    "varepsilon",
+    "zeta",
+    "eta",
+    "theta",
+    "vartheta",
+    "kappa",
+    "lambda",
+    "mu",
+    "nu",
+    "xi",
+    "rho",
+    "sigma",
+    "tau",
+    "phi",
+    "varphi",
+    "chi",
+    "psi",
+    "omega",
+    "Gamma",
+    "Delta",
+    "Theta",
+    "Lambda",
+    "Xi",
+    "Sigma",
+    "Phi",
+    "Psi",
+    "Omega",
 }
 _CONSTANTS = {"pi": ("const", "pi"), "infty": ("const", "inf"), "e": ("const", "e"), "i": ("const", "i")}
 _ATOM_COMMANDS = FUNCTIONS | _GREEK | {"frac", "sqrt", "binom", "pi", "infty", "lfloor", "lceil"}
@@ -270,7 +299,7 @@ class _Parser:
                     end += 1
                 if end == len(self.tokens):
                     raise ParseError("unclosed subscript")
-                sub = "".join(str(v) for _, v in self.tokens[self.pos + 1:end])
+                sub = "".join(str(v) for _, v in self.tokens[self.pos + 1 : end])
                 self.pos = end + 1
             else:
                 sub = str(self.take()[1])

@@ -13,11 +13,26 @@ from __future__ import annotations
 
 import re
 
-_UNICODE = str.maketrans({
-    "\u2212": "-", "\u2013": "-", "\u03c0": r"\pi ", "\u221e": r"\infty ", "\u221a": r"\sqrt",
-    "\u00d7": "*", "\u00b7": "*", "\u00f7": "/", "\u2264": r"\le ", "\u2265": r"\ge ",
-    "\u2260": r"\ne ", "\u00b1": r"\pm ", "\u00b0": r"^\circ", "\u00a0": " ", "\n": " ", "\t": " ",
-})
+_UNICODE = str.maketrans(
+    {
+        "\u2212": "-",
+        "\u2013": "-",
+        "\u03c0": r"\pi ",
+        "\u221e": r"\infty ",
+        "\u221a": r"\sqrt",
+        "\u00d7": "*",
+        "\u00b7": "*",
+        "\u00f7": "/",
+        "\u2264": r"\le ",
+        "\u2265": r"\ge ",
+        "\u2260": r"\ne ",
+        "\u00b1": r"\pm ",
+        "\u00b0": r"^\circ",
+        "\u00a0": " ",
+        "\n": " ",
+        "\t": " ",
+    }
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _WHOLE_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{(.*)\}", re.S)
 # LaTeX-only thousands separators: `10,\!080`, `10{,}080` and `10\,000` are always one number.
@@ -150,4 +165,3 @@ def closing_index(s: str, i: int) -> int:
             if depth == 0:
                 return j
     return -1
-

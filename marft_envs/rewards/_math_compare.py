@@ -14,15 +14,7 @@ import threading
 from typing import NamedTuple
 
 from marft_envs.rewards._latex_normalise import word_key
-from marft_envs.rewards._math_evaluate import (
-    MAX_VARS,
-    environments,
-    exact,
-    has_decimal,
-    infinity,
-    numeric,
-    symbols,
-)
+from marft_envs.rewards._math_evaluate import MAX_VARS, environments, exact, has_decimal, infinity, numeric, symbols
 from marft_envs.rewards._math_read import Answer
 
 _REL_TOL, _ABS_TOL = 1e-9, 1e-12

@@ -87,13 +87,14 @@ def _bits(v: Fraction) -> int:
 def _fits_sum(a: Fraction, b: Fraction) -> bool:
     """a + b = (p s + r q) / (q s) stays within the budget (bounds from the operands, before adding)."""
     da, db = a.denominator.bit_length(), b.denominator.bit_length()
-    return max(a.numerator.bit_length() + db, b.numerator.bit_length() + da) + 1 <= _MAX_EXACT_BITS \
-        and da + db <= _MAX_EXACT_BITS
+    return max(a.numerator.bit_length() + db, b.numerator.bit_length() + da) + 1 <= _MAX_EXACT_BITS and da + db <= _MAX_EXACT_BITS
 
 
 def _fits_product(a: Fraction, b: Fraction) -> bool:
-    return (a.numerator.bit_length() + b.numerator.bit_length() <= _MAX_EXACT_BITS
-            and a.denominator.bit_length() + b.denominator.bit_length() <= _MAX_EXACT_BITS)
+    return (
+        a.numerator.bit_length() + b.numerator.bit_length() <= _MAX_EXACT_BITS
+        and a.denominator.bit_length() + b.denominator.bit_length() <= _MAX_EXACT_BITS
+    )
 
 
 def exact(node: tuple) -> Fraction | None:
@@ -140,7 +141,7 @@ def _exact_pow(base: Fraction | None, exp: Fraction | None) -> Fraction | None:
         return None if n < 0 else Fraction(int(n == 0))
     if abs(base) == 1:
         return base ** (n % 2)
-    return base ** n if _bits(base) * abs(n) <= _MAX_EXACT_BITS else None  # 9^9^9 stops here
+    return base**n if _bits(base) * abs(n) <= _MAX_EXACT_BITS else None  # 9^9^9 stops here
 
 
 def _exact_root(v: Fraction, n: int) -> Fraction | None:
@@ -148,7 +149,7 @@ def _exact_root(v: Fraction, n: int) -> Fraction | None:
         root = _exact_root(-v, n) if n % 2 else None
         return -root if root is not None else None
     num, den = _integer_root(v.numerator, n), _integer_root(v.denominator, n)
-    return Fraction(num, den) if num ** n == v.numerator and den ** n == v.denominator else None
+    return Fraction(num, den) if num**n == v.numerator and den**n == v.denominator else None
 
 
 def _integer_root(m: int, n: int) -> int:
@@ -164,10 +165,20 @@ def _integer_root(m: int, n: int) -> int:
 
 
 _FUNCTIONS = {
-    "sin": cmath.sin, "cos": cmath.cos, "tan": cmath.tan, "cot": lambda z: 1 / cmath.tan(z),
-    "sec": lambda z: 1 / cmath.cos(z), "csc": lambda z: 1 / cmath.sin(z), "arcsin": cmath.asin,
-    "arccos": cmath.acos, "arctan": cmath.atan, "sinh": cmath.sinh, "cosh": cmath.cosh,
-    "tanh": cmath.tanh, "ln": cmath.log, "exp": cmath.exp,
+    "sin": cmath.sin,
+    "cos": cmath.cos,
+    "tan": cmath.tan,
+    "cot": lambda z: 1 / cmath.tan(z),
+    "sec": lambda z: 1 / cmath.cos(z),
+    "csc": lambda z: 1 / cmath.sin(z),
+    "arcsin": cmath.asin,
+    "arccos": cmath.acos,
+    "arctan": cmath.atan,
+    "sinh": cmath.sinh,
+    "cosh": cmath.cosh,
+    "tanh": cmath.tanh,
+    "ln": cmath.log,
+    "exp": cmath.exp,
 }
 _CONSTANT_VALUES = {"pi": complex(math.pi), "e": complex(math.e), "i": 1j}
 

@@ -51,7 +51,7 @@ def _last_boxed(text: str) -> str | None:
             i += 1
         if i < len(text) and text[i] == "{":
             if i in closers:
-                return text[i + 1:closers[i]].strip()
+                return text[i + 1 : closers[i]].strip()
         elif m := _UNBRACED_BOX.match(text, start):
             return m.group(1)
     return None
@@ -146,4 +146,3 @@ def _last_number_in(text: str, pos: int, end: int) -> str | None:
             continue
         last, pos = found, found.end()
     return last.group() if last else None
-

@@ -16,15 +16,7 @@ from typing import NamedTuple
 
 from marft_envs.rewards import _latex
 from marft_envs.rewards._latex import ParseError
-from marft_envs.rewards._latex_normalise import (
-    clean_answer,
-    closing_index,
-    is_word,
-    nesting_depth,
-    normalise,
-    split_top,
-    word_key,
-)
+from marft_envs.rewards._latex_normalise import clean_answer, closing_index, is_word, nesting_depth, normalise, split_top, word_key
 from marft_envs.rewards._math_evaluate import is_node
 
 _MAX_ITEMS = 64  # elements of a list, set, tuple or matrix
@@ -46,8 +38,7 @@ _MATRIX = re.compile(r"\\begin\{([pbBvV]?matrix|array)\}(?:\{[lcr|\s]*\})?(.*)\\
 _ONE_MATRIX = r"(\\begin\{matrix\}(?:(?!\\(?:begin|end)\{matrix\}).)*\\end\{matrix\})"
 _BRACKETED_MATRIX = re.compile(rf"\[\s*{_ONE_MATRIX}\s*\]|\(\s*{_ONE_MATRIX}\s*\)", re.S)
 # (written, canonical, swap sides): `a > b` is read as `b < a`
-_RELATIONS = (("\\le", "\\le", False), ("\\ge", "\\le", True), ("<", "<", False),
-              (">", "<", True), ("\\ne", "\\ne", False))
+_RELATIONS = (("\\le", "\\le", False), ("\\ge", "\\le", True), ("<", "<", False), (">", "<", True), ("\\ne", "\\ne", False))
 _SUB = r"(?:_\{?\w+\}?)?"
 _NAME = re.compile(rf"(?:[A-Za-z]|\\[A-Za-z]+){_SUB}(?:\([A-Za-z,]+\))?|\((?:[A-Za-z]{_SUB},)+[A-Za-z]{_SUB}\)")
 

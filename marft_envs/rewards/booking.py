@@ -58,6 +58,7 @@ class Grade:
 
 # -- db ----------------------------------------------------------------------------------------------
 
+
 def db_diff(final: Sequence[CanonicalBooking], gold: Sequence[CanonicalBooking]) -> dict[str, list]:
     """What the final state has that the gold lacks (``extra``) and the reverse (``missing``), as multisets."""
     rest = list(gold)
@@ -76,6 +77,7 @@ def db_match(final: Sequence[CanonicalBooking], gold: Sequence[CanonicalBooking]
 
 
 # -- outputs -----------------------------------------------------------------------------------------
+
 
 def stated(message: str, output: Output) -> bool:
     """Whether ``message`` states ``output``."""
@@ -101,6 +103,7 @@ def outputs_stated(message: str | None, outputs: Sequence[Output]) -> float:
 
 # -- assertions --------------------------------------------------------------------------------------
 
+
 def check_assertions(
     task: Task, world: World, before: Mapping[int, CanonicalBooking], after: Mapping[int, CanonicalBooking]
 ) -> dict[str, bool]:
@@ -115,35 +118,48 @@ def check_assertions(
     venue_id, day, start, end, people = new[0] if len(new) == 1 else (None, None, 0, 0, ())
     ids = {p.id for p in world.people if p.name in task.attendees}
     venue = world.venue(venue_id) if venue_id is not None else None
-    checks.update({
-        "requested_day": day == task.day,
-        "requested_length": end - start == task.duration,
-        "requested_attendees": set(people) == ids,
-        "working_hours": WORK_START <= start and end <= WORK_END,
-        "within_distance": venue is not None and distance_km(venue, world.landmark(task.near)) <= task.max_km,
-        "within_budget": venue is not None and venue.price(end - start) <= task.budget,
-    })
+    checks.update(
+        {
+            "requested_day": day == task.day,
+            "requested_length": end - start == task.duration,
+            "requested_attendees": set(people) == ids,
+            "working_hours": WORK_START <= start and end <= WORK_END,
+            "within_distance": venue is not None and distance_km(venue, world.landmark(task.near)) <= task.max_km,
+            "within_budget": venue is not None and venue.price(end - start) <= task.budget,
+        }
+    )
     return checks
 
 
 # -- per-agent credit --------------------------------------------------------------------------------
 
+
 def calendar_credit(task: Task, results: Sequence[ToolResult]) -> float:
     """1.0 if ``calendar_0`` asked for exactly the attendees' free time on the day, for at most the length."""
-    return float(any(
-        agent == "calendar_0" and tool == "free_slots" and set(r["people"]) == set(task.attendees)
-        and r["day"] == task.day and r["duration_minutes"] <= task.duration
-        for agent, tool, r in results
-    ))
+    return float(
+        any(
+            agent == "calendar_0"
+            and tool == "free_slots"
+            and set(r["people"]) == set(task.attendees)
+            and r["day"] == task.day
+            and r["duration_minutes"] <= task.duration
+            for agent, tool, r in results
+        )
+    )
 
 
 def location_credit(task: Task, results: Sequence[ToolResult]) -> float:
     """1.0 if ``location_0`` searched the day from the landmark and found every candidate venue."""
-    return float(any(
-        agent == "location_0" and tool == "search_venues" and r.get("day") == task.day and r["near"] == task.near
-        and set(task.candidate_venues) <= {v["id"] for v in r["venues"]}
-        for agent, tool, r in results
-    ))
+    return float(
+        any(
+            agent == "location_0"
+            and tool == "search_venues"
+            and r.get("day") == task.day
+            and r["near"] == task.near
+            and set(task.candidate_venues) <= {v["id"] for v in r["venues"]}
+            for agent, tool, r in results
+        )
+    )
 
 
 def coordinator_credit(plans: Sequence[bool]) -> float:
@@ -152,6 +168,7 @@ def coordinator_credit(plans: Sequence[bool]) -> float:
 
 
 # -- composition -------------------------------------------------------------------------------------
+
 
 def grade(
     task: Task,
@@ -174,8 +191,10 @@ def grade(
         "assertions": float(all(checks.values())),
     }
     team = components["db"] * components["outputs"] * components["assertions"]
-    own = {"calendar_0": calendar_credit(task, results), "location_0": location_credit(task, results),
-           "booking_0": team, "coordinator_0": coordinator_credit(plans)}
-    return Grade(team=team, components=components, assertions=checks, own={a: own[a] for a in agents},
-                 db_diff=db_diff(final, gold))
-
+    own = {
+        "calendar_0": calendar_credit(task, results),
+        "location_0": location_credit(task, results),
+        "booking_0": team,
+        "coordinator_0": coordinator_credit(plans),
+    }
+    return Grade(team=team, components=components, assertions=checks, own={a: own[a] for a in agents}, db_diff=db_diff(final, gold))

@@ -53,7 +53,7 @@ def parse_lines(text: str) -> tuple[int, ...]:
     """
     match = _LINES_WORD.search(text)
     if match:
-        first_line = text[match.end():].splitlines()[:1]
+        first_line = text[match.end() :].splitlines()[:1]
         text = first_line[0] if first_line else ""
     out: set[int] = set()
     for a, b, single in _NUMBER_OR_RANGE.findall(text):

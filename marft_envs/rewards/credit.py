@@ -15,12 +15,7 @@ from collections.abc import Mapping, Sequence
 CREDIT_MODES = ("team", "last", "per_agent")
 
 
-def assign_credit(
-    mode: str,
-    order: Sequence[str],
-    team_reward: float,
-    own_rewards: Mapping[str, float] | None = None,
-) -> dict[str, float]:
+def assign_credit(mode: str, order: Sequence[str], team_reward: float, own_rewards: Mapping[str, float] | None = None) -> dict[str, float]:
     """Split a round's reward among the agents in ``order`` (the round's acting order)."""
     if mode == "team":
         return {a: float(team_reward) for a in order}

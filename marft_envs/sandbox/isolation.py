@@ -46,41 +46,53 @@ UID_BASE = 1_900_000_000
 INNER_UID = 1000
 """The program's uid inside a user namespace (``userns`` tier)."""
 
-_VIEW = ("a root of its own: the standard library (read-only), a private /tmp (the working directory) and "
-         "/dev/shm, /dev/null and the like, its own /proc; no site-packages, project checkout, task data, "
-         "home directory, /etc or other programs of the host")
+_VIEW = (
+    "a root of its own: the standard library (read-only), a private /tmp (the working directory) and "
+    "/dev/shm, /dev/null and the like, its own /proc; no site-packages, project checkout, task data, "
+    "home directory, /etc or other programs of the host"
+)
 _FEATURES = {
-    "root": ("PID namespace: the whole process tree is killed at the deadline",
-             "network namespace: no network",
-             "mount namespace: " + _VIEW,
-             "IPC and UTS namespaces: SysV IPC and POSIX message queues die with the run",
-             "an unprivileged uid of its own per worker (RLIMIT_NPROC enforced)",
-             "rlimits: CPU time, address space, file size, open files, processes"),
-    "userns": ("user namespace: every capability dropped, the user's own uid outside",
-               "PID namespace: the whole process tree is killed at the deadline",
-               "network namespace: no network",
-               "mount namespace: " + _VIEW,
-               "IPC and UTS namespaces: SysV IPC and POSIX message queues die with the run",
-               "rlimits: CPU time, address space, file size, open files, processes"),
-    "uid": ("an unprivileged uid of its own per worker (RLIMIT_NPROC enforced)",
-            "leftover processes killed by uid; files it leaves in /tmp, /var/tmp, /dev/shm deleted",
-            "rlimits: CPU time, address space, file size, open files, processes"),
-    "none": ("rlimits: CPU time, address space, file size, open files",
-             "the run's process group and orphans killed at the deadline"),
+    "root": (
+        "PID namespace: the whole process tree is killed at the deadline",
+        "network namespace: no network",
+        "mount namespace: " + _VIEW,
+        "IPC and UTS namespaces: SysV IPC and POSIX message queues die with the run",
+        "an unprivileged uid of its own per worker (RLIMIT_NPROC enforced)",
+        "rlimits: CPU time, address space, file size, open files, processes",
+    ),
+    "userns": (
+        "user namespace: every capability dropped, the user's own uid outside",
+        "PID namespace: the whole process tree is killed at the deadline",
+        "network namespace: no network",
+        "mount namespace: " + _VIEW,
+        "IPC and UTS namespaces: SysV IPC and POSIX message queues die with the run",
+        "rlimits: CPU time, address space, file size, open files, processes",
+    ),
+    "uid": (
+        "an unprivileged uid of its own per worker (RLIMIT_NPROC enforced)",
+        "leftover processes killed by uid; files it leaves in /tmp, /var/tmp, /dev/shm deleted",
+        "rlimits: CPU time, address space, file size, open files, processes",
+    ),
+    "none": ("rlimits: CPU time, address space, file size, open files", "the run's process group and orphans killed at the deadline"),
 }
 _MISSING = {
     "root": (),
     "userns": (),
-    "uid": ("no network isolation", "no private /tmp: world-writable directories are writable during the run",
-            "SysV IPC and POSIX message queues outlive the run",
-            "host files readable by any user are readable: installed packages, project checkouts and task "
-            "data (a shipped solution) included"),
-    "none": ("no network isolation", "runs as the calling user: it can read and change that user's files",
-             "no process limit", "double-forked daemons that keep forking may escape the sweep"),
+    "uid": (
+        "no network isolation",
+        "no private /tmp: world-writable directories are writable during the run",
+        "SysV IPC and POSIX message queues outlive the run",
+        "host files readable by any user are readable: installed packages, project checkouts and task data (a shipped solution) included",
+    ),
+    "none": (
+        "no network isolation",
+        "runs as the calling user: it can read and change that user's files",
+        "no process limit",
+        "double-forked daemons that keep forking may escape the sweep",
+    ),
 }
 _FILTER = "syscall filter (libseccomp): no new namespaces, kernel keyrings, mounts, bpf, io_uring, userfaultfd"
-_NO_FILTER = ("no syscall filter: kernel keyrings are shared by every run of a worker (one uid) and a run may "
-              "create new namespaces")
+_NO_FILTER = "no syscall filter: kernel keyrings are shared by every run of a worker (one uid) and a run may create new namespaces"
 
 
 class SandboxUnavailable(RuntimeError):
@@ -153,15 +165,19 @@ def run_uid(slot: int) -> int:
 
 def visible_paths() -> tuple[str, ...]:
     """The host directories a contained run sees (read-only): the interpreter's standard library."""
-    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix, "installed_base": sys.base_prefix,
-            "installed_platbase": sys.base_exec_prefix}
+    base = {
+        "base": sys.base_prefix,
+        "platbase": sys.base_exec_prefix,
+        "installed_base": sys.base_prefix,
+        "installed_platbase": sys.base_exec_prefix,
+    }
     paths = sysconfig.get_paths(vars=base)
     return tuple(dict.fromkeys(os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib") if k in paths))
 
 
 # -- detection ------------------------------------------------------------------------------------
 
-PROBE_SOURCE = r'''
+PROBE_SOURCE = r"""
 import errno, json, os, resource
 facts = {"uid": os.getuid(), "pid": os.getpid(), "tmp": sorted(os.listdir("/tmp")), "env": sorted(os.environ)}
 try:
@@ -178,7 +194,7 @@ facts["root"], facts["sys_path"] = sorted(os.listdir("/")), sys.path
 with open("/proc/self/status") as f:
     facts["seccomp"] = next((int(line.split()[1]) for line in f if line.startswith("Seccomp:")), 0)
 print(json.dumps(facts))
-'''
+"""
 """The harmless program every candidate tier must run correctly before it is used."""
 PROBE_ENV = {"PATH": "/usr/bin:/bin"}
 
@@ -230,8 +246,13 @@ def probe(isolation: Isolation, limits: Limits | None = None) -> str | None:
     except (OSError, SandboxError) as err:
         return f"cannot start a worker: {err}"
     try:
-        request = {"source": PROBE_SOURCE, "files": {}, "env": dict(PROBE_ENV),
-                   "limits": limits.to_wire(), "plan": isolation.plan(worker.slot, limits)}
+        request = {
+            "source": PROBE_SOURCE,
+            "files": {},
+            "env": dict(PROBE_ENV),
+            "limits": limits.to_wire(),
+            "plan": isolation.plan(worker.slot, limits),
+        }
         answer = worker.run(request, limits.timeout_s)
     except SandboxError as err:
         return str(err)

@@ -45,8 +45,12 @@ class Limits:
     def to_wire(self) -> dict:
         """The limits as the worker reads them."""
         return {
-            "timeout_s": float(self.timeout_s), "cpu_s": self.cpu_seconds, "memory_mb": int(self.memory_mb),
-            "max_open_files": int(self.max_open_files), "max_file_mb": int(self.max_file_mb),
-            "tmpfs_mb": int(self.tmpfs_mb), "shm_mb": int(self.shm_mb),
+            "timeout_s": float(self.timeout_s),
+            "cpu_s": self.cpu_seconds,
+            "memory_mb": int(self.memory_mb),
+            "max_open_files": int(self.max_open_files),
+            "max_file_mb": int(self.max_file_mb),
+            "tmpfs_mb": int(self.tmpfs_mb),
+            "shm_mb": int(self.shm_mb),
             "max_output_bytes": int(self.max_output_bytes),
         }

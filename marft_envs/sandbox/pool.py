@@ -31,8 +31,7 @@ from marft_envs.sandbox.run import resolve_limits, run_on
 class SandboxPool:
     """Warm sandbox workers serving runs; thread-safe; ``map`` runs a batch in parallel."""
 
-    def __init__(self, workers: int | None = None, *, limits: Limits | None = None,
-                 allow_weak_isolation: bool | None = None):
+    def __init__(self, workers: int | None = None, *, limits: Limits | None = None, allow_weak_isolation: bool | None = None):
         self.size = workers if workers is not None else min(4, os.cpu_count() or 1)
         if self.size < 1:
             raise ValueError(f"a SandboxPool needs at least one worker, got workers={self.size}")
@@ -47,9 +46,17 @@ class SandboxPool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def run(self, source: str, *, files: Mapping[str, str | bytes] | None = None, limits: Limits | None = None,
-            env: Mapping[str, str] | None = None, timeout_s: float | None = None,
-            memory_mb: int | None = None, stdin: str | bytes | None = None) -> RunResult:
+    def run(
+        self,
+        source: str,
+        *,
+        files: Mapping[str, str | bytes] | None = None,
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        memory_mb: int | None = None,
+        stdin: str | bytes | None = None,
+    ) -> RunResult:
         """Run one program on an idle worker (waits for one); same arguments as ``run_python``."""
         if self._closed:
             raise SandboxError("this SandboxPool is closed")

@@ -76,8 +76,13 @@ class WorkerProcess:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-s", "-S", "-B", str(WORKER_SCRIPT)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=dict(WORKER_ENV),
-                cwd="/", start_new_session=True, close_fds=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None,
+                env=dict(WORKER_ENV),
+                cwd="/",
+                start_new_session=True,
+                close_fds=True,
             )
         except BaseException:
             _slots.release(self.slot)
@@ -173,4 +178,4 @@ class WorkerProcess:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]

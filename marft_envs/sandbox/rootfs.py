@@ -25,8 +25,14 @@ MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
 MS_REC, MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 16384, 1 << 18, 1 << 21, 1 << 24
 MNT_DETACH = 2
 # statvfs flag -> mount flag: a read-only remount inside a user namespace must keep these as they are
-_KEPT = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
-         (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
+_KEPT = (
+    (os.ST_NOSUID, MS_NOSUID),
+    (os.ST_NODEV, MS_NODEV),
+    (os.ST_NOEXEC, MS_NOEXEC),
+    (os.ST_NOATIME, MS_NOATIME),
+    (os.ST_NODIRATIME, MS_NODIRATIME),
+    (os.ST_RELATIME, MS_RELATIME),
+)
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "ppc64": 203, "s390x": 217}
 """``pivot_root``'s syscall number (the C library has no wrapper for it)."""
 STAGING = "/tmp"
@@ -64,8 +70,7 @@ def build_root(view: list[str], uid: int | None, limits: dict) -> str:
         _bind_read_only(path, new + path)
         for name in PACKAGE_DIRS:  # a base interpreter keeps installed packages inside its stdlib dir
             if os.path.isdir(os.path.join(path, name)):
-                mount("tmpfs", new + os.path.join(path, name), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
-                      "size=4k,mode=755")
+                mount("tmpfs", new + os.path.join(path, name), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=755")
     _devices(new + "/dev", limits["shm_mb"])
     os.mkdir(new + "/tmp")
     mount("tmpfs", new + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={limits['tmpfs_mb']}m,mode=1777")
@@ -112,8 +117,12 @@ def _devices(dev: str, shm_mb: int) -> None:
     for name in DEVICES:
         open(f"{dev}/{name}", "w").close()
         mount(f"/dev/{name}", f"{dev}/{name}", None, MS_BIND)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
-                         ("stderr", "/proc/self/fd/2")):
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
         os.symlink(target, f"{dev}/{name}")
     os.mkdir(f"{dev}/shm")
     mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV, f"size={shm_mb}m,mode=1777")

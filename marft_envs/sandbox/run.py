@@ -12,12 +12,7 @@ from marft_envs.sandbox.limits import Limits
 from marft_envs.sandbox.process import SandboxError, WorkerProcess
 from marft_envs.sandbox.result import RunResult
 
-BASE_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "PYTHONHASHSEED": "0",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
+BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
 """The whole environment a program sees (plus ``HOME`` and ``TMPDIR``, and the caller's ``env``)."""
 
 
@@ -67,8 +62,9 @@ def resolve_limits(limits: Limits | None, timeout_s: float | None, memory_mb: in
     return dataclasses.replace(limits, **changes) if changes else limits
 
 
-def run_on(worker: WorkerProcess, isolation: Isolation, source: str, files, limits: Limits, env,
-           stdin: str | bytes | None = None) -> RunResult:
+def run_on(
+    worker: WorkerProcess, isolation: Isolation, source: str, files, limits: Limits, env, stdin: str | bytes | None = None
+) -> RunResult:
     """Send one run to ``worker`` and turn its answer into a :class:`RunResult`."""
     request = build_request(source, files, limits, env, isolation, worker.slot)
     answer = worker.run(request, limits.timeout_s, _sealed(stdin))
@@ -99,8 +95,7 @@ def build_request(source: str, files, limits: Limits, env, isolation: Isolation,
         if not isinstance(key, str) or not isinstance(value, str) or "=" in key or "\0" in key + value:
             raise ValueError(f"env entries must be str -> str without '=' or NUL in names, got {key!r}: {value!r}")
         run_env[key] = value
-    return {"source": source, "files": wire_files, "env": run_env, "limits": limits.to_wire(),
-            "plan": isolation.plan(slot, limits)}
+    return {"source": source, "files": wire_files, "env": run_env, "limits": limits.to_wire(), "plan": isolation.plan(slot, limits)}
 
 
 def _sealed(stdin) -> bytes:

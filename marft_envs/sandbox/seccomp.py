@@ -27,14 +27,36 @@ LIBRARY = "libseccomp.so.2"
 BLOCKED = {
     "namespaces": ("unshare", "setns"),
     "keyrings": ("add_key", "request_key", "keyctl"),
-    "mounts": ("mount", "umount2", "umount", "pivot_root", "chroot", "open_tree", "move_mount", "fsopen",
-               "fsconfig", "fsmount", "fspick", "mount_setattr"),
+    "mounts": (
+        "mount",
+        "umount2",
+        "umount",
+        "pivot_root",
+        "chroot",
+        "open_tree",
+        "move_mount",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "mount_setattr",
+    ),
     # The code-repair judge and the program it grades are two processes of one run with one uid:
     # neither may read or write the other's memory or take its file descriptors.
     "other processes": ("ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp"),
-    "kernel interfaces": ("bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
-                          "io_uring_register", "kexec_load", "kexec_file_load", "init_module", "finit_module",
-                          "delete_module"),
+    "kernel interfaces": (
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+    ),
 }
 """Syscalls that fail with ``EPERM``, by what they would reach."""
 CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
@@ -50,8 +72,7 @@ def _act_errno(code: int) -> int:
 
 
 class _ArgCmp(ctypes.Structure):
-    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
-                ("datum_b", ctypes.c_uint64)]
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
 
 
 _lib = None
@@ -65,8 +86,7 @@ def library():
         lib.seccomp_init.restype = ctypes.c_void_p
         lib.seccomp_init.argtypes = [ctypes.c_uint32]
         lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
-        lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
-                                               ctypes.POINTER(_ArgCmp)]
+        lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
         lib.seccomp_load.argtypes = [ctypes.c_void_p]
         _lib = lib
     return _lib

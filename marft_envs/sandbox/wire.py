@@ -56,7 +56,7 @@ def write_message(fd: int, message: dict) -> None:
     body = json.dumps(message).encode()
     view = memoryview(struct.pack(">I", len(body)) + body)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _read_exactly(fd: int, n: int) -> bytes | None:
@@ -108,7 +108,7 @@ class Feeder:
         if event & select.POLLOUT:
             try:
                 with memoryview(self.data) as view:
-                    self.sent += os.write(self.fd, view[self.sent:self.sent + CHUNK])
+                    self.sent += os.write(self.fd, view[self.sent : self.sent + CHUNK])
             except BlockingIOError:
                 return
             except OSError:  # the program closed its stdin

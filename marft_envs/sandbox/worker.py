@@ -77,14 +77,47 @@ wire = _sibling("wire")
 # Modules test programs commonly import, loaded once here so that every run gets them for free (and
 # so that on the weak tiers, where the run's uid may not be able to read the interpreter's files,
 # they import at all). A run's changes to them stay in that run's own copy of this memory.
-PRELOADED = ("math", "re", "collections", "itertools", "functools", "heapq", "bisect", "string", "typing",
-             "random", "hashlib", "fractions", "operator", "copy", "ast")
+PRELOADED = (
+    "math",
+    "re",
+    "collections",
+    "itertools",
+    "functools",
+    "heapq",
+    "bisect",
+    "string",
+    "typing",
+    "random",
+    "hashlib",
+    "fractions",
+    "operator",
+    "copy",
+    "ast",
+)
 for _name in PRELOADED:
     __import__(_name)
 # Extension modules that may link shared libraries outside the standard library's directories
 # (OpenSSL, SQLite, zlib, ...), which a contained run cannot see: loaded here so that they import.
-LINKED = ("_ssl", "_hashlib", "_sqlite3", "_bz2", "_lzma", "zlib", "binascii", "_uuid", "_ctypes", "_decimal",
-          "pyexpat", "_elementtree", "_dbm", "_gdbm", "_curses", "_curses_panel", "_multiprocessing", "_posixshmem")
+LINKED = (
+    "_ssl",
+    "_hashlib",
+    "_sqlite3",
+    "_bz2",
+    "_lzma",
+    "zlib",
+    "binascii",
+    "_uuid",
+    "_ctypes",
+    "_decimal",
+    "pyexpat",
+    "_elementtree",
+    "_dbm",
+    "_gdbm",
+    "_curses",
+    "_curses_panel",
+    "_multiprocessing",
+    "_posixshmem",
+)
 for _name in LINKED:
     try:
         __import__(_name)
@@ -256,8 +289,7 @@ def serve_run(req: dict, payload: bytearray) -> dict:
         feeder.close()
 
 
-def _watch_run(req: dict, cpid: int, started: float, deadline: float, feeder, out_r: int, err_r: int,
-               status_r: int) -> dict:
+def _watch_run(req: dict, cpid: int, started: float, deadline: float, feeder, out_r: int, err_r: int, status_r: int) -> dict:
     plan, limits = req["plan"], req["limits"]
 
     streams = {out_r: bytearray(), err_r: bytearray()}

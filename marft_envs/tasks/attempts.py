@@ -87,8 +87,7 @@ class AttemptsTask(FlexEnv):
 
     # -- the end of an attempt --------------------------------------------------------------------
 
-    def attempt_result(self, solved: bool, team: float, own: dict[str, float],
-                       infos: dict[str, dict[str, Any]]) -> RoundResult:
+    def attempt_result(self, solved: bool, team: float, own: dict[str, float], infos: dict[str, dict[str, Any]]) -> RoundResult:
         """The round's result once the attempt is in ``self.attempts``: rewards by the credit mode, and the
         episode ends when the attempt succeeded, the attempts ran out, or there is no feedback to retry on."""
         done = solved or len(self.attempts) >= self.max_rounds or not self.feedback

@@ -29,8 +29,9 @@ def load_profile(profile: str | Path | dict, package: str, agents: Iterable[str]
         path = Path(profile)
         if not path.is_file():
             names = ", ".join(repr(n) for n in shipped(package))
-            raise FileNotFoundError(f"no such profile: {str(profile)!r}; pass a shipped one ({names}) "
-                                    "or a JSON file with a 'roles' mapping")
+            raise FileNotFoundError(
+                f"no such profile: {str(profile)!r}; pass a shipped one ({names}) or a JSON file with a 'roles' mapping"
+            )
         data = json.loads(path.read_text())
     if not isinstance(data.get("roles"), dict):
         raise ValueError("a profile needs a 'roles' mapping from role name to role prompt")
@@ -43,7 +44,7 @@ def load_profile(profile: str | Path | dict, package: str, agents: Iterable[str]
 def shipped(package: str) -> list[str]:
     """Names of the profiles ``package`` ships, ``"default"`` first."""
     files = resources.files(package).joinpath("profiles").iterdir()
-    names = sorted(f.name[:-len(".json")] for f in files if f.name.endswith(".json"))
+    names = sorted(f.name[: -len(".json")] for f in files if f.name.endswith(".json"))
     return sorted(names, key=lambda n: n != "default")
 
 

@@ -108,9 +108,7 @@ def check_env(
     return report
 
 
-def rollout_layered(
-    env: FlexEnv, seed: int, policy: Policy, max_rounds: int = 1000, *, query: bool = False
-) -> list[tuple[str, Any]]:
+def rollout_layered(env: FlexEnv, seed: int, policy: Policy, max_rounds: int = 1000, *, query: bool = False) -> list[tuple[str, Any]]:
     """Play one episode through the layered interface; returns the trace of everything observed.
 
     ``query=True`` also asks for the graph, every observation, the infos and the state three times
@@ -124,8 +122,10 @@ def rollout_layered(
         if query:
             answers = [_queries(env) for _ in range(3)]
             if not all(data_equivalence(answers[0], a) for a in answers[1:]):
-                raise AssertionError(f"{env.name}: asking the same queries twice between steps gave different answers "
-                                     f"(round {env.round}); queries must not change the state (do side effects in on_action)")
+                raise AssertionError(
+                    f"{env.name}: asking the same queries twice between steps gave different answers "
+                    f"(round {env.round}); queries must not change the state (do side effects in on_action)"
+                )
         ready = env.ready_agents()
         observations = {a: env.observe(a) for a in ready}
         trace.append(("observe", observations))
@@ -155,9 +155,11 @@ def check_pure_queries(make: Callable[[], FlexEnv], seeds: Iterable[int], policy
         queried = rollout_layered(make(), seed, policy, max_rounds, query=True)
         for k, (a, b) in enumerate(zip(plain, queried)):
             if not data_equivalence(a, b):
-                raise AssertionError(f"{a[0] if a else '?'} at step {k} of seed {seed} changed when the env was queried "
-                                     f"between steps: {a!r} != {b!r}; queries must not change the state "
-                                     "(do side effects in on_action)")
+                raise AssertionError(
+                    f"{a[0] if a else '?'} at step {k} of seed {seed} changed when the env was queried "
+                    f"between steps: {a!r} != {b!r}; queries must not change the state "
+                    "(do side effects in on_action)"
+                )
         if len(plain) != len(queried):
             raise AssertionError(f"seed {seed}: querying the env between steps changed the episode's length")
 
@@ -169,13 +171,10 @@ def _queries(env: FlexEnv) -> tuple:
     except NotImplementedError:
         state = None
     graph = env.round_graph()
-    return (graph.agents, graph.edges(), {a: env.observe(a) for a in env.possible_agents}, env.infos,
-            env.ready_agents(), state)
+    return (graph.agents, graph.edges(), {a: env.observe(a) for a in env.possible_agents}, env.infos, env.ready_agents(), state)
 
 
-def check_dec_pomdp_equivalence(
-    make: Callable[[], FlexEnv], seeds: Iterable[int], policy: Policy, max_rounds: int = 1000
-) -> None:
+def check_dec_pomdp_equivalence(make: Callable[[], FlexEnv], seeds: Iterable[int], policy: Policy, max_rounds: int = 1000) -> None:
     """With an always-empty graph, the AEC and Parallel views agree on whole episodes."""
     for seed in seeds:
         aec_trace = _aec_rounds(AECView(make()), seed, policy, max_rounds)
@@ -215,27 +214,33 @@ def check_branching(make: Callable[[], FlexEnv], seeds: Iterable[int], policy: P
             replayed = _guarded(where, _play, same, _replay(actions[k:], where), max_rounds)
             for j, (a, b) in enumerate(zip(replayed, reference[k:])):
                 if not data_equivalence(a, b):
-                    raise AssertionError(f"{where} diverges from the original at step {k + j}: {a!r} != {b!r}; "
-                                         "a branch must copy all of the episode's state (and the random generator)")
+                    raise AssertionError(
+                        f"{where} diverges from the original at step {k + j}: {a!r} != {b!r}; "
+                        "a branch must copy all of the episode's state (and the random generator)"
+                    )
             if len(replayed) != len(reference) - k:
                 raise AssertionError(f"{where} played {len(replayed)} more steps, the original {len(reference) - k}")
             if not data_equivalence(_guarded(where, _next_episode, same), reference_next):
-                raise AssertionError(f"{where} draws another next episode than the original (reset without a seed): "
-                                     "copy np_random with the state")
+                raise AssertionError(
+                    f"{where} draws another next episode than the original (reset without a seed): copy np_random with the state"
+                )
             other_actions = _acting(policy, np.random.default_rng([seed, k]), one_at_a_time, [])
             _guarded(f"{where}, played with other actions,", _play, other, other_actions, max_rounds)
             same.close()
             other.close()
             if k < len(actions):
                 changed = f"{env.name}: seed {seed}: playing a branch changed the original at step {k}"
-                step = _guarded(changed + ":", _play, env, _replay(actions[k:k + 1], changed), max_rounds, 1)
+                step = _guarded(changed + ":", _play, env, _replay(actions[k : k + 1], changed), max_rounds, 1)
                 if not step or not data_equivalence(step[0], reference[k]):
                     got = f"{step[0]!r} != {reference[k]!r}" if step else "its episode ended"
-                    raise AssertionError(f"{changed} ({got}); a branch must share no mutable state with its original "
-                                         "(branch_shared is for objects never changed in place)")
+                    raise AssertionError(
+                        f"{changed} ({got}); a branch must share no mutable state with its original "
+                        "(branch_shared is for objects never changed in place)"
+                    )
         if not data_equivalence(_next_episode(env), reference_next):
-            raise AssertionError(f"{env.name}: seed {seed}: playing branches changed the original's random generator "
-                                 "(its next episode differs)")
+            raise AssertionError(
+                f"{env.name}: seed {seed}: playing branches changed the original's random generator (its next episode differs)"
+            )
         env.close()
 
 
@@ -246,31 +251,35 @@ def _guarded(where: str, play: Callable[..., Any], *args: Any) -> Any:
     except AssertionError:
         raise
     except Exception as err:
-        raise AssertionError(f"{where} raised {type(err).__name__}: {err}; a branch must be in its original's "
-                             "exact state and share no mutable state with it") from err
+        raise AssertionError(
+            f"{where} raised {type(err).__name__}: {err}; a branch must be in its original's exact state and share no mutable state with it"
+        ) from err
 
 
 def _acting(policy: Policy, rng: np.random.Generator, one_at_a_time: bool, record: list[dict[str, str]]):
     """Who acts and how, per step: the policy's actions for the ready agents (or the first of them), recorded."""
+
     def act(env: FlexEnv, k: int) -> dict[str, str]:
         ready = env.ready_agents()[:1] if one_at_a_time else env.ready_agents()
         actions = {a: policy(a, env.observe(a), rng) for a in ready}
         record.append(actions)
         return actions
+
     return act
 
 
 def _replay(actions: list[dict[str, str]], who: str):
     """Step with these recorded actions, in order; an env that wants more steps than they have fails."""
+
     def act(env: FlexEnv, k: int) -> dict[str, str]:
         if k >= len(actions):
             raise AssertionError(f"{env.name}: {who} goes on after the original's episode ended")
         return actions[k]
+
     return act
 
 
-def _play(env: FlexEnv, act: Callable[[FlexEnv, int], dict[str, str]], max_rounds: int,
-          steps: int | None = None) -> list[tuple]:
+def _play(env: FlexEnv, act: Callable[[FlexEnv, int], dict[str, str]], max_rounds: int, steps: int | None = None) -> list[tuple]:
     """Step ``env`` from where it is (to the end, or ``steps`` steps); per step, what was seen and what came of it."""
     trace = []
     limit = max_rounds * len(env.possible_agents)
@@ -313,13 +322,15 @@ def _aec_rounds(env: AECView, seed: int, policy: Policy, max_rounds: int) -> lis
             agent = env.agent_selection
             seen[agent] = env.observe(agent)
             env.step(policy(agent, seen[agent], rng))
-        rounds.append((
-            seen,
-            {a: env.rewards[a] for a in live},
-            {a: env.terminations[a] for a in live},
-            {a: env.truncations[a] for a in live},
-            {a: env.infos[a] for a in live},
-        ))
+        rounds.append(
+            (
+                seen,
+                {a: env.rewards[a] for a in live},
+                {a: env.terminations[a] for a in live},
+                {a: env.truncations[a] for a in live},
+                {a: env.infos[a] for a in live},
+            )
+        )
         while env.agents and (env.terminations[env.agent_selection] or env.truncations[env.agent_selection]):
             env.step(None)
     return rounds
@@ -345,13 +356,9 @@ def _check_registry_flags(env_id: str, probe: FlexEnv) -> None:
     entry = spec(env_id)
     parallel = bool(probe.metadata.get("is_parallelizable", False))
     if entry.parallel != parallel:
-        raise AssertionError(
-            f"{env_id}: registered with parallel={entry.parallel} but metadata['is_parallelizable'] is {parallel}"
-        )
+        raise AssertionError(f"{env_id}: registered with parallel={entry.parallel} but metadata['is_parallelizable'] is {parallel}")
     if entry.gym != (len(probe.possible_agents) == 1):
-        raise AssertionError(
-            f"{env_id}: registered with gym={entry.gym} but it has {len(probe.possible_agents)} agents"
-        )
+        raise AssertionError(f"{env_id}: registered with gym={entry.gym} but it has {len(probe.possible_agents)} agents")
 
 
 def _factory(env: FlexEnv | str | Callable[[], FlexEnv]) -> Callable[[], FlexEnv]:

@@ -33,9 +33,7 @@ def canonical(value: Fraction) -> str:
 def numbers(max_abs: int = 10_000, max_denominator: int = 12) -> st.SearchStrategy[Fraction]:
     """Integers and simple fractions, as ``Fraction``."""
     integers = st.integers(-max_abs, max_abs).map(Fraction)
-    fractions_ = st.builds(
-        Fraction, st.integers(-max_abs, max_abs), st.integers(2, max_denominator)
-    )
+    fractions_ = st.builds(Fraction, st.integers(-max_abs, max_abs), st.integers(2, max_denominator))
     return st.one_of(integers, fractions_)
 
 
@@ -70,8 +68,7 @@ def equivalent_forms(value: Fraction) -> st.SearchStrategy[str]:
         forms += [f"\\frac{{{2 * num}}}{{2}}"]
     else:
         a, b = abs(num), den
-        forms += [f"{sign}{a}/{b}", f"{sign}\\dfrac{{{a}}}{{{b}}}", f"{sign}\\frac{{{3 * a}}}{{{3 * b}}}",
-                  f"\\frac{{{num}}}{{{den}}}"]
+        forms += [f"{sign}{a}/{b}", f"{sign}\\dfrac{{{a}}}{{{b}}}", f"{sign}\\frac{{{3 * a}}}{{{3 * b}}}", f"\\frac{{{num}}}{{{den}}}"]
     decimal = _decimal(value)
     if decimal is not None:
         forms.append(decimal)
@@ -80,8 +77,7 @@ def equivalent_forms(value: Fraction) -> st.SearchStrategy[str]:
 
 def near_misses(value: Fraction) -> st.SearchStrategy[str]:
     """Strings that look like ``canonical(value)`` but are different values; a grader must reject them."""
-    misses = [canonical(value + 1), canonical(value - 1), canonical(-value) if value != 0 else "1",
-              canonical(value * 10)]
+    misses = [canonical(value + 1), canonical(value - 1), canonical(-value) if value != 0 else "1", canonical(value * 10)]
     if value.denominator == 1:
         n = value.numerator
         misses.append(f"{abs(n) if n else 7}_8")  # a base-8 numeral is not the decimal number

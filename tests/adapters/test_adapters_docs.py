@@ -42,9 +42,15 @@ def test_adapters_page_code_runs(tmp_path):
     workdir, results = tmp_path / "cwd", tmp_path / "printed.json"
     workdir.mkdir()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", docs._RUNNER, str(PAGE), str(results)],
-                          input=json.dumps([(b.line, b.code) for b in blocks]), cwd=workdir, env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", docs._RUNNER, str(PAGE), str(results)],
+        input=json.dumps([(b.line, b.code) for b in blocks]),
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}"
     for block, expected, out in zip(blocks, outputs, json.loads(results.read_text())):
         if expected is not None:

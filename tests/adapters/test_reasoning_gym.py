@@ -20,8 +20,10 @@ from marft_envs.testing import check_env  # noqa: E402
 def test_registered_lazily_without_importing_reasoning_gym():
     assert register_envs() == ["marft/ReasoningGym-v0", "marft/ReasoningGym-Chain-v0"]
     assert "marft/ReasoningGym-v0" in marft_envs.list_envs("gym")
-    code = ("import sys, marft_envs; from marft_envs.plugins import load_entry_points; load_entry_points(); "
-            "assert 'marft/ReasoningGym-Chain-v0' in marft_envs.list_envs(); assert 'reasoning_gym' not in sys.modules")
+    code = (
+        "import sys, marft_envs; from marft_envs.plugins import load_entry_points; load_entry_points(); "
+        "assert 'marft/ReasoningGym-Chain-v0' in marft_envs.list_envs(); assert 'reasoning_gym' not in sys.modules"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
 
@@ -76,12 +78,25 @@ def test_bad_options_fail_in_one_line():
 
 def test_marft_train_runs_two_updates_on_the_chain(tmp_path):
     run = tmp_path / "run"
-    args = ["train", "--no-progress", "env=marft/ReasoningGym-Chain-v0", f"run_dir={run}", "updates=2",
-            "episodes_per_update=4", "eval_episodes=2", "eval_rounds=0", "eval_every=0", "max_new_tokens=6",
-            "marft.minibatch_size=4", "threads=1", "env_kwargs.task=chain_sum"]
+    args = [
+        "train",
+        "--no-progress",
+        "env=marft/ReasoningGym-Chain-v0",
+        f"run_dir={run}",
+        "updates=2",
+        "episodes_per_update=4",
+        "eval_episodes=2",
+        "eval_rounds=0",
+        "eval_every=0",
+        "max_new_tokens=6",
+        "marft.minibatch_size=4",
+        "threads=1",
+        "env_kwargs.task=chain_sum",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-m", "marft_agents.cli", *args], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "marft_agents.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["eval_before"]["success_reported"]  # the env reports "solved": accuracy is measured

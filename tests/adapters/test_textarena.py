@@ -25,9 +25,11 @@ IDS = [f"marft/TextArena-{name}-v0" for name in GAMES]
 
 def test_every_game_is_registered_and_marft_envs_does_not_import_textarena():
     assert register_envs() == IDS and set(IDS) <= set(marft_envs.list_envs("aec"))
-    code = ("import sys, marft_envs; assert 'textarena' not in sys.modules; "
-            "from marft_envs.plugins import load_entry_points; load_entry_points(); "
-            "assert 'marft/TextArena-TicTacToe-v0' in marft_envs.list_envs(); assert 'textarena' not in sys.modules")
+    code = (
+        "import sys, marft_envs; assert 'textarena' not in sys.modules; "
+        "from marft_envs.plugins import load_entry_points; load_entry_points(); "
+        "assert 'marft/TextArena-TicTacToe-v0' in marft_envs.list_envs(); assert 'textarena' not in sys.modules"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr  # the entry point registers the ids without importing textarena
 
@@ -35,8 +37,7 @@ def test_every_game_is_registered_and_marft_envs_does_not_import_textarena():
 @pytest.mark.parametrize("env_id", IDS)
 def test_checkers_pass(env_id):
     report = check_env(env_id, seeds=range(3))
-    assert report.passed == ["pettingzoo.api_test", "pettingzoo.seed_test", "marft.determinism", "marft.pure_queries",
-                             "marft.branching"]
+    assert report.passed == ["pettingzoo.api_test", "pettingzoo.seed_test", "marft.determinism", "marft.pure_queries", "marft.branching"]
     api_test(pettingzoo.make("aec", env_id), num_cycles=100)
 
 
@@ -99,12 +100,26 @@ def test_bad_options_fail_in_one_line():
 
 def test_marft_train_runs_two_updates_on_a_textarena_game(tmp_path):
     run = tmp_path / "run"
-    args = ["train", "--no-progress", "env=marft/TextArena-Nim-v0", f"run_dir={run}", "updates=2",
-            "episodes_per_update=4", "eval_episodes=2", "eval_rounds=0", "eval_every=0", "max_new_tokens=6",
-            "marft.minibatch_size=4", "threads=1", "env_kwargs.recent=2", "env_kwargs.max_rounds=3"]
+    args = [
+        "train",
+        "--no-progress",
+        "env=marft/TextArena-Nim-v0",
+        f"run_dir={run}",
+        "updates=2",
+        "episodes_per_update=4",
+        "eval_episodes=2",
+        "eval_rounds=0",
+        "eval_every=0",
+        "max_new_tokens=6",
+        "marft.minibatch_size=4",
+        "threads=1",
+        "env_kwargs.recent=2",
+        "env_kwargs.max_rounds=3",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-m", "marft_agents.cli", *args], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "marft_agents.cli", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["headline"]["metric"] == "mean_return"  # a game reports no "solved": mean return is the headline

@@ -24,10 +24,18 @@ def tiny_model():
     generations of a group differ and the update is non-zero."""
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(resources.files("marft_agents").joinpath("assets/tiny-math")))
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
-                                      num_attention_heads=2, num_key_value_heads=2, intermediate_size=64,
-                                      max_position_embeddings=1024, pad_token_id=tokenizer.pad_token_id,
-                                      bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=1024,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     return transformers.LlamaForCausalLM(config), tokenizer
 
 
@@ -37,9 +45,22 @@ def token_reward(completion_ids, **kwargs):
 
 
 def grpo_config(tmp_path, **overrides):
-    args = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=2, max_steps=2,
-                max_completion_length=8, learning_rate=1e-2, logging_steps=1, report_to=[], save_strategy="no",
-                shuffle_dataset=False, use_cpu=True, seed=0, temperature=1.0, dataloader_num_workers=0)
+    args = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_steps=2,
+        max_completion_length=8,
+        learning_rate=1e-2,
+        logging_steps=1,
+        report_to=[],
+        save_strategy="no",
+        shuffle_dataset=False,
+        use_cpu=True,
+        seed=0,
+        temperature=1.0,
+        dataloader_num_workers=0,
+    )
     return trl.GRPOConfig(**{**args, **overrides})
 
 
@@ -60,10 +81,14 @@ def test_grpo_trains_on_a_two_agent_env_through_rollout_func(tmp_path):
         return env_reward(completions, **kwargs)
 
     before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-    trainer = trl.GRPOTrainer(model=model, processing_class=tokenizer, args=grpo_config(tmp_path),
-                              reward_funcs=[recorded_env_reward, token_reward],
-                              train_dataset=agent_step_dataset("marft/MathChain-v0", seeds=range(4)),
-                              rollout_func=MarftRollout("marft/MathChain-v0"))
+    trainer = trl.GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=grpo_config(tmp_path),
+        reward_funcs=[recorded_env_reward, token_reward],
+        train_dataset=agent_step_dataset("marft/MathChain-v0", seeds=range(4)),
+        rollout_func=MarftRollout("marft/MathChain-v0"),
+    )
     trainer.train()
 
     changed = [n for n, p in model.named_parameters() if n in before and not torch.equal(before[n], p.detach())]
@@ -93,13 +118,23 @@ def test_rollout_rows_follow_the_prompts_and_mask_slots_the_episode_never_reache
     def fake_generate(trainer, observations):
         calls.append(len(observations))
         # Answers by role: the reasoner's prompt mentions its role prompt, the actor's sees the reasoner's text.
-        return [adapter.Step(prompt_ids=[1, 2], completion_ids=[3], logprobs=[-0.5],
-                             text=answers["actor_0" if "think" in o["text"] else "reasoner_0"]) for o in observations]
+        return [
+            adapter.Step(
+                prompt_ids=[1, 2], completion_ids=[3], logprobs=[-0.5], text=answers["actor_0" if "think" in o["text"] else "reasoner_0"]
+            )
+            for o in observations
+        ]
 
     monkeypatch.setattr(adapter, "generate", fake_generate)
     rollout = MarftRollout("marft/MathChain-v0")
-    prompts = [slot_prompt(7, "reasoner_0"), slot_prompt(7, "reasoner_0"), slot_prompt(7, "actor_0"),
-               slot_prompt(7, "actor_0"), slot_prompt(7, "actor_0", round=1), slot_prompt(7, "actor_0", round=1)]
+    prompts = [
+        slot_prompt(7, "reasoner_0"),
+        slot_prompt(7, "reasoner_0"),
+        slot_prompt(7, "actor_0"),
+        slot_prompt(7, "actor_0"),
+        slot_prompt(7, "actor_0", round=1),
+        slot_prompt(7, "actor_0", round=1),
+    ]
     out = rollout(prompts, FakeTrainer(tokenizer))
     assert calls == [2, 2]  # 2 episodes of seed 7, played together: one layer per agent of the chain
     assert {k: len(v) for k, v in out.items()} == dict.fromkeys(out, 6)
@@ -130,9 +165,13 @@ def test_grpo_trains_with_the_solo_reward(tmp_path):
     model, tokenizer = tiny_model()
     before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
-    trainer = trl.GRPOTrainer(model=model, processing_class=tokenizer, args=grpo_config(tmp_path, max_steps=1),
-                              reward_funcs=[solo_reward("marft/MathSolo-v0"), token_reward],
-                              train_dataset=solo_dataset("marft/MathSolo-v0", seeds=range(4)))
+    trainer = trl.GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=grpo_config(tmp_path, max_steps=1),
+        reward_funcs=[solo_reward("marft/MathSolo-v0"), token_reward],
+        train_dataset=solo_dataset("marft/MathSolo-v0", seeds=range(4)),
+    )
     trainer.train()
     changed = [n for n, p in model.named_parameters() if n in before and not torch.equal(before[n], p.detach())]
     assert set(changed) == set(before)
@@ -143,10 +182,14 @@ def test_logprobs_are_the_sampling_distributions(tmp_path):
     import marft_agents.trl_rollout as adapter
 
     model, tokenizer = tiny_model()
-    trainer = trl.GRPOTrainer(model=model, processing_class=tokenizer, reward_funcs=[token_reward],
-                              args=grpo_config(tmp_path, temperature=0.7),
-                              train_dataset=agent_step_dataset("marft/MathChain-v0", seeds=range(2)),
-                              rollout_func=MarftRollout("marft/MathChain-v0"))
+    trainer = trl.GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=[token_reward],
+        args=grpo_config(tmp_path, temperature=0.7),
+        train_dataset=agent_step_dataset("marft/MathChain-v0", seeds=range(2)),
+        rollout_func=MarftRollout("marft/MathChain-v0"),
+    )
     env = marft_envs.make("marft/MathChain-v0")
     env.reset(seed=0)
     env.step({"reasoner_0": "a long line of reasoning that makes the actor's prompt longer"})
@@ -157,7 +200,7 @@ def test_logprobs_are_the_sampling_distributions(tmp_path):
         assert len(step.logprobs) == len(step.completion_ids) >= 1
         ids = torch.tensor([step.prompt_ids + step.completion_ids])
         with torch.no_grad():
-            logits = model(ids).logits[0, len(step.prompt_ids) - 1:-1] / 0.7  # (T, V): what each token was drawn from
+            logits = model(ids).logits[0, len(step.prompt_ids) - 1 : -1] / 0.7  # (T, V): what each token was drawn from
         expected = logits.log_softmax(-1).gather(-1, torch.tensor(step.completion_ids)[:, None])[:, 0]
         torch.testing.assert_close(torch.tensor(step.logprobs), expected, atol=1e-4, rtol=1e-4)
         assert step.text == tokenizer.decode(step.completion_ids, skip_special_tokens=True)

@@ -15,18 +15,39 @@ def episode(index: int, rounds: list[list[tuple[str, float]]]) -> Episode:
     steps = []
     for t, acts in enumerate(rounds):
         for k, (agent, r) in enumerate(acts):
-            steps.append(AgentStep(episode=index, round=t, agent=agent, prompt=[], response=[],
-                                   token_logps=torch.zeros(0), text="", reward=r, round_end=k == len(acts) - 1))
+            steps.append(
+                AgentStep(
+                    episode=index,
+                    round=t,
+                    agent=agent,
+                    prompt=[],
+                    response=[],
+                    token_logps=torch.zeros(0),
+                    text="",
+                    reward=r,
+                    round_end=k == len(acts) - 1,
+                )
+            )
     steps[-1].done = True
     return Episode(index=index, steps=steps, solved=False)
 
 
-def train_two_updates(env_id: str, env_kwargs: dict, model_dir: Path, run_dir: Path, *,
-                      episodes_per_update: int, eval_rounds: int) -> dict:
+def train_two_updates(env_id: str, env_kwargs: dict, model_dir: Path, run_dir: Path, *, episodes_per_update: int, eval_rounds: int) -> dict:
     """Two MARFT updates of a tiny model on ``env_id``; checks the summary and metrics, returns the summary."""
-    config = TrainConfig(env=env_id, env_kwargs=env_kwargs, model=str(model_dir), run_dir=str(run_dir),
-                         updates=2, episodes_per_update=episodes_per_update, eval_episodes=2,
-                         eval_rounds=eval_rounds, max_new_tokens=6, checkpoint_every=0, threads=1, seed=0)
+    config = TrainConfig(
+        env=env_id,
+        env_kwargs=env_kwargs,
+        model=str(model_dir),
+        run_dir=str(run_dir),
+        updates=2,
+        episodes_per_update=episodes_per_update,
+        eval_episodes=2,
+        eval_rounds=eval_rounds,
+        max_new_tokens=6,
+        checkpoint_every=0,
+        threads=1,
+        seed=0,
+    )
     config.algo_args.minibatch_size = 8
     summary = train(config, progress=False, quiet=True)
     assert summary["env"] == env_id and summary["updates"] == 2

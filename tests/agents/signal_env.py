@@ -28,5 +28,4 @@ class ParityTask(FlexEnv):
 
     def end_round(self, actions):
         win = self.level == 0 and len(actions["solver_0"]) % 2 == 0
-        return RoundResult(rewards={"solver_0": float(win)}, terminations={"solver_0": True},
-                           infos={"solver_0": {"solved": win}})
+        return RoundResult(rewards={"solver_0": float(win)}, terminations={"solver_0": True}, infos={"solver_0": {"solved": win}})

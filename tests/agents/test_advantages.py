@@ -36,9 +36,7 @@ def _close(got, expected, atol=1e-6):
 
 def test_single_round_two_agents_ends_episode():
     # reasoner (k=0) -> actor (k=1); team reward on the actor; the round ends the episode.
-    adv, ret = chain_gae(
-        _t([0.0, 1.0]), _t([0.5, 0.2]), _b([F, T_]), _b([F, T_]), gamma=0.9, gamma_agent=1.0, lam=0.5
-    )
+    adv, ret = chain_gae(_t([0.0, 1.0]), _t([0.5, 0.2]), _b([F, T_]), _b([F, T_]), gamma=0.9, gamma_agent=1.0, lam=0.5)
     # k=1 (done): delta_1 = 1 + 0.9*0*V - 0.2 = 0.8 ; A_1 = 0.8
     # k=0 (in round, gamma_agent=1): delta_0 = 0 + 1.0*0.2 - 0.5 = -0.3 ; A_0 = -0.3 + 1.0*0.5*0.8 = 0.1
     _close(adv, [0.1, 0.8])
@@ -48,9 +46,7 @@ def test_single_round_two_agents_ends_episode():
 
 
 def test_single_round_gamma_agent_half():
-    adv, ret = chain_gae(
-        _t([0.0, 1.0]), _t([0.5, 0.2]), _b([F, T_]), _b([F, T_]), gamma=0.9, gamma_agent=0.5, lam=0.5
-    )
+    adv, ret = chain_gae(_t([0.0, 1.0]), _t([0.5, 0.2]), _b([F, T_]), _b([F, T_]), gamma=0.9, gamma_agent=0.5, lam=0.5)
     # k=1: A_1 = 1 - 0.2 = 0.8
     # k=0: delta_0 = 0 + 0.5*0.2 - 0.5 = -0.4 ; A_0 = -0.4 + 0.5*0.5*0.8 = -0.4 + 0.2 = -0.2
     _close(adv, [-0.2, 0.8])
@@ -100,17 +96,12 @@ def test_lam_one_is_monte_carlo_like():
     _close(adv, [-0.275, 0.05, -0.1, 0.2])
     _close(ret, [0.225, 0.45, 0.5, 1.0])
     # the Monte Carlo returns do not depend on the values
-    _, ret2 = chain_gae(
-        _t(R2), _t([3.0, -1.0, 0.25, 7.0]), _b(ROUND_ENDS2), _b(DONES2), gamma=0.9, gamma_agent=0.5, lam=1.0
-    )
+    _, ret2 = chain_gae(_t(R2), _t([3.0, -1.0, 0.25, 7.0]), _b(ROUND_ENDS2), _b(DONES2), gamma=0.9, gamma_agent=0.5, lam=1.0)
     _close(ret2, [0.225, 0.45, 0.5, 1.0], atol=1e-5)
 
 
 def test_bootstrap_last_value_when_not_done():
-    adv, ret = chain_gae(
-        _t([0.0, 1.0]), _t([0.5, 0.2]), _b([F, T_]), _b([F, F]),
-        gamma=0.9, gamma_agent=1.0, lam=0.5, last_value=2.0,
-    )
+    adv, ret = chain_gae(_t([0.0, 1.0]), _t([0.5, 0.2]), _b([F, T_]), _b([F, F]), gamma=0.9, gamma_agent=1.0, lam=0.5, last_value=2.0)
     # k=1 (round end, not done): delta_1 = 1 + 0.9*2.0 - 0.2 = 2.6
     #                            A_1 = 2.6 (no advantage beyond the stream)
     # k=0: delta_0 = 0 + 1.0*0.2 - 0.5 = -0.3 ; A_0 = -0.3 + 1.0*0.5*2.6 = 1.0
@@ -119,10 +110,7 @@ def test_bootstrap_last_value_when_not_done():
 
 
 def test_last_value_ignored_when_done():
-    adv, _ = chain_gae(
-        _t([0.0, 1.0]), _t([0.5, 0.2]), _b([F, T_]), _b([F, T_]),
-        gamma=0.9, gamma_agent=1.0, lam=0.5, last_value=100.0,
-    )
+    adv, _ = chain_gae(_t([0.0, 1.0]), _t([0.5, 0.2]), _b([F, T_]), _b([F, T_]), gamma=0.9, gamma_agent=1.0, lam=0.5, last_value=100.0)
     _close(adv, [0.1, 0.8])  # same as the single-round case: done masks the bootstrap
 
 
@@ -132,9 +120,7 @@ def test_batch_of_two_envs_with_different_patterns():
     round_ends = _b([ROUND_ENDS2, [F, T_, F, T_]])
     # env 0: one 2-round episode, done at the end; env 1: a 1-round episode, then an unfinished one
     dones = _b([DONES2, [F, T_, F, F]])
-    adv, ret = chain_gae(
-        rewards, values, round_ends, dones, gamma=0.9, gamma_agent=0.5, lam=0.5, last_value=_t([7.0, 2.0])
-    )
+    adv, ret = chain_gae(rewards, values, round_ends, dones, gamma=0.9, gamma_agent=0.5, lam=0.5, last_value=_t([7.0, 2.0]))
     # env 0: as test_two_rounds_feedback_only_last_done (its last_value 7.0 is masked by done)
     # env 1: k=3 (round end, not done): delta = 0 + 0.9*2.0 - 0.1 = 1.7     ; A_3 = 1.7
     #        k=2 (in round, 0.5):       delta = 0 + 0.5*0.1 - 0.4 = -0.35   ; A_2 = -0.35 + 0.5*0.5*1.7 = 0.075
@@ -167,18 +153,20 @@ def test_episode_boundary_keeps_agent_link_of_first_round_after_it():
     _close(a2, [0.65, 1.9])
 
     # nothing leaks from episode 2 into episode 1: change ep2 wildly, ep1 advantages stay put
-    adv_b, _ = chain_gae(
-        _t([0.0, 1.0, -50.0, 80.0]), _t([0.5, 0.2, 9.0, -4.0]), round_ends, dones,
-        gamma=0.9, gamma_agent=1.0, lam=0.5,
-    )
+    adv_b, _ = chain_gae(_t([0.0, 1.0, -50.0, 80.0]), _t([0.5, 0.2, 9.0, -4.0]), round_ends, dones, gamma=0.9, gamma_agent=1.0, lam=0.5)
     _close(adv_b[:2], [0.1, 0.8])
 
 
 def test_episode_boundary_inside_a_batch_with_gamma_agent_half():
     # same boundary pattern, with gamma_agent = 0.5 so the a2 -> b2 link's discount shows
     adv, _ = chain_gae(
-        _t([[0.0, 1.0, 0.0, 2.0]]), _t([[0.5, 0.2, 0.4, 0.1]]), _b([[F, T_, F, T_]]), _b([[F, T_, F, T_]]),
-        gamma=0.9, gamma_agent=0.5, lam=0.5,
+        _t([[0.0, 1.0, 0.0, 2.0]]),
+        _t([[0.5, 0.2, 0.4, 0.1]]),
+        _b([[F, T_, F, T_]]),
+        _b([[F, T_, F, T_]]),
+        gamma=0.9,
+        gamma_agent=0.5,
+        lam=0.5,
     )
     # k=3: A_3 = 1.9 ; k=2: delta = 0.5*0.1 - 0.4 = -0.35 ; A_2 = -0.35 + 0.5*0.5*1.9 = 0.125
     # k=1: A_1 = 0.8 ; k=0: delta = 0.5*0.2 - 0.5 = -0.4 ; A_0 = -0.4 + 0.5*0.5*0.8 = -0.2

@@ -12,15 +12,7 @@ import marft_agents
 from marft_agents import algorithms
 from marft_agents.algorithms.base import Learner
 from marft_agents.cli import main as cli
-from marft_agents.config import (
-    ConfigError,
-    TrainConfig,
-    describe,
-    field_docs,
-    from_dict,
-    load,
-    to_dict,
-)
+from marft_agents.config import ConfigError, TrainConfig, describe, field_docs, from_dict, load, to_dict
 
 PACKAGE = Path(marft_agents.__file__).parent
 ALGORITHM_FILES = sorted((PACKAGE / "algorithms").glob("*.py"))
@@ -37,8 +29,7 @@ def imported_modules(path: Path) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("path", [p for p in ALGORITHM_FILES if p.name not in ("base.py", "__init__.py")],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [p for p in ALGORITHM_FILES if p.name not in ("base.py", "__init__.py")], ids=lambda p: p.name)
 def test_an_algorithm_imports_no_other_algorithm_module(path):
     siblings = {f"marft_agents.algorithms.{p.stem}" for p in ALGORITHM_FILES if p.stem not in ("base", "__init__")}
     own = f"marft_agents.algorithms.{path.stem}"
@@ -54,14 +45,17 @@ def called_names(path: Path) -> set[str]:
 def test_the_base_takes_no_callbacks():
     # The base hands data to the algorithm and takes its optimizer steps; it never calls it back.
     base = PACKAGE / "algorithms" / "base.py"
-    args = [a for f in ast.walk(ast.parse(base.read_text())) if isinstance(f, ast.FunctionDef)
-            for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)]
+    args = [
+        a
+        for f in ast.walk(ast.parse(base.read_text()))
+        if isinstance(f, ast.FunctionDef)
+        for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)
+    ]
     assert args and not [a.arg for a in args if a.annotation is not None and "Callable" in ast.unparse(a.annotation)]
     assert not [m for m in imported_modules(base) if m.endswith(".Callable")]
 
 
-@pytest.mark.parametrize("path", [p for p in ALGORITHM_FILES if p.name not in ("base.py", "__init__.py")],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [p for p in ALGORITHM_FILES if p.name not in ("base.py", "__init__.py")], ids=lambda p: p.name)
 def test_each_algorithm_writes_its_own_loss_over_the_base_minibatches(path):
     calls = called_names(path)
     assert {"minibatches", "apply"} <= calls and calls & {"ppo_clip_loss", "grpo_loss"}, path.name

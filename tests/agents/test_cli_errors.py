@@ -32,14 +32,23 @@ def snapshot(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` with a hash of its content."""
     if not folder.exists():
         return {}
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def base_args(model_dir, run_dir) -> list[str]:
-    return [f"model={model_dir}", f"run_dir={run_dir}", "updates=2", "episodes_per_update=4", "eval_episodes=2",
-            "eval_rounds=0", "eval_every=0", "checkpoint_every=1", "max_new_tokens=4", "marft.minibatch_size=4",
-            "threads=1"]
+    return [
+        f"model={model_dir}",
+        f"run_dir={run_dir}",
+        "updates=2",
+        "episodes_per_update=4",
+        "eval_episodes=2",
+        "eval_rounds=0",
+        "eval_every=0",
+        "checkpoint_every=1",
+        "max_new_tokens=4",
+        "marft.minibatch_size=4",
+        "threads=1",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +107,8 @@ NEW_RUN_CASES = [
     (["env_kwargs.n_agents=1000000"], "n_agents must be at least 1 and at most 64"),  # was out of memory
     (['env_kwargs.n_agents="3"'], "env_kwargs.n_agents must be of type int (or null), got '3'"),
     (["seed=-1"], "seed must be an integer in [0, 4294967295], got -1"),
-    ([f"seed={2 ** 70}"], f"seed must be an integer in [0, 4294967295], got {2 ** 70}"),
-    (["distributed.workers=1000"], ("distributed.workers=1000 x distributed.cpus_per_worker=1 needs 1000 CPUs, "
-                                    "but this machine has")),
+    ([f"seed={2**70}"], f"seed must be an integer in [0, 4294967295], got {2**70}"),
+    (["distributed.workers=1000"], ("distributed.workers=1000 x distributed.cpus_per_worker=1 needs 1000 CPUs, but this machine has")),
     (["env_kwargs.x=" + "[" * 1000 + "]" * 1000], "env_kwargs.x: nested more than 32 levels deep"),
 ]
 
@@ -114,8 +122,9 @@ def test_a_bad_value_is_refused_before_anything_is_written(extra, message, tiny_
 
 def test_a_huge_wrongly_typed_value_is_quoted_in_80_characters(tiny_model_dir, tmp_path, capsys):
     huge = "x" * 50_000_000
-    refused(["train", *base_args(tiny_model_dir, tmp_path / "run"), f'temperature="{huge}"'],
-            "temperature must be a float, got 'xxx", capsys)
+    refused(
+        ["train", *base_args(tiny_model_dir, tmp_path / "run"), f'temperature="{huge}"'], "temperature must be a float, got 'xxx", capsys
+    )
     # the refusal above consumed stderr; once more for its length
     cli(["train", *base_args(tiny_model_dir, tmp_path / "run"), f"env_kwargs.rounds={huge}"])
     err = capsys.readouterr().err.strip()
@@ -145,8 +154,7 @@ def test_a_config_nested_1000_deep_is_one_line(suffix, tmp_path, capsys):
 
 def test_overrides_may_follow_options(tiny_model_dir, tmp_path, capsys):
     # parsed as an override (and refused for its value), not "unrecognized arguments"
-    refused(["train", f"run_dir={tmp_path / 'r'}", "--no-progress", "temperature=0"], "temperature must be >= 0.001",
-            capsys)
+    refused(["train", f"run_dir={tmp_path / 'r'}", "--no-progress", "temperature=0"], "temperature must be >= 0.001", capsys)
 
 
 def test_a_config_file_must_be_a_mapping(tmp_path, capsys):
@@ -170,8 +178,7 @@ def test_a_run_dir_that_cannot_be_written_is_one_line(tiny_model_dir, capsys):
 @pytest.mark.parametrize("episodes", ["0", "1000000000"])
 def test_eval_refuses_episodes_out_of_range(episodes, finished_run, capsys):
     # 10**9 hung in the held-out draw
-    refused(["eval", "--run", str(finished_run), "--episodes", episodes], "--episodes must be from 1 to 10000",
-            capsys, finished_run)
+    refused(["eval", "--run", str(finished_run), "--episodes", episodes], "--episodes must be from 1 to 10000", capsys, finished_run)
 
 
 # -- an existing run: refused unless resumed or overwritten, and never changed by a refusal ------------
@@ -192,15 +199,18 @@ def test_overwrite_replaces_the_old_run_and_latest_points_at_the_new_one(run_cop
     assert cli(["eval", "--run", str(run_copy), "--episodes", "2"]) == 0
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["seed=5"], "differs from the run's in seed (0 -> 5)"),
-    (["lora_r=4"], "lora_r (8 -> 4)"),
-    (["marft.lr=0.001"], "marft.lr (0.0003 -> 0.001)"),
-    (["episodes_per_update=8"], "episodes_per_update (4 -> 8)"),
-    (["env=marft/MathSolo-v0"], "env ("),
-    (["generation.dtype=bfloat16"], 'generation.dtype ("float32" -> "bfloat16")'),
-    (["generation.tis_cap=2"], "generation.tis_cap (null -> 2)"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["seed=5"], "differs from the run's in seed (0 -> 5)"),
+        (["lora_r=4"], "lora_r (8 -> 4)"),
+        (["marft.lr=0.001"], "marft.lr (0.0003 -> 0.001)"),
+        (["episodes_per_update=8"], "episodes_per_update (4 -> 8)"),
+        (["env=marft/MathSolo-v0"], "env ("),
+        (["generation.dtype=bfloat16"], 'generation.dtype ("float32" -> "bfloat16")'),
+        (["generation.tis_cap=2"], "generation.tis_cap (null -> 2)"),
+    ],
+)
 def test_resume_refuses_a_changed_config(extra, message, run_copy, tiny_model_dir, capsys):
     refused(["train", "--resume", *base_args(tiny_model_dir, run_copy), *extra], message, capsys, run_copy)
 
@@ -219,8 +229,7 @@ def test_resume_accepts_other_engine_resources(run_copy, tiny_model_dir):
 
 def test_resume_without_eval_before_names_the_file(run_copy, tiny_model_dir, capsys):
     (run_copy / "eval_before.json").unlink()
-    refused(["train", "--resume", *base_args(tiny_model_dir, run_copy)], "eval_before.json is missing", capsys,
-            run_copy)
+    refused(["train", "--resume", *base_args(tiny_model_dir, run_copy)], "eval_before.json is missing", capsys, run_copy)
 
 
 @pytest.mark.parametrize("content", [b"", b"half a checkpoint", b"\x80\x04garbage"], ids=["empty", "text", "garbage"])
@@ -251,8 +260,9 @@ def test_a_crafted_checkpoint_cannot_run_code(run_copy, tiny_model_dir, capsys, 
 
 
 def test_eval_on_an_env_with_other_agents_says_so(finished_run, capsys):
-    refused(["eval", "--run", str(finished_run), "--env", "marft/MathSolo-v0", "--episodes", "2"],
-            "needs ['solver_0']", capsys, finished_run)
+    refused(
+        ["eval", "--run", str(finished_run), "--env", "marft/MathSolo-v0", "--episodes", "2"], "needs ['solver_0']", capsys, finished_run
+    )
 
 
 def test_a_bad_metrics_line_is_named_and_a_blank_line_is_not_an_error(run_copy, tiny_model_dir, capsys):
@@ -283,11 +293,14 @@ def test_partial_files_are_removed_on_the_next_save(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["latest", "update_000001.pt"]
 
 
-@pytest.mark.parametrize("option, value, message", [
-    ("--max-steps", "-1", "max_steps must be at least 0"),
-    ("--batch-size", "0", "batch_size must be at least 1"),
-    ("--lr", "-0.1", "lr and seconds must be positive"),
-])
+@pytest.mark.parametrize(
+    "option, value, message",
+    [
+        ("--max-steps", "-1", "max_steps must be at least 0"),
+        ("--batch-size", "0", "batch_size must be at least 1"),
+        ("--lr", "-0.1", "lr and seconds must be positive"),
+    ],
+)
 def test_pretrain_refuses_nonsense_before_writing(option, value, message, tmp_path, capsys):
     out = tmp_path / "model"
     refused(["pretrain", option, value, "--out", str(out)], message, capsys)
@@ -314,8 +327,7 @@ MODE_FLAGS = {"new": [], "resume": ["--resume"], "overwrite": ["--overwrite"]}
 
 
 @pytest.mark.parametrize("mode, name, target", LINK_CASES, ids=[f"{m}-{n}-{t.split()[-1]}" for m, n, t in LINK_CASES])
-def test_a_link_where_a_run_writes_is_refused_and_its_target_untouched(mode, name, target, finished_run, tmp_path,
-                                                                        tiny_model_dir, capsys):
+def test_a_link_where_a_run_writes_is_refused_and_its_target_untouched(mode, name, target, finished_run, tmp_path, tiny_model_dir, capsys):
     run = tmp_path / "run"
     if mode == "new":
         run.mkdir()
@@ -333,8 +345,7 @@ def test_a_link_where_a_run_writes_is_refused_and_its_target_untouched(mode, nam
         link.unlink(missing_ok=True)
     link.symlink_to(there, target_is_directory=target == "a folder")
     before = snapshot(outside)
-    refused(["train", "--no-progress", *MODE_FLAGS[mode], *base_args(tiny_model_dir, run)],
-            f"{link} is a symbolic link", capsys, run)
+    refused(["train", "--no-progress", *MODE_FLAGS[mode], *base_args(tiny_model_dir, run)], f"{link} is a symbolic link", capsys, run)
     assert snapshot(outside) == before and link.is_symlink()
     if target == "nothing":
         assert not there.exists(), "the run created the dangling link's target"
@@ -357,8 +368,12 @@ def test_a_folder_in_use_by_another_run_is_refused_naming_its_pid(mode, run_copy
     run = tmp_path / "empty" if mode == "new" else run_copy
     run.mkdir(exist_ok=True)
     with RunLock(run):  # this process plays the other run
-        refused(["train", "--no-progress", *MODE_FLAGS[mode], *base_args(tiny_model_dir, run)],
-                f"run_dir {run} is in use by another marft run (PID {os.getpid()})", capsys, run)
+        refused(
+            ["train", "--no-progress", *MODE_FLAGS[mode], *base_args(tiny_model_dir, run)],
+            f"run_dir {run} is in use by another marft run (PID {os.getpid()})",
+            capsys,
+            run,
+        )
 
 
 # -- a full disk during a checkpoint: named, the previous checkpoint intact, and --resume continues ----------
@@ -376,8 +391,9 @@ def _enospc_as_torch_says_it(obj, f):  # torch.save's own error on a full disk: 
 
 
 @pytest.mark.parametrize("failing_save", [_enospc, _enospc_as_torch_says_it], ids=["oserror", "torch-runtimeerror"])
-def test_a_full_disk_during_a_checkpoint_names_the_disk_and_the_checkpoint_kept(failing_save, tmp_path, monkeypatch,
-                                                                               tiny_model_dir, capsys):
+def test_a_full_disk_during_a_checkpoint_names_the_disk_and_the_checkpoint_kept(
+    failing_save, tmp_path, monkeypatch, tiny_model_dir, capsys
+):
     run, real_save, calls = tmp_path / "run", torch.save, []
 
     def second_save_fails(obj, f):
@@ -390,8 +406,9 @@ def test_a_full_disk_during_a_checkpoint_names_the_disk_and_the_checkpoint_kept(
     full = capsys.readouterr().err
     err = full.strip().splitlines()[-1]  # after the tiny model's zero-reward warning
     folder = run / "checkpoints"
-    assert err.startswith(f"marft train: error: cannot write checkpoint {folder / 'update_000002.pt'}: "
-                          f"the disk holding {folder} is full"), err
+    assert err.startswith(
+        f"marft train: error: cannot write checkpoint {folder / 'update_000002.pt'}: the disk holding {folder} is full"
+    ), err
     assert f"the previous checkpoint {folder / 'update_000001.pt'} is intact; free some space" in err
     assert "Traceback" not in full and "inline_container" not in err
     assert sorted(p.name for p in folder.iterdir()) == ["latest", "update_000001.pt"]
@@ -408,15 +425,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_continues(signum, code, tmp_path,
-                                                                               tiny_model_dir, capsys):
+def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_continues(signum, code, tmp_path, tiny_model_dir, capsys):
     run = tmp_path / "run"
     args = [a for a in base_args(tiny_model_dir, run) if not a.startswith(("updates=", "checkpoint_every="))]
     # far more updates than it will run, and no periodic checkpoint: the one it leaves is the signal's
     argv = ["train", "--no-progress", *args, "updates=100000", "checkpoint_every=0"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen([sys.executable, "-m", "marft_agents.cli", *argv], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "marft_agents.cli", *argv], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         metrics, deadline = run / "metrics.jsonl", time.monotonic() + 240
         while not (metrics.is_file() and metrics.read_text().strip()):  # after its first update
@@ -434,12 +451,13 @@ def test_a_signal_stops_after_the_update_with_a_checkpoint_and_resume_continues(
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     lines = [line for line in err.splitlines() if line.startswith("marft train:")]
     name = signal.Signals(signum).name
-    assert lines[0] == (f"marft train: {name}: finishing this update and writing its checkpoint "
-                        "(send it again to stop at once)")
+    assert lines[0] == (f"marft train: {name}: finishing this update and writing its checkpoint (send it again to stop at once)")
     done = len(metrics.read_text().splitlines())
     latest = run / "checkpoints" / f"update_{done:06d}.pt"
-    assert lines[1:] == [f"marft train: stopped by {name} after update {done}; resume from the checkpoint {latest}; "
-                         f"continue with: {shlex.join(['marft', 'train', '--resume', *argv[1:]])}"]
+    assert lines[1:] == [
+        f"marft train: stopped by {name} after update {done}; resume from the checkpoint {latest}; "
+        f"continue with: {shlex.join(['marft', 'train', '--resume', *argv[1:]])}"
+    ]
     assert ckpt.latest_checkpoint(run / "checkpoints") == latest
     # the printed command continues the run; here with one more update than it did, to end soon
     assert cli(["train", "--resume", *[a if a != "updates=100000" else f"updates={done + 1}" for a in argv[1:]]]) == 0

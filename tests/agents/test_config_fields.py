@@ -12,30 +12,33 @@ from marft_agents import algorithms
 from marft_agents.algorithms.base import Learner
 from marft_agents.algorithms.grpo import GRPOConfig
 from marft_agents.config import ConfigError, load, validate
-from marft_agents.config_fields import (
-    AT_LEAST_ONE,
-    LR,
-    NON_NEGATIVE,
-    POSITIVE,
-    SEED,
-    TEMPERATURE,
-    UNIT,
-    Ranged,
-    check_value,
-    ranged,
-)
+from marft_agents.config_fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, SEED, TEMPERATURE, UNIT, Ranged, check_value, ranged
 
 # (rule, value, accepted?)
 TABLE = [
-    (POSITIVE, 1e-9, True), (POSITIVE, 0, False), (POSITIVE, -1, False),
-    (NON_NEGATIVE, 0, True), (NON_NEGATIVE, -1e-9, False),
-    (AT_LEAST_ONE, 1, True), (AT_LEAST_ONE, 0.5, False),
-    (UNIT, 0.0, True), (UNIT, 1.0, True), (UNIT, 1.01, False), (UNIT, -0.01, False),
-    (LR, 3e-4, True), (LR, 0.0, False), (LR, 1.0, False),
-    (TEMPERATURE, 1e-3, True), (TEMPERATURE, 9e-4, False),
-    (SEED, 0, True), (SEED, 2**32 - 1, True), (SEED, 2**32, False), (SEED, 1.0, False),
+    (POSITIVE, 1e-9, True),
+    (POSITIVE, 0, False),
+    (POSITIVE, -1, False),
+    (NON_NEGATIVE, 0, True),
+    (NON_NEGATIVE, -1e-9, False),
+    (AT_LEAST_ONE, 1, True),
+    (AT_LEAST_ONE, 0.5, False),
+    (UNIT, 0.0, True),
+    (UNIT, 1.0, True),
+    (UNIT, 1.01, False),
+    (UNIT, -0.01, False),
+    (LR, 3e-4, True),
+    (LR, 0.0, False),
+    (LR, 1.0, False),
+    (TEMPERATURE, 1e-3, True),
+    (TEMPERATURE, 9e-4, False),
+    (SEED, 0, True),
+    (SEED, 2**32 - 1, True),
+    (SEED, 2**32, False),
+    (SEED, 1.0, False),
     (POSITIVE, None, True),  # None means "off" wherever a field allows it
-    (POSITIVE, float("inf"), False), (NON_NEGATIVE, float("nan"), False),
+    (POSITIVE, float("inf"), False),
+    (NON_NEGATIVE, float("nan"), False),
 ]
 
 
@@ -104,17 +107,32 @@ def test_the_cli_refuses_a_plugin_field_in_one_line(tmp_path):
         "from marft_agents.config_fields import POSITIVE, ranged\n\n"
         "@dataclasses.dataclass\n"
         "class C:\n"
-        "    \"\"\"Config.\"\"\"\n\n"
+        '    """Config."""\n\n'
         "    beta: float = ranged(0.1, POSITIVE)\n"
-        "    \"\"\"A weight.\"\"\"\n\n"
+        '    """A weight."""\n\n'
         "class L(Learner):\n"
-        "    \"\"\"Learns nothing.\"\"\"\n\n"
+        '    """Learns nothing."""\n\n'
         "    def update(self, episodes, update, rng):\n"
         "        return {}\n\n"
-        "algorithms.register('mine', C, L)\n")
-    out = subprocess.run([sys.executable, "-m", "marft_agents.cli", "train", "--import", "my_algo", "algo=mine",
-                          "mine.beta=-1", f"run_dir={tmp_path / 'run'}"],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        "algorithms.register('mine', C, L)\n"
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "marft_agents.cli",
+            "train",
+            "--import",
+            "my_algo",
+            "algo=mine",
+            "mine.beta=-1",
+            f"run_dir={tmp_path / 'run'}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 2, out.stderr
     assert out.stderr.strip().splitlines()[-1] == "marft train: error: mine.beta must be > 0, got -1.0"
     assert not (tmp_path / "run").exists()

@@ -114,9 +114,19 @@ def test_trainer_evaluates_each_policy_alone(tiny_model_dir, tmp_path, monkeypat
     seen = []
     real = trainer.evaluate
     monkeypatch.setattr(trainer, "evaluate", lambda policy, **kw: seen.append(kw["env_kwargs"]) or real(policy, **kw))
-    config = TrainConfig(model=str(tiny_model_dir), run_dir=str(tmp_path / "run"), algo="cory",
-                         env="marft/MathCORY-v0", updates=2, episodes_per_update=4, eval_episodes=4,
-                         eval_rounds=0, max_new_tokens=6, checkpoint_every=0, seed=1)
+    config = TrainConfig(
+        model=str(tiny_model_dir),
+        run_dir=str(tmp_path / "run"),
+        algo="cory",
+        env="marft/MathCORY-v0",
+        updates=2,
+        episodes_per_update=4,
+        eval_episodes=4,
+        eval_rounds=0,
+        max_new_tokens=6,
+        checkpoint_every=0,
+        seed=1,
+    )
     config.algo_args.minibatch_size = 4
     config.algo_args.swap_interval = 1
     summary = trainer.train(config, progress=False, quiet=True)
@@ -136,10 +146,19 @@ def test_resumed_run_ends_with_the_same_metrics(tiny_model_dir, tmp_path, algo):
     from marft_agents.trainer import train
 
     def config(run_dir, updates):
-        c = TrainConfig(model=str(tiny_model_dir), run_dir=str(run_dir), algo=algo, updates=updates,
-                        env="marft/MathCORY-v0" if algo == "cory" else "marft/MathChain-v0",
-                        episodes_per_update=4, eval_episodes=2, eval_rounds=0, max_new_tokens=5,
-                        checkpoint_every=1, seed=2)
+        c = TrainConfig(
+            model=str(tiny_model_dir),
+            run_dir=str(run_dir),
+            algo=algo,
+            updates=updates,
+            env="marft/MathCORY-v0" if algo == "cory" else "marft/MathChain-v0",
+            episodes_per_update=4,
+            eval_episodes=2,
+            eval_rounds=0,
+            max_new_tokens=5,
+            checkpoint_every=1,
+            seed=2,
+        )
         c.algo_args.minibatch_size = 4  # a config holds the chosen algorithm's section only
         if algo == "cory":
             c.cory.swap_interval, c.cory.reset_on_swap, c.cory.kl_target = 2, True, 1.0

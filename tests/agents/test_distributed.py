@@ -33,13 +33,21 @@ def same_episodes(a: list[Episode], b: list[Episode]) -> bool:
     for x, y in zip(a, b):
         assert x.solved == y.solved and len(x.steps) == len(y.steps)
         for s, t in zip(x.steps, y.steps):
-            assert (s.agent, s.round, s.prompt, s.response, s.text, s.reward, s.version) == \
-                (t.agent, t.round, t.prompt, t.response, t.text, t.reward, t.version)
+            assert (s.agent, s.round, s.prompt, s.response, s.text, s.reward, s.version) == (
+                t.agent,
+                t.round,
+                t.prompt,
+                t.response,
+                t.text,
+                t.reward,
+                t.version,
+            )
             assert torch.equal(s.token_logps, t.token_logps)
     return True
 
 
 # -- without Ray ---------------------------------------------------------------------------------------------
+
 
 def test_split_cuts_contiguous_blocks_by_index():
     from marft_agents.distributed.pool import split
@@ -52,7 +60,7 @@ def test_split_cuts_contiguous_blocks_by_index():
 def test_episode_seeds_differ_by_seed_update_and_index_and_are_stable():
     seeds = {episode_seed(s, u, i) for s in (0, 1) for u in (0, 1) for i in (0, 1, 2)}
     assert len(seeds) == 12
-    assert episode_seed(3, 1, 5) == episode_seed(3, 1, 5) and 0 <= episode_seed(3, 1, 5) < 2 ** 63
+    assert episode_seed(3, 1, 5) == episode_seed(3, 1, 5) and 0 <= episode_seed(3, 1, 5) < 2**63
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +97,7 @@ def test_an_episode_samples_the_same_whatever_else_is_in_its_batch(policy):
 
 
 def test_steps_of_another_version_are_refused():
-    step = AgentStep(episode=0, round=0, agent="a", prompt=[1], response=[2], token_logps=torch.zeros(1), text="",
-                     version=2)
+    step = AgentStep(episode=0, round=0, agent="a", prompt=[1], response=[2], token_logps=torch.zeros(1), text="", version=2)
     check_on_policy([Episode(0, [step], None)], 2)
     with pytest.raises(RuntimeError, match="other adapter weights than version 3"):
         check_on_policy([Episode(0, [step], None)], 3)
@@ -109,8 +116,15 @@ def test_the_trainer_refuses_steps_of_an_older_version(tiny_model_dir, tmp_path,
         return episodes
 
     monkeypatch.setattr(RolloutEngine, "collect", stale_collect)
-    config = TrainConfig(model=str(tiny_model_dir), run_dir=str(tmp_path / "run"), updates=1, episodes_per_update=2,
-                         eval_episodes=1, eval_rounds=0, max_new_tokens=4)
+    config = TrainConfig(
+        model=str(tiny_model_dir),
+        run_dir=str(tmp_path / "run"),
+        updates=1,
+        episodes_per_update=2,
+        eval_episodes=1,
+        eval_rounds=0,
+        max_new_tokens=4,
+    )
     with pytest.raises(RuntimeError, match="refusing to train on them"):
         train(config, progress=False, quiet=True)
     assert not (tmp_path / "run" / "checkpoints").exists()
@@ -124,14 +138,17 @@ def test_the_scaling_out_page_is_linked():
     assert "(scaling-out.md)" in (root / "docs" / "index.md").read_text()
 
 
-@pytest.mark.parametrize("override, message", [
-    ({"workers": -1}, "distributed.workers must be >= 0"),
-    ({"cpus_per_worker": 0.0}, "distributed.cpus_per_worker must be > 0"),
-    ({"timeout_s": 0.0}, "distributed.timeout_s must be > 0"),
-    ({"max_restarts": -2}, "distributed.max_restarts must be >= 0"),
-    ({"address": "headnode"}, "must be host:port"),
-    ({"temp_dir": "/tmp/" + "x" * 60}, "Ray's socket paths"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"workers": -1}, "distributed.workers must be >= 0"),
+        ({"cpus_per_worker": 0.0}, "distributed.cpus_per_worker must be > 0"),
+        ({"timeout_s": 0.0}, "distributed.timeout_s must be > 0"),
+        ({"max_restarts": -2}, "distributed.max_restarts must be >= 0"),
+        ({"address": "headnode"}, "must be host:port"),
+        ({"temp_dir": "/tmp/" + "x" * 60}, "Ray's socket paths"),
+    ],
+)
 def test_bad_distributed_settings_are_refused_in_one_line(override, message):
     config = TrainConfig()
     config.distributed = dataclasses.replace(DistributedConfig(), **override)

@@ -76,11 +76,14 @@ def probe(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     tmp = tempfile.mkdtemp(prefix="mt-", dir="/tmp")  # short: Ray's sockets go under it
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH") and k != "RAY_ADDRESS"}
-    env.update(HOME=str(home), TMPDIR=tmp, RAY_AUTH_MODE="disabled",  # the user's choice is not the cluster's
-               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    env.update(
+        HOME=str(home),
+        TMPDIR=tmp,
+        RAY_AUTH_MODE="disabled",  # the user's choice is not the cluster's
+        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    )
     try:
-        done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300,
-                              check=False)
+        done = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300, check=False)
         left = os.listdir(tmp)
     finally:
         import shutil
@@ -88,7 +91,7 @@ def probe(tmp_path_factory):
         shutil.rmtree(tmp, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("PROBE "))
-    return {**json.loads(line[len("PROBE "):]), "home": home, "tmp": tmp, "left": left}
+    return {**json.loads(line[len("PROBE ") :]), "home": home, "tmp": tmp, "left": left}
 
 
 def test_every_socket_of_a_local_cluster_is_on_loopback(probe):

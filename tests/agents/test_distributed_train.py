@@ -47,8 +47,9 @@ def one_thread():
 
 def in_process_evaluation(config, policy) -> dict:
     """What the trainer's in-process path reports for ``policy`` in a single pass (the attempts protocol aside)."""
-    result = evaluate(policy, env_id=config.env, env_kwargs=config.env_kwargs, n=config.eval_episodes,
-                      max_new_tokens=config.max_new_tokens, samples=3)
+    result = evaluate(
+        policy, env_id=config.env, env_kwargs=config.env_kwargs, n=config.eval_episodes, max_new_tokens=config.max_new_tokens, samples=3
+    )
     result.pop("samples")
     return result
 
@@ -65,9 +66,14 @@ def cli_run(tmp_path_factory):
     env = {**os.environ, "TMPDIR": tmp, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     env.pop("RAY_ADDRESS", None)
     try:
-        done = subprocess.run([sys.executable, "-m", "marft_agents.cli", "train", *COMMAND, "checkpoint_every=1",
-                               f"run_dir={run_dir}", "--no-progress"], env=env, capture_output=True, text=True, check=False,
-                              timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-m", "marft_agents.cli", "train", *COMMAND, "checkpoint_every=1", f"run_dir={run_dir}", "--no-progress"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
         left = os.listdir(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -163,24 +169,41 @@ def test_workers_that_start_too_slowly_on_a_cluster_the_pool_started_say_so_in_o
     monkeypatch.setattr(pool_module, "connect", lambda settings: Connection(started=True))  # as if it started it
     config = load(None, [])
     policy = build_policy(config, ["reasoner_0", "actor_0"])
-    with pytest.raises(ClusterError, match=r"1 of 1 rollout workers did not start within "
-                                           r"distributed.start_timeout_s=0.001 \(the cluster's free resources: CPU="):
-        pool_module.WorkerPool(pool_module.worker_spec(config, record_state=False),
-                               DistributedConfig(workers=1, start_timeout_s=0.001), policy)
+    with pytest.raises(
+        ClusterError,
+        match=r"1 of 1 rollout workers did not start within "
+        r"distributed.start_timeout_s=0.001 \(the cluster's free resources: CPU=",
+    ):
+        pool_module.WorkerPool(
+            pool_module.worker_spec(config, record_state=False), DistributedConfig(workers=1, start_timeout_s=0.001), policy
+        )
     assert not ray.is_initialized()  # it left the cluster (the next test joins it again)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["distributed.address=127.0.0.1:1"], "no Ray cluster at distributed.address=127.0.0.1:1"),
-    (["distributed.temp_dir=/tmp/" + "d" * 50], "Ray's socket paths"),
-    (["algo=cory", "env=marft/MathCORY-v0"], "algo=cory changes the envs before each collection"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["distributed.address=127.0.0.1:1"], "no Ray cluster at distributed.address=127.0.0.1:1"),
+        (["distributed.temp_dir=/tmp/" + "d" * 50], "Ray's socket paths"),
+        (["algo=cory", "env=marft/MathCORY-v0"], "algo=cory changes the envs before each collection"),
+    ],
+)
 def test_the_cli_refuses_in_one_line(overrides, message, tmp_path, capsys):
     import ray
 
     ray.shutdown()
-    code = cli(["train", "distributed.workers=2", "updates=1", "episodes_per_update=2", "eval_episodes=2",
-                f"run_dir={tmp_path / 'run'}", "--no-progress", *overrides])
+    code = cli(
+        [
+            "train",
+            "distributed.workers=2",
+            "updates=1",
+            "episodes_per_update=2",
+            "eval_episodes=2",
+            f"run_dir={tmp_path / 'run'}",
+            "--no-progress",
+            *overrides,
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2 and message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()  # refused before anything was written
@@ -191,8 +214,7 @@ def test_failing_workers_stop_the_cli_with_one_line_and_status_1(monkeypatch, ca
     from marft_agents.distributed import WorkerError
 
     def failing(args):
-        raise WorkerError("rollout worker 1 died; it failed 4 times (distributed.max_restarts=3): the update was not "
-                          "trained on")
+        raise WorkerError("rollout worker 1 died; it failed 4 times (distributed.max_restarts=3): the update was not trained on")
 
     monkeypatch.setitem(cli_module.COMMANDS, "train", failing)
     assert cli(["train", "distributed.workers=2"]) == 1

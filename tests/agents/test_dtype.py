@@ -55,11 +55,14 @@ def test_a_bf16_update_changes_every_trainable_parameter_and_no_frozen_one(tiny_
     assert {after[n][0].dtype for n in trainable} == {torch.float32}
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["dtype=float16"], "dtype must be one of ['float32', 'bfloat16', 'auto'], got 'float16'"),
-    (["dtype=bf16"], "dtype must be one of ['float32', 'bfloat16', 'auto'], got 'bf16'"),
-    (["dtype=bfloat16", "adapter_mode=copies"], "dtype=bfloat16 is for LoRA on a frozen base"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["dtype=float16"], "dtype must be one of ['float32', 'bfloat16', 'auto'], got 'float16'"),
+        (["dtype=bf16"], "dtype must be one of ['float32', 'bfloat16', 'auto'], got 'bf16'"),
+        (["dtype=bfloat16", "adapter_mode=copies"], "dtype=bfloat16 is for LoRA on a frozen base"),
+    ],
+)
 def test_refused_dtypes_are_one_line(overrides, message):
     with pytest.raises(ConfigError) as err:
         validate(load(overrides=overrides))
@@ -68,9 +71,20 @@ def test_refused_dtypes_are_one_line(overrides, message):
 
 def test_marft_train_with_bfloat16_records_it(tiny_model_dir, tmp_path):
     run = tmp_path / "run"
-    args = ["train", f"model={tiny_model_dir}", "dtype=bfloat16", "updates=1", "episodes_per_update=4",
-            "eval_episodes=2", "eval_rounds=0", "eval_every=0", "max_new_tokens=8", f"run_dir={run}",
-            "marft.minibatch_size=2", "--no-progress"]
+    args = [
+        "train",
+        f"model={tiny_model_dir}",
+        "dtype=bfloat16",
+        "updates=1",
+        "episodes_per_update=4",
+        "eval_episodes=2",
+        "eval_rounds=0",
+        "eval_every=0",
+        "max_new_tokens=8",
+        f"run_dir={run}",
+        "marft.minibatch_size=2",
+        "--no-progress",
+    ]
     assert cli(args) == 0
     assert json.loads((run / "config.json").read_text())["dtype"] == "bfloat16"
     assert (run / "summary.json").is_file()
@@ -80,14 +94,17 @@ AVX2 = frozenset({"sse4_2", "avx", "avx2", "fma"})
 SAPPHIRE = AVX2 | {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}
 
 
-@pytest.mark.parametrize("dtype, flags, cuda, resolved", [
-    ("auto", AVX2, False, "float32"),  # emulated bf16 was 3-6x slower than fp32 there
-    ("auto", SAPPHIRE, False, "bfloat16"),
-    ("auto", frozenset({"avx512_bf16"}), False, "bfloat16"),
-    ("auto", AVX2, True, "bfloat16"),
-    ("float32", SAPPHIRE, False, "float32"),
-    ("bfloat16", SAPPHIRE, False, "bfloat16"),
-])
+@pytest.mark.parametrize(
+    "dtype, flags, cuda, resolved",
+    [
+        ("auto", AVX2, False, "float32"),  # emulated bf16 was 3-6x slower than fp32 there
+        ("auto", SAPPHIRE, False, "bfloat16"),
+        ("auto", frozenset({"avx512_bf16"}), False, "bfloat16"),
+        ("auto", AVX2, True, "bfloat16"),
+        ("float32", SAPPHIRE, False, "float32"),
+        ("bfloat16", SAPPHIRE, False, "bfloat16"),
+    ],
+)
 def test_auto_picks_bf16_only_where_the_hardware_has_it(dtype, flags, cuda, resolved):
     from marft_agents.cpu import resolve_dtype
 

@@ -40,8 +40,7 @@ def test_hf_engine_answers_a_mixed_layer_in_request_order_as_per_adapter_calls_w
     first, second = policy.generate([pa, pa], a, Sampling(1.0, 8)), policy.generate([pb, pb], b, Sampling(1.0, 8))
     assert got.responses == [first.responses[0], second.responses[0], first.responses[1], second.responses[1]]
     assert got.texts == [first.texts[0], second.texts[0], first.texts[1], second.texts[1]]
-    for x, y in zip(got.token_logps, [first.token_logps[0], second.token_logps[0], first.token_logps[1],
-                                      second.token_logps[1]]):
+    for x, y in zip(got.token_logps, [first.token_logps[0], second.token_logps[0], first.token_logps[1], second.token_logps[1]]):
         assert torch.equal(x, y)
     # each answer is its own adapter's: its log-probs are the recompute under that adapter, not the other
     logp, _, mask = policy.score([pa, pb], got.responses[:2], a, 1.0)
@@ -80,8 +79,7 @@ def test_a_run_asking_for_vllm_without_it_names_the_install_and_writes_nothing(t
     from marft_agents.cli import main as cli
 
     run = tmp_path / "run"
-    config = TrainConfig(model=str(tiny_model_dir), run_dir=str(run), updates=1, episodes_per_update=2,
-                         eval_episodes=2, max_new_tokens=4)
+    config = TrainConfig(model=str(tiny_model_dir), run_dir=str(run), updates=1, episodes_per_update=2, eval_episodes=2, max_new_tokens=4)
     config.generation.engine = "vllm"
     with pytest.raises(ValueError, match="make test-vllm"):
         train(config, progress=False, quiet=True)
@@ -96,8 +94,13 @@ def test_the_vllm_cpu_environment_is_set_before_vllm_is_imported(tmp_path, monke
 
     from marft_agents.engines.vllm import configure_environment
 
-    names = ("VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_ENABLE_V1_MULTIPROCESSING",
-             "VLLM_CACHE_ROOT", "VLLM_NO_USAGE_STATS")
+    names = (
+        "VLLM_CPU_KVCACHE_SPACE",
+        "VLLM_CPU_OMP_THREADS_BIND",
+        "VLLM_ENABLE_V1_MULTIPROCESSING",
+        "VLLM_CACHE_ROOT",
+        "VLLM_NO_USAGE_STATS",
+    )
     for name in (*names, "DO_NOT_TRACK", "VLLM_LOGGING_LEVEL"):
         monkeypatch.setenv(name, "x")  # restored after the test
         monkeypatch.delenv(name)
@@ -112,8 +115,20 @@ def test_the_vllm_cpu_environment_is_set_before_vllm_is_imported(tmp_path, monke
 @pytest.fixture
 def small_run(tiny_model_dir, tmp_path):
     run = tmp_path / "run"
-    train(TrainConfig(model=str(tiny_model_dir), run_dir=str(run), updates=1, episodes_per_update=2,
-                      eval_episodes=2, eval_rounds=0, max_new_tokens=4, threads=1), progress=False, quiet=True)
+    train(
+        TrainConfig(
+            model=str(tiny_model_dir),
+            run_dir=str(run),
+            updates=1,
+            episodes_per_update=2,
+            eval_episodes=2,
+            eval_rounds=0,
+            max_new_tokens=4,
+            threads=1,
+        ),
+        progress=False,
+        quiet=True,
+    )
     return run
 
 
@@ -126,9 +141,11 @@ def test_eval_generates_with_the_engine_it_is_given(small_run, monkeypatch, caps
     assert cli(["eval", "--run", str(small_run), "--episodes", "2", "generation.engine=hf"]) == 0
     assert calls  # the run's engine (hf) generated every layer
     capsys.readouterr()
-    for argv, message in ((["seed=3"], "marft eval takes generation.* keys and threads, max_new_tokens, dtype"),
-                          (["generation.engine=sglang"], "generation.engine must be one of"),
-                          (["generation.tis_cap=0.5"], "generation.tis_cap must be >= 1")):
+    for argv, message in (
+        (["seed=3"], "marft eval takes generation.* keys and threads, max_new_tokens, dtype"),
+        (["generation.engine=sglang"], "generation.engine must be one of"),
+        (["generation.tis_cap=0.5"], "generation.tis_cap must be >= 1"),
+    ):
         assert cli(["eval", "--run", str(small_run), "--episodes", "2", *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert message in err and "\n" not in err

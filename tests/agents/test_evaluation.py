@@ -15,9 +15,19 @@ from marft_envs import FlexEnv, RoundResult
 
 def _step(agent: str, n_tokens: int, own: bool | None, *, done: bool = False) -> AgentStep:
     info = {} if own is None else {"reward_components": {"own_correct": float(own)}}
-    return AgentStep(episode=0, round=0, agent=agent, prompt=[1], response=[5] * n_tokens,
-                     token_logps=torch.zeros(n_tokens), text="x", reward=float(done and bool(own)),
-                     round_end=done, done=done, info=info)
+    return AgentStep(
+        episode=0,
+        round=0,
+        agent=agent,
+        prompt=[1],
+        response=[5] * n_tokens,
+        token_logps=torch.zeros(n_tokens),
+        text="x",
+        reward=float(done and bool(own)),
+        round_end=done,
+        done=done,
+        info=info,
+    )
 
 
 def _episode(reasoner: tuple[int, bool], actor: tuple[int, bool]) -> Episode:
@@ -26,12 +36,7 @@ def _episode(reasoner: tuple[int, bool], actor: tuple[int, bool]) -> Episode:
 
 
 # (reasoner tokens, right), (actor tokens, right) per episode
-EPISODES = [
-    ((10, True), (4, True)),
-    ((6, True), (4, False)),
-    ((2, False), (4, False)),
-    ((2, False), (6, True)),
-]
+EPISODES = [((10, True), (4, True)), ((6, True), (4, False)), ((2, False), (4, False)), ((2, False), (6, True))]
 
 
 def test_role_diagnostics_by_hand():
@@ -72,14 +77,17 @@ FIRST_HELDOUT = {
 }
 
 
-@pytest.mark.parametrize("env_id, rounds, protocol", [
-    ("marft/MathChain-v0", 1, "single_pass"),
-    ("marft/MathChain-v0", 3, "attempts_with_feedback"),
-    ("marft/MathSolo-v0", 2, "attempts_with_feedback"),
-    ("marft/MathCORY-v0", 1, "single_pass"),
-    ("marft/CodeRepair-v0", 3, "attempts_with_feedback"),
-    ("marft/CodeRepairVote-v0", 1, "single_pass"),
-])
+@pytest.mark.parametrize(
+    "env_id, rounds, protocol",
+    [
+        ("marft/MathChain-v0", 1, "single_pass"),
+        ("marft/MathChain-v0", 3, "attempts_with_feedback"),
+        ("marft/MathSolo-v0", 2, "attempts_with_feedback"),
+        ("marft/MathCORY-v0", 1, "single_pass"),
+        ("marft/CodeRepair-v0", 3, "attempts_with_feedback"),
+        ("marft/CodeRepairVote-v0", 1, "single_pass"),
+    ],
+)
 def test_attempts_envs_are_evaluated_on_the_test_split_with_rounds_as_attempts(env_id, rounds, protocol):
     plan = eval_plan(env_id, {"split": "train", "rounds": 5, "credit": "last"}, rounds)
     assert plan.env_kwargs == {"split": "test", "rounds": rounds, "credit": "last"}
@@ -91,8 +99,11 @@ def test_the_debate_is_held_out_but_its_rounds_are_not_attempts():
     plan = eval_plan("marft/MathDebate-v0", {"n_agents": 2, "rounds": 3})
     assert plan.env_kwargs == {"n_agents": 2, "rounds": 3, "split": "test"}  # its own debate rounds, untouched
     assert (plan.heldout, plan.protocol, plan.attempts) == (True, "as_configured", None)
-    with pytest.raises(ValueError, match=r"^marft/MathDebate-v0 has no attempts-with-feedback option: evaluate "
-                                         r"it with rounds=1$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^marft/MathDebate-v0 has no attempts-with-feedback option: evaluate "
+        r"it with rounds=1$",
+    ):
         eval_plan("marft/MathDebate-v0", {}, 3)
 
 
@@ -185,10 +196,13 @@ def test_the_default_heldout_options_let_the_seeds_pick_the_episodes():
     assert Plain().heldout_options(3, 0) == [{}, {}, {}]
 
 
-@pytest.mark.parametrize("env_id, env_kwargs, rounds, expected", [
-    ("marft/MathChain-v0", {}, 2, (True, "attempts_with_feedback", 2)),
-    ("marft/MathDebate-v0", {"n_agents": 2, "rounds": 1}, 1, (True, "as_configured", None)),
-])
+@pytest.mark.parametrize(
+    "env_id, env_kwargs, rounds, expected",
+    [
+        ("marft/MathChain-v0", {}, 2, (True, "attempts_with_feedback", 2)),
+        ("marft/MathDebate-v0", {"n_agents": 2, "rounds": 1}, 1, (True, "as_configured", None)),
+    ],
+)
 def test_evaluate_says_which_protocol_it_used(env_id, env_kwargs, rounds, expected, tiny_model_dir):
     from marft_agents.policy import LaMASPolicy, load_base
 
@@ -224,14 +238,17 @@ class _E:
         self.steps = [type("S", (), {"reward": reward})()]
 
 
-@pytest.mark.parametrize("rewards, n, kept", [
-    ([1, 0, 1, 0, 1, 0, 1, 0], 4, [0, 1, 2, 3]),  # half and half, in index order
-    ([0, 0, 0, 1, 0, 0, 0, 0], 4, [0, 1, 2, 3]),  # one rewarded: it and the first three others
-    ([0, 0, 0, 0, 0, 0, 0, 1], 3, [0, 1, 7]),  # the rewarded one is kept although it comes last
-    ([1, 1, 1, 1, 1, 0], 4, [0, 1, 2, 5]),  # one unrewarded: the rewarded fill the rest
-    ([0, 0], 6, [0, 1]),  # fewer episodes than asked
-    ([1, 0, 1], 0, []),
-])
+@pytest.mark.parametrize(
+    "rewards, n, kept",
+    [
+        ([1, 0, 1, 0, 1, 0, 1, 0], 4, [0, 1, 2, 3]),  # half and half, in index order
+        ([0, 0, 0, 1, 0, 0, 0, 0], 4, [0, 1, 2, 3]),  # one rewarded: it and the first three others
+        ([0, 0, 0, 0, 0, 0, 0, 1], 3, [0, 1, 7]),  # the rewarded one is kept although it comes last
+        ([1, 1, 1, 1, 1, 0], 4, [0, 1, 2, 5]),  # one unrewarded: the rewarded fill the rest
+        ([0, 0], 6, [0, 1]),  # fewer episodes than asked
+        ([1, 0, 1], 0, []),
+    ],
+)
 def test_transcripts_keep_rewarded_and_unrewarded_episodes(rewards, n, kept):
     from marft_agents.evaluation import pick_transcripts
 
@@ -245,8 +262,24 @@ def test_eval_takes_threads_and_token_limits_writes_transcripts_and_show_filters
     out = tmp_path / "eval.jsonl"
     threads = torch.get_num_threads()
     try:
-        assert cli(["eval", "--model", str(tiny_model_dir), "--episodes", "6", "threads=1", "max_new_tokens=8",
-                    "--transcripts", str(out), "--transcripts-n", "4"]) == 0
+        assert (
+            cli(
+                [
+                    "eval",
+                    "--model",
+                    str(tiny_model_dir),
+                    "--episodes",
+                    "6",
+                    "threads=1",
+                    "max_new_tokens=8",
+                    "--transcripts",
+                    str(out),
+                    "--transcripts-n",
+                    "4",
+                ]
+            )
+            == 0
+        )
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(threads)
@@ -264,8 +297,21 @@ def test_an_evaluation_only_run_evaluates_once_and_trains_nothing(tmp_path, tiny
     from marft_agents.cli import main as cli
 
     run = tmp_path / "run"
-    assert cli(["train", f"model={tiny_model_dir}", "updates=0", "eval_episodes=4", "eval_rounds=0",
-                "eval_transcripts=2", f"run_dir={run}", "--no-progress"]) == 0
+    assert (
+        cli(
+            [
+                "train",
+                f"model={tiny_model_dir}",
+                "updates=0",
+                "eval_episodes=4",
+                "eval_rounds=0",
+                "eval_transcripts=2",
+                f"run_dir={run}",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((run / "summary.json").read_text())
     assert summary["eval_after"] == summary["eval_before"] and summary["updates"] == 0
     assert len((run / "samples" / "eval_before.jsonl").read_text().splitlines()) == 2

@@ -74,9 +74,9 @@ def test_reward_to_go_sums_rounds_from_the_steps_round_on():
 def test_problem_grouping_one_sample_per_episode():
     G = 2
     episodes = [
-        episode(0, [[("a", 1.0), ("b", 1.0)]]),                              # return 2
-        episode(1, [[("a", 0.0), ("b", 0.0)], [("a", 0.0), ("b", 0.0)]]),    # return 0, twice as long
-        episode(2, [[("a", 1.0), ("b", 1.0)]]),                              # problem 1: all equal
+        episode(0, [[("a", 1.0), ("b", 1.0)]]),  # return 2
+        episode(1, [[("a", 0.0), ("b", 0.0)], [("a", 0.0), ("b", 0.0)]]),  # return 0, twice as long
+        episode(2, [[("a", 1.0), ("b", 1.0)]]),  # problem 1: all equal
         episode(3, [[("a", 1.0), ("b", 1.0)]]),
     ]
     adv = grpo_advantages(episodes, group_size=G, grouping="problem", gamma=1.0, eps=EPS)
@@ -90,7 +90,7 @@ def test_problem_grouping_one_sample_per_episode():
 def test_agent_round_grouping_compares_one_agent_in_one_round():
     episodes = [
         episode(0, [[("a", 0.0), ("b", 0.0)], [("a", 1.0), ("b", 0.0)]]),  # to-go: round 0 -> 1, round 1 -> 1
-        episode(1, [[("a", 1.0), ("b", 1.0)]]),                            # to-go: round 0 -> 2
+        episode(1, [[("a", 1.0), ("b", 1.0)]]),  # to-go: round 0 -> 2
     ]
     adv = grpo_advantages(episodes, group_size=2, grouping="agent_round", gamma=1.0, eps=EPS)
     # group (a, round 0): scores [1, 2] -> mean 1.5, std 0.5 -> [-0.5, 0.5]/(0.5 + eps) ; same for (b, round 0)
@@ -124,8 +124,7 @@ def snapshot(policy):
     return {(id(m), n): (p.detach().clone(), p.requires_grad) for m in models for n, p in m.named_parameters()}
 
 
-@pytest.mark.parametrize("grouping, mode", [("problem", "lora"), ("agent_round", "lora"), ("problem", "shared"),
-                                            ("agent_round", "copies")])
+@pytest.mark.parametrize("grouping, mode", [("problem", "lora"), ("agent_round", "lora"), ("problem", "shared"), ("agent_round", "copies")])
 def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_model_dir, grouping, mode):
     torch.set_num_threads(1)
     G = 4
@@ -185,9 +184,21 @@ def test_cli_trains_grpo_with_groups(tiny_model_dir, tmp_path):
     from marft_agents.cli import main as cli
 
     run = tmp_path / "grpo"
-    argv = ["train", "--algo", "grpo", "--no-progress", f"model={tiny_model_dir}", f"run_dir={run}", "updates=2",
-            "episodes_per_update=4", "grpo.group_size=2", "eval_episodes=2", "eval_rounds=0", "max_new_tokens=6",
-            "threads=1"]
+    argv = [
+        "train",
+        "--algo",
+        "grpo",
+        "--no-progress",
+        f"model={tiny_model_dir}",
+        f"run_dir={run}",
+        "updates=2",
+        "episodes_per_update=4",
+        "grpo.group_size=2",
+        "eval_episodes=2",
+        "eval_rounds=0",
+        "max_new_tokens=6",
+        "threads=1",
+    ]
     assert cli(argv) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(0.0 <= r["grpo/zero_advantage_frac"] <= 1.0 for r in rows)

@@ -12,15 +12,7 @@ from torch.testing import assert_close
 
 import marft_envs
 from marft_agents.algorithms.base import flatten
-from marft_agents.algorithms.ippo_mappo import (
-    IPPO,
-    MAPPO,
-    IPPOConfig,
-    MAPPOConfig,
-    ValueHeads,
-    agent_streams,
-    per_agent_gae,
-)
+from marft_agents.algorithms.ippo_mappo import IPPO, MAPPO, IPPOConfig, MAPPOConfig, ValueHeads, agent_streams, per_agent_gae
 from marft_agents.cli import main as cli
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
@@ -116,9 +108,22 @@ def test_mappo_without_recorded_state_says_what_to_do(tiny_model_dir):
 
 def test_trainer_records_the_state_for_mappo(tiny_model_dir, tmp_path):
     run = tmp_path / "mappo"
-    argv = ["train", "--algo", "mappo", "--no-progress", "env=marft/MathDebate-v0", 'env_kwargs={"n_agents": 2}',
-            f"model={tiny_model_dir}", f"run_dir={run}", "updates=2", "episodes_per_update=2", "eval_episodes=2",
-            "eval_rounds=0", "max_new_tokens=6", "threads=1"]
+    argv = [
+        "train",
+        "--algo",
+        "mappo",
+        "--no-progress",
+        "env=marft/MathDebate-v0",
+        'env_kwargs={"n_agents": 2}',
+        f"model={tiny_model_dir}",
+        f"run_dir={run}",
+        "updates=2",
+        "episodes_per_update=2",
+        "eval_episodes=2",
+        "eval_rounds=0",
+        "max_new_tokens=6",
+        "threads=1",
+    ]
     assert cli(argv) == 0
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2 and all(np.isfinite(r["critic/value_loss"]) for r in rows)

@@ -85,8 +85,9 @@ def test_minibatches_shuffle_with_the_rng_and_score_each_minibatch(tiny_model_di
     steps, idx_of = by_adapter(policy, RolloutEngine(policy, Sampling(1.0, 6)).collect(envs, range(5)))
     idx = idx_of["actor_0"]
     assert idx == [i for i, s in enumerate(steps) if s.agent == "actor_0"] and len(idx) == 5
-    batches = list(minibatches(policy, "actor_0", steps, idx, np.random.default_rng(7), temperature=1.0,
-                               minibatch_size=2, epochs=2, reference=True))
+    batches = list(
+        minibatches(policy, "actor_0", steps, idx, np.random.default_rng(7), temperature=1.0, minibatch_size=2, epochs=2, reference=True)
+    )
     rng = np.random.default_rng(7)  # the same draws as a plain loop over epochs
     expected = np.concatenate([rng.permutation(idx), rng.permutation(idx)])
     assert [len(mb.rows) for mb in batches] == [2, 2, 1, 2, 2, 1]

@@ -20,23 +20,29 @@ def test_left_pad_puts_padding_first():
     assert ids.dtype == mask.dtype == torch.long
 
 
-@pytest.mark.parametrize("mask, offset, expected", [
-    ([[0, 0, 1, 1]], 0, [[0, 0, 0, 1]]),        # left padding: real tokens count from 0
-    ([[0, 0, 1, 1]], 5, [[5, 5, 5, 6]]),        # after a 5-token prefix
-    ([[1, 1, 0, 0]], 0, [[0, 1, 1, 1]]),        # right padding: a pad repeats the last real position
-    ([[0, 1, 1, 0, 1, 1]], 2, [[2, 2, 3, 3, 4, 5]]),  # a gap between prompt and response
-])
+@pytest.mark.parametrize(
+    "mask, offset, expected",
+    [
+        ([[0, 0, 1, 1]], 0, [[0, 0, 0, 1]]),  # left padding: real tokens count from 0
+        ([[0, 0, 1, 1]], 5, [[5, 5, 5, 6]]),  # after a 5-token prefix
+        ([[1, 1, 0, 0]], 0, [[0, 1, 1, 1]]),  # right padding: a pad repeats the last real position
+        ([[0, 1, 1, 0, 1, 1]], 2, [[2, 2, 3, 3, 4, 5]]),  # a gap between prompt and response
+    ],
+)
 def test_position_ids_count_real_tokens(mask, offset, expected):
     assert lm.position_ids(torch.tensor(mask), offset).tolist() == expected
 
 
-@pytest.mark.parametrize("seqs, min_length, expected", [
-    ([list(range(12)), list(range(10)) + [99]], 8, 10),
-    ([list(range(10)), list(range(10))], 8, 9),          # one token of each must stay after the prefix
-    ([list(range(10)), list(range(5)) + [99] * 5], 8, 0),  # 5 shared tokens: below the minimum
-    ([list(range(10)), list(range(5)) + [99] * 5], 2, 5),
-    ([[1, 2, 3]], 1, 2),
-])
+@pytest.mark.parametrize(
+    "seqs, min_length, expected",
+    [
+        ([list(range(12)), list(range(10)) + [99]], 8, 10),
+        ([list(range(10)), list(range(10))], 8, 9),  # one token of each must stay after the prefix
+        ([list(range(10)), list(range(5)) + [99] * 5], 8, 0),  # 5 shared tokens: below the minimum
+        ([list(range(10)), list(range(5)) + [99] * 5], 2, 5),
+        ([[1, 2, 3]], 1, 2),
+    ],
+)
 def test_common_prefix_length(seqs, min_length, expected):
     assert lm.common_prefix_length(seqs, min_length) == expected
 
@@ -63,23 +69,24 @@ def test_generate_ignores_the_checkpoints_sampling_settings(tiny_model_dir):
     model.generation_config.update(do_sample=True, top_k=2, top_p=0.05, repetition_penalty=3.0)
     prompts = [[5, 6, 7, 8], [9, 10]]
     torch.manual_seed(0)
-    responses, token_logps = lm.generate(model, prompts, temperature=1.0, max_new_tokens=6,
-                                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    responses, token_logps = lm.generate(
+        model, prompts, temperature=1.0, max_new_tokens=6, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id
+    )
     ranks = []
     for prompt, response, logps in zip(prompts, responses, token_logps):
         with torch.no_grad():
-            logits = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1:-1]  # (R, V)
+            logits = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1]  # (R, V)
         target = torch.tensor(response)
-        torch.testing.assert_close(torch.log_softmax(logits, -1).gather(-1, target[:, None])[:, 0], logps,
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(torch.log_softmax(logits, -1).gather(-1, target[:, None])[:, 0], logps, atol=1e-5, rtol=1e-5)
         ranks += (logits > logits.gather(-1, target[:, None])).sum(-1).tolist()
     assert max(ranks) >= 2  # top-k 2 would only ever sample the two likeliest tokens
 
 
 def test_generate_greedy_has_no_logps_and_stops_at_eos(tiny_model_dir):
     model, tok = load_base(str(tiny_model_dir))
-    responses, token_logps = lm.generate(model, [[5, 6, 7]], temperature=0.0, max_new_tokens=5,
-                                         pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+    responses, token_logps = lm.generate(
+        model, [[5, 6, 7]], temperature=0.0, max_new_tokens=5, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id
+    )
     assert token_logps[0].numel() == 0
     assert 1 <= len(responses[0]) <= 5 and tok.eos_token_id not in responses[0][:-1]
     # greedy: each token is the argmax after the ones before it
@@ -96,8 +103,8 @@ def test_forward_after_prefix_equals_full_forward_passes(tiny_model_dir):
     with torch.no_grad():
         fast = lm.forward_after_prefix(model, prefix, ids, attn).logits  # (3, 3, V)
         for b, rest in enumerate(rests):
-            plain = model(input_ids=torch.tensor([prefix + rest])).logits[0, -len(rest):]
-            torch.testing.assert_close(fast[b, -len(rest):], plain, atol=1e-5, rtol=1e-5)
+            plain = model(input_ids=torch.tensor([prefix + rest])).logits[0, -len(rest) :]
+            torch.testing.assert_close(fast[b, -len(rest) :], plain, atol=1e-5, rtol=1e-5)
 
 
 @pytest.fixture(scope="module")
@@ -117,31 +124,55 @@ def test_pinned_greedy_generation(embedded_policy):
     policy, prompts = embedded_policy
     assert [len(p) for p in prompts] == [71, 71, 80]
     gen = policy.generate(prompts, "reasoner_0", Sampling(0.0, 24))
-    assert gen.responses == [[23, 20, 28, 15, 26, 34, 22, 21, 20, 28, 2], [28, 27, 16, 30, 26, 34, 22, 27, 22, 2],
-                             [22, 20, 24, 16, 26, 20, 27, 34, 22, 24, 20, 22, 23, 2]]
+    assert gen.responses == [
+        [23, 20, 28, 15, 26, 34, 22, 21, 20, 28, 2],
+        [28, 27, 16, 30, 26, 34, 22, 27, 22, 2],
+        [22, 20, 24, 16, 26, 20, 27, 34, 22, 24, 20, 22, 23, 2],
+    ]
     assert gen.texts == ["2/7*5=10/7", "76+95=161", "1/3+5/6=13/12"]
     assert all(t.numel() == 0 for t in gen.token_logps)
 
 
-@pytest.mark.parametrize("temperature, seed, responses, logp_sums", [
-    (0.7, 1, [[23, 20, 28, 15, 26, 34, 23, 2], [28, 27, 16, 30, 26, 34, 22, 27, 22, 2],
-              [22, 20, 24, 16, 26, 20, 27, 34, 23, 22, 20, 22, 23, 2]], [-1.397571, -0.624761, -5.168757]),
-    (1.0, 2, [[23, 20, 28, 15, 26, 34, 23, 20, 28, 2], [28, 27, 16, 30, 26, 34, 22, 27, 22, 2],
-              [22, 20, 24, 16, 26, 20, 27, 34, 22, 24, 20, 22, 26, 2]], [-2.657333, -1.024708, -6.374189]),
-])
+@pytest.mark.parametrize(
+    "temperature, seed, responses, logp_sums",
+    [
+        (
+            0.7,
+            1,
+            [
+                [23, 20, 28, 15, 26, 34, 23, 2],
+                [28, 27, 16, 30, 26, 34, 22, 27, 22, 2],
+                [22, 20, 24, 16, 26, 20, 27, 34, 23, 22, 20, 22, 23, 2],
+            ],
+            [-1.397571, -0.624761, -5.168757],
+        ),
+        (
+            1.0,
+            2,
+            [
+                [23, 20, 28, 15, 26, 34, 23, 20, 28, 2],
+                [28, 27, 16, 30, 26, 34, 22, 27, 22, 2],
+                [22, 20, 24, 16, 26, 20, 27, 34, 22, 24, 20, 22, 26, 2],
+            ],
+            [-2.657333, -1.024708, -6.374189],
+        ),
+    ],
+)
 def test_pinned_sampled_generation(embedded_policy, temperature, seed, responses, logp_sums):
     policy, prompts = embedded_policy
     torch.manual_seed(seed)
     gen = policy.generate(prompts, "reasoner_0", Sampling(temperature, 24))
     assert gen.responses == responses
-    torch.testing.assert_close(torch.stack([t.sum() for t in gen.token_logps]), torch.tensor(logp_sums),
-                               atol=2e-5, rtol=0)
+    torch.testing.assert_close(torch.stack([t.sum() for t in gen.token_logps]), torch.tensor(logp_sums), atol=2e-5, rtol=0)
 
 
 def test_pinned_scores_and_features(embedded_policy):
     policy, prompts = embedded_policy
-    responses = [[23, 20, 28, 15, 26, 34, 23, 2], [28, 27, 16, 30, 26, 34, 22, 27, 22, 2],
-                 [22, 20, 24, 16, 26, 20, 27, 34, 23, 22, 20, 22, 23, 2]]
+    responses = [
+        [23, 20, 28, 15, 26, 34, 23, 2],
+        [28, 27, 16, 30, 26, 34, 22, 27, 22, 2],
+        [22, 20, 24, 16, 26, 20, 27, 34, 23, 22, 20, 22, 23, 2],
+    ]
     with torch.no_grad():
         logp, entropy, mask = policy.score(prompts, responses, None, 0.7)
         features = policy.features(prompts)
@@ -150,8 +181,12 @@ def test_pinned_scores_and_features(embedded_policy):
     torch.testing.assert_close((logp * mask).sum(-1), torch.tensor([-1.397575, -0.624762, -5.168759]), atol=2e-5, rtol=0)
     torch.testing.assert_close((entropy * mask).sum(-1), torch.tensor([2.238785, 1.549622, 5.661491]), atol=2e-5, rtol=0)
     assert features.shape == (3, 128)
-    torch.testing.assert_close(features[:, :3].flatten(), torch.tensor(
-        [-1.267886, 0.513917, 3.548304, -0.522351, -0.602468, 0.847631, 2.130107, -1.926023, 0.536113]), atol=2e-5, rtol=0)
+    torch.testing.assert_close(
+        features[:, :3].flatten(),
+        torch.tensor([-1.267886, 0.513917, 3.548304, -0.522351, -0.602468, 0.847631, 2.130107, -1.926023, 0.536113]),
+        atol=2e-5,
+        rtol=0,
+    )
     assert token_features.shape == (3, 14, 128)
     torch.testing.assert_close(token_features[:, 1, 0], torch.tensor([1.727089, -1.786824, 2.68676]), atol=2e-5, rtol=0)
 

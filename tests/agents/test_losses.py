@@ -214,8 +214,10 @@ def test_action_logps_and_reduce_batch_sum_or_average_the_tokens():
 
 
 def test_mean_stats_averages_over_the_minibatches_that_have_a_key_and_keeps_maxima():
-    rows = [{"kl_ref": 0.1},  # a gated minibatch: only its KL is logged
-            {"kl_ref": 0.3, "loss": 1.0, "tis_weight_max": 1.5},
-            {"kl_ref": 0.5, "loss": 2.0, "tis_weight_max": 1.2}]
+    rows = [
+        {"kl_ref": 0.1},  # a gated minibatch: only its KL is logged
+        {"kl_ref": 0.3, "loss": 1.0, "tis_weight_max": 1.5},
+        {"kl_ref": 0.5, "loss": 2.0, "tis_weight_max": 1.2},
+    ]
     assert mean_stats(rows, "a/") == pytest.approx({"a/kl_ref": 0.3, "a/loss": 1.5, "a/tis_weight_max": 1.5})
     assert mean_stats([]) == {}

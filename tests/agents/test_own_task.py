@@ -25,14 +25,23 @@ def outside(tmp_path):
 
 def marft(args, folder: Path, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))}
-    return subprocess.run([sys.executable, "-m", "marft_agents.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "marft_agents.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 def short_run(model_dir, run_dir) -> list[str]:
-    return ["--no-progress", f"model={model_dir}", f"run_dir={run_dir}", "updates=2", "episodes_per_update=4",
-            "eval_episodes=4", "eval_rounds=0", "eval_every=0", "max_new_tokens=6", "marft.minibatch_size=4",
-            "threads=1"]
+    return [
+        "--no-progress",
+        f"model={model_dir}",
+        f"run_dir={run_dir}",
+        "updates=2",
+        "episodes_per_update=4",
+        "eval_episodes=4",
+        "eval_rounds=0",
+        "eval_every=0",
+        "max_new_tokens=6",
+        "marft.minibatch_size=4",
+        "threads=1",
+    ]
 
 
 def test_without_import_the_id_is_unknown_and_the_error_says_how(outside, tmp_path, tiny_model_dir):
@@ -43,8 +52,7 @@ def test_without_import_the_id_is_unknown_and_the_error_says_how(outside, tmp_pa
 
 def test_import_flag_trains_the_task(outside, tmp_path, tiny_model_dir):
     run = tmp_path / "run"
-    out = marft(["train", "--import", "hiddensum", "env=newcomer/HiddenSum-v0", *short_run(tiny_model_dir, run)],
-                outside, tmp_path)
+    out = marft(["train", "--import", "hiddensum", "env=newcomer/HiddenSum-v0", *short_run(tiny_model_dir, run)], outside, tmp_path)
     assert out.returncode == 0, out.stderr
     # the newcomer's env reports no success: mean return is the headline, in the summary and the table
     summary = json.loads((run / "summary.json").read_text())
@@ -89,8 +97,7 @@ def test_a_module_class_id_trains(outside, tmp_path, tiny_model_dir):
 def test_a_run_whose_reward_stays_zero_warns_with_the_likely_causes(outside, tmp_path, tiny_model_dir):
     # the tiny random model never boxes the right sum: every reward is 0
     run = tmp_path / "run"
-    out = marft(["train", "--import", "hiddensum", "env=newcomer/HiddenSum-v0", *short_run(tiny_model_dir, run)],
-                outside, tmp_path)
+    out = marft(["train", "--import", "hiddensum", "env=newcomer/HiddenSum-v0", *short_run(tiny_model_dir, run)], outside, tmp_path)
     assert out.returncode == 0, out.stderr
     assert "every reward of the first 2 updates was exactly 0" in out.stderr
     assert "model cannot do the task" in json.loads((run / "summary.json").read_text())["warnings"][0]

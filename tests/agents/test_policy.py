@@ -151,7 +151,7 @@ def test_score_equals_a_plain_forward_over_full_sequences_with_the_same_gradient
     plain_logps, plain_entropies = [], []
     with policy.active("reasoner_0") as model:
         for prompt, resp in zip(prompts, responses):
-            logits = model(input_ids=torch.tensor([prompt + resp])).logits[0, len(prompt) - 1: -1] / 0.7
+            logits = model(input_ids=torch.tensor([prompt + resp])).logits[0, len(prompt) - 1 : -1] / 0.7
             logp_all = torch.log_softmax(logits, -1)
             plain_logps.append(logp_all.gather(-1, torch.tensor(resp)[:, None])[:, 0])
             plain_entropies.append(-(logp_all.exp() * logp_all).sum(-1))

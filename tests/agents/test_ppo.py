@@ -17,8 +17,18 @@ from marft_agents.rollout import AgentStep, RolloutEngine
 
 
 def solo_step(t: int, reward: float, done: bool) -> AgentStep:
-    return AgentStep(episode=0, round=t, agent="solver_0", prompt=[], response=[], token_logps=torch.zeros(0),
-                     text="", reward=reward, round_end=True, done=done)
+    return AgentStep(
+        episode=0,
+        round=t,
+        agent="solver_0",
+        prompt=[],
+        response=[],
+        token_logps=torch.zeros(0),
+        text="",
+        reward=reward,
+        round_end=True,
+        done=done,
+    )
 
 
 def test_one_agent_gae_is_plain_gae_whatever_gamma_agent():
@@ -73,9 +83,22 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
 
 def test_cli_algo_flag_trains_ppo_on_mathsolo(tiny_model_dir, tmp_path):
     run = tmp_path / "ppo"
-    argv = ["train", "--algo", "ppo", "--no-progress", "env=marft/MathSolo-v0", f"model={tiny_model_dir}",
-            f"run_dir={run}", "updates=2", "episodes_per_update=4", "eval_episodes=4", "eval_rounds=0",
-            "max_new_tokens=6", "ppo.minibatch_size=4", "threads=1"]
+    argv = [
+        "train",
+        "--algo",
+        "ppo",
+        "--no-progress",
+        "env=marft/MathSolo-v0",
+        f"model={tiny_model_dir}",
+        f"run_dir={run}",
+        "updates=2",
+        "episodes_per_update=4",
+        "eval_episodes=4",
+        "eval_rounds=0",
+        "max_new_tokens=6",
+        "ppo.minibatch_size=4",
+        "threads=1",
+    ]
     assert cli(argv) == 0
     assert json.loads((run / "config.json").read_text())["algo"] == "ppo"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

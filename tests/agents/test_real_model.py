@@ -41,8 +41,7 @@ def real_cache():
 def chain_policy(real_cache):
     """A 2-agent MathChain policy on the real model, for tests that only generate and score."""
     model, tokenizer = load_base(REAL)
-    return LaMASPolicy(model, tokenizer, marft_envs.make("marft/MathChain-v0").possible_agents,
-                       lora_targets=tuple(TARGETS))
+    return LaMASPolicy(model, tokenizer, marft_envs.make("marft/MathChain-v0").possible_agents, lora_targets=tuple(TARGETS))
 
 
 def observations(n: int) -> list[dict]:
@@ -71,13 +70,15 @@ def assert_trained_exactly_the_trainable(before, after):
 
 # -- prompts and tokens ---------------------------------------------------------------------------
 
+
 def test_the_role_prompt_is_the_system_turn_of_the_models_chat_template(chain_policy):
     tok = chain_policy.tokenizer
     obs = observations(1)[0]
     assert obs["instructions"] and obs["text"]
     text = tok.decode(chain_policy.prompt(obs))
-    assert text == (f"<|im_start|>system\n{obs['instructions']}<|im_end|>\n"
-                    f"<|im_start|>user\n{obs['text']}<|im_end|>\n<|im_start|>assistant\n")
+    assert text == (
+        f"<|im_start|>system\n{obs['instructions']}<|im_end|>\n<|im_start|>user\n{obs['text']}<|im_end|>\n<|im_start|>assistant\n"
+    )
     # The template's own default system prompt appears only when the env gives none.
     assert "SmolLM" not in text
     assert "You are a helpful AI assistant named SmolLM" in tok.decode(chain_policy.prompt({"text": "hi"}))
@@ -109,6 +110,7 @@ def test_the_default_lora_targets_match_every_linear_layer(chain_policy):
 
 # -- scoring ---------------------------------------------------------------------------------------
 
+
 def test_left_padded_prefix_shared_batches_score_like_plain_forwards(chain_policy):
     prompts = [chain_policy.prompt(o) for o in observations(3)]
     assert len({len(p) for p in prompts}) == 3  # different lengths: the batch needs padding
@@ -116,7 +118,7 @@ def test_left_padded_prefix_shared_batches_score_like_plain_forwards(chain_polic
     logp, _, mask = chain_policy.score(prompts, responses, "reasoner_0", 0.7)
     for i, (p, r) in enumerate(zip(prompts, responses)):
         with torch.no_grad(), chain_policy.active("reasoner_0") as model:  # one unpadded sequence, no shared prefix
-            logits = model(input_ids=torch.tensor([p + r])).logits[0, len(p) - 1: -1].float() / 0.7  # (len(r), V)
+            logits = model(input_ids=torch.tensor([p + r])).logits[0, len(p) - 1 : -1].float() / 0.7  # (len(r), V)
         plain = torch.log_softmax(logits, -1).gather(-1, torch.tensor(r).unsqueeze(-1)).squeeze(-1)
         torch.testing.assert_close(logp[i][mask[i]].detach(), plain, atol=1e-4, rtol=1e-4)
 
@@ -132,6 +134,7 @@ def test_behaviour_log_probs_equal_a_recompute(chain_policy):
 
 
 # -- training ------------------------------------------------------------------------------------
+
 
 def test_a_marft_update_changes_every_trainable_parameter_and_no_frozen_one(real_cache):
     envs = [marft_envs.make("marft/MathChain-v0") for _ in range(4)]
@@ -187,8 +190,17 @@ def test_marft_train_by_name_offline_and_resume_bit_identical(tmp_path, monkeypa
         raise AssertionError("the cached model must be used: no download")
 
     monkeypatch.setattr(named, "_download", no_download)
-    args = [f"model={REAL}", "episodes_per_update=2", "eval_episodes=1", "eval_rounds=0", "eval_every=0",
-            "max_new_tokens=8", "threads=1", "checkpoint_every=1", "marft.minibatch_size=2"]
+    args = [
+        f"model={REAL}",
+        "episodes_per_update=2",
+        "eval_episodes=1",
+        "eval_rounds=0",
+        "eval_every=0",
+        "max_new_tokens=8",
+        "threads=1",
+        "checkpoint_every=1",
+        "marft.minibatch_size=2",
+    ]
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     assert cli(["train", *args, "updates=2", f"run_dir={straight}", "--no-progress"]) == 0
     assert cli(["train", *args, "updates=1", f"run_dir={resumed}", "--no-progress"]) == 0  # "interrupted"
@@ -201,8 +213,7 @@ def test_marft_train_by_name_offline_and_resume_bit_identical(tmp_path, monkeypa
     assert len(metrics(straight)) == 2 and metrics(straight) == metrics(resumed)
     from marft_agents import checkpoint as ckpt
 
-    a, b = (ckpt.load_checkpoint(ckpt.latest_checkpoint(run / "checkpoints"))["algo"]["adapters"]
-            for run in (straight, resumed))
+    a, b = (ckpt.load_checkpoint(ckpt.latest_checkpoint(run / "checkpoints"))["algo"]["adapters"] for run in (straight, resumed))
     for adapter in a:
         for name in a[adapter]:
             torch.testing.assert_close(a[adapter][name], b[adapter][name], rtol=0, atol=0)

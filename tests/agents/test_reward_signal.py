@@ -14,15 +14,7 @@ from marft_agents.advantages import spread
 from marft_agents.curriculum import DifficultySampler, level_weights, running_success, sampler_rng, succeeded
 from marft_agents.dynamic_sampling import collect_informative, draw_indices, pick_groups
 from marft_agents.report import zero_reward_warning
-from marft_agents.reward_signal import (
-    groups_of,
-    has_spread,
-    no_signal,
-    no_signal_warning,
-    options_to_try,
-    signal_metrics,
-    summary_of,
-)
+from marft_agents.reward_signal import groups_of, has_spread, no_signal, no_signal_warning, options_to_try, signal_metrics, summary_of
 
 
 def solo(index: int, reward: float):
@@ -37,8 +29,7 @@ def test_signal_metrics_of_groups_hand_computed():
     rewards = [0.0, 0.0, 1.0, 0.0, 1.0, 1.0]
     metrics = signal_metrics([solo(i, r) for i, r in enumerate(rewards)], group_size=2)
     # rewarded episodes: 3 of 6 = 0.5 ; zero-spread groups: 2 of 3 ; solver_0's mean reward 3/6 = 0.5
-    assert metrics == {"signal/rewarded_frac": 0.5, "signal/zero_spread_frac": pytest.approx(2 / 3),
-                       "signal/solver_0/reward": 0.5}
+    assert metrics == {"signal/rewarded_frac": 0.5, "signal/zero_spread_frac": pytest.approx(2 / 3), "signal/solver_0/reward": 0.5}
 
 
 def test_without_groups_the_batch_is_one_group_and_roles_are_separate():
@@ -69,11 +60,18 @@ def test_groups_and_spread():
 
 
 def test_summary_counts_updates_without_signal():
-    rows = [{"signal/rewarded_frac": 0.0, "signal/zero_spread_frac": 1.0},
-            {"signal/rewarded_frac": 0.5, "signal/zero_spread_frac": 0.5, "signal/advantage_std": 2.0}]
+    rows = [
+        {"signal/rewarded_frac": 0.0, "signal/zero_spread_frac": 1.0},
+        {"signal/rewarded_frac": 0.5, "signal/zero_spread_frac": 0.5, "signal/advantage_std": 2.0},
+    ]
     # means: rewarded (0 + 0.5)/2 = 0.25, zero spread (1 + 0.5)/2 = 0.75, advantage std only in row 2: 2.0
-    assert summary_of(rows) == {"rewarded_frac": 0.25, "zero_spread_frac": 0.75, "advantage_std": 2.0,
-                                "updates_without_signal": 1, "updates": 2}
+    assert summary_of(rows) == {
+        "rewarded_frac": 0.25,
+        "zero_spread_frac": 0.75,
+        "advantage_std": 2.0,
+        "updates_without_signal": 1,
+        "updates": 2,
+    }
 
 
 # --------------------------------------------------------------------------------- dynamic sampling
@@ -112,11 +110,14 @@ def fake_collect(rewards_by_first_index):
 
 def test_dynamic_sampling_draws_until_the_batch_is_informative():
     # E = 4, G = 2 -> 2 groups wanted ; updates = 10 so draw d of update 0 starts at 40 d
-    collect, calls = fake_collect({0: [0, 0, 1, 0],     # groups (0,1) flat, (2,3) informative
-                                   40: [1, 1, 0, 0],    # both flat
-                                   80: [0, 1, 5, 5]})   # (80,81) informative, (82,83) flat
-    batch, metrics = collect_informative(collect, update=0, episodes_per_update=4, updates=10, group_size=2,
-                                         max_draws=5)
+    collect, calls = fake_collect(
+        {
+            0: [0, 0, 1, 0],  # groups (0,1) flat, (2,3) informative
+            40: [1, 1, 0, 0],  # both flat
+            80: [0, 1, 5, 5],
+        }
+    )  # (80,81) informative, (82,83) flat
+    batch, metrics = collect_informative(collect, update=0, episodes_per_update=4, updates=10, group_size=2, max_draws=5)
     # 3 draws, 6 groups drawn, 2 informative kept: groups (2,3) and (80,81), in draw order
     assert [c.start for c in calls] == [0, 40, 80]
     assert [e.index for e in batch] == [2, 3, 80, 81]
@@ -125,8 +126,7 @@ def test_dynamic_sampling_draws_until_the_batch_is_informative():
 
 def test_dynamic_sampling_stops_after_max_draws_and_fills_the_batch():
     collect, calls = fake_collect({0: [0, 0, 0, 0], 40: [0, 1, 0, 0], 80: [0, 1, 0, 1]})
-    batch, metrics = collect_informative(collect, update=0, episodes_per_update=4, updates=10, group_size=2,
-                                         max_draws=2)
+    batch, metrics = collect_informative(collect, update=0, episodes_per_update=4, updates=10, group_size=2, max_draws=2)
     # 2 draws allowed: informative (40,41) ; filled with the first flat group (0,1): the batch stays 4 episodes
     assert len(calls) == 2 and [e.index for e in batch] == [0, 1, 40, 41]
     assert metrics["signal/informative_groups"] == 1.0 and metrics["signal/groups_drawn"] == 4.0
@@ -168,8 +168,9 @@ def test_sampler_records_outcomes_per_level_in_a_window():
     levels = sampler.assign(range(8, 12), group_size=2, rng=np.random.default_rng(0))
     assert levels[8] == levels[9] and levels[10] == levels[11]  # one level per group
     sampler.level_of = {0: 1, 1: 1, 2: 1, 3: 1, 4: 2, 5: 2}  # say which level each index played
-    sampler.record([outcome(0, True), outcome(1, False), outcome(2, False), outcome(3, False),
-                    outcome(4, False), outcome(5, False), outcome(99, True)])  # 99 was never assigned: ignored
+    sampler.record(
+        [outcome(0, True), outcome(1, False), outcome(2, False), outcome(3, False), outcome(4, False), outcome(5, False), outcome(99, True)]
+    )  # 99 was never assigned: ignored
     # level 1 keeps its last 3 of [T, F, F, F] -> [F, F, F] = 0 ; level 2 [F, F] = 0 -> both too hard
     assert sampler.outcomes == {1: [False, False, False], 2: [False, False]}
     sampler.level_of = {6: 2}
@@ -199,16 +200,29 @@ def test_sampler_draws_are_reproducible_and_follow_the_weights():
 
 
 def test_the_warnings_name_only_options_not_in_use():
-    common = dict(env_kwargs={}, dynamic_sampling=False, curriculum=False, init_from=None, grouped=True,
-                  has_difficulties=True, has_format_reward=True)
+    common = dict(
+        env_kwargs={}, dynamic_sampling=False, curriculum=False, init_from=None, grouped=True, has_difficulties=True, has_format_reward=True
+    )
     on_real = options_to_try(model="smollm2-135m-instruct", **common)
     assert not any("model=" in o for o in on_real)
-    assert [o.split(" ")[0] for o in on_real] == ["env_kwargs.format_reward=0.1", "signal.curriculum=true",
-                                                  "signal.dynamic_sampling=true", "init_from=RUN_DIR"]
+    assert [o.split(" ")[0] for o in on_real] == [
+        "env_kwargs.format_reward=0.1",
+        "signal.curriculum=true",
+        "signal.dynamic_sampling=true",
+        "init_from=RUN_DIR",
+    ]
     on_embedded = options_to_try(model="embedded", **common)
     assert on_embedded[-1].startswith("model=smollm2-135m-instruct")
-    used = options_to_try(model="x", env_kwargs={"format_reward": 0.1}, dynamic_sampling=True, curriculum=True,
-                          init_from="runs/a", grouped=True, has_difficulties=True, has_format_reward=True)
+    used = options_to_try(
+        model="x",
+        env_kwargs={"format_reward": 0.1},
+        dynamic_sampling=True,
+        curriculum=True,
+        init_from="runs/a",
+        grouped=True,
+        has_difficulties=True,
+        has_format_reward=True,
+    )
     assert used == []
     critic = options_to_try(model="x", **{**common, "grouped": False, "has_difficulties": False})
     assert "algo=grpo with signal.dynamic_sampling=true" in critic and not any("curriculum" in o for o in critic)

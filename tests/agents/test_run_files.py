@@ -58,8 +58,7 @@ def test_a_failing_writer_leaves_the_old_file_and_no_partial_one(run):
 def test_a_link_at_a_file_name_is_refused_and_its_target_untouched(run, outside, dangling):
     target = outside / ("new.txt" if dangling else "precious.txt")
     (run / "summary.json").symlink_to(target)
-    for write in (lambda: run_files.write_text(run, "summary.json", "x"),
-                  lambda: run_files.append_text(run, "summary.json", "x")):
+    for write in (lambda: run_files.write_text(run, "summary.json", "x"), lambda: run_files.append_text(run, "summary.json", "x")):
         with pytest.raises(run_files.LinkError, match="summary.json is a symbolic link"):
             write()
     assert (not target.exists()) if dangling else target.read_text() == "keep me"

@@ -12,15 +12,7 @@ from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
-from marft_agents.sequential import (
-    SequentialConfig,
-    SequentialWeights,
-    accumulate,
-    agent_order,
-    clipped_weight,
-    round_index,
-    round_robin,
-)
+from marft_agents.sequential import SequentialConfig, SequentialWeights, accumulate, agent_order, clipped_weight, round_index, round_robin
 
 
 def test_clipped_weight_clips_the_product_in_log_space():

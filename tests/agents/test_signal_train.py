@@ -19,8 +19,19 @@ PARITY = "signal_env:ParityTask"  # tests/agents/signal_env.py
 
 def config_for(model_dir, run_dir, **overrides) -> TrainConfig:
     algo = overrides.pop("algo", "marft")
-    config = TrainConfig(algo=algo, model=str(model_dir), run_dir=str(run_dir), updates=3, episodes_per_update=4,
-                         eval_episodes=2, eval_rounds=0, max_new_tokens=6, checkpoint_every=0, seed=1, threads=1)
+    config = TrainConfig(
+        algo=algo,
+        model=str(model_dir),
+        run_dir=str(run_dir),
+        updates=3,
+        episodes_per_update=4,
+        eval_episodes=2,
+        eval_rounds=0,
+        max_new_tokens=6,
+        checkpoint_every=0,
+        seed=1,
+        threads=1,
+    )
     config.algo_args.minibatch_size = 4
     if algo == "grpo":
         config.algo_args.group_size = 2
@@ -77,8 +88,14 @@ def test_an_update_without_signal_after_rewards_warns_once(tiny_model_dir, tmp_p
 
 def test_dynamic_sampling_trains_on_informative_groups(tiny_model_dir, tmp_path):
     run = tmp_path / "run"
-    config = config_for(tiny_model_dir, run, algo="grpo", env=PARITY, env_kwargs={"levels": False},
-                        **{"signal.dynamic_sampling": True, "signal.max_draws": 6})
+    config = config_for(
+        tiny_model_dir,
+        run,
+        algo="grpo",
+        env=PARITY,
+        env_kwargs={"levels": False},
+        **{"signal.dynamic_sampling": True, "signal.max_draws": 6},
+    )
     train(config, progress=False, quiet=True)
     for row in rows(run):
         assert 1 <= row["signal/draws"] <= 6 and row["signal/groups_drawn"] == 2 * row["signal/draws"]
@@ -88,8 +105,7 @@ def test_dynamic_sampling_trains_on_informative_groups(tiny_model_dir, tmp_path)
     assert any(row["signal/draws"] > 1 for row in rows(run))  # some first draw was not informative enough
     assert any(row["signal/informative_groups"] > 0 for row in rows(run))
     # with a signal the adapters moved from their zero-initialised B matrices
-    assert all(any(v.abs().sum() > 0 for k, v in state.items() if "lora_B" in k)
-               for state in final_adapters(run).values())
+    assert all(any(v.abs().sum() > 0 for k, v in state.items() if "lora_B" in k) for state in final_adapters(run).values())
 
 
 def test_dynamic_sampling_needs_groups_and_says_so_before_any_file(tiny_model_dir, tmp_path):
@@ -98,19 +114,22 @@ def test_dynamic_sampling_needs_groups_and_says_so_before_any_file(tiny_model_di
         train(config_for(tiny_model_dir, run, **{"signal.dynamic_sampling": True}), progress=False, quiet=True)
     assert "\n" not in str(err.value) and not run.exists()
     with pytest.raises(ConfigError, match="declares difficulty levels"):
-        train(config_for(tiny_model_dir, run, env=PARITY, env_kwargs={"levels": False}, **{"signal.curriculum": True}),
-              progress=False, quiet=True)
+        train(
+            config_for(tiny_model_dir, run, env=PARITY, env_kwargs={"levels": False}, **{"signal.curriculum": True}),
+            progress=False,
+            quiet=True,
+        )
     with pytest.raises(ConfigError, match="signal.max_draws must be an integer >= 1"):
         train(config_for(tiny_model_dir, run, **{"signal.max_draws": 0}), progress=False, quiet=True)
     with pytest.raises(ConfigError, match="must be below"):
-        train(config_for(tiny_model_dir, run, **{"signal.curriculum_low": 0.9, "signal.curriculum_high": 0.5}),
-              progress=False, quiet=True)
+        train(config_for(tiny_model_dir, run, **{"signal.curriculum_low": 0.9, "signal.curriculum_high": 0.5}), progress=False, quiet=True)
     assert not run.exists()
 
 
 def test_the_curriculum_follows_the_running_success_and_resumes(tiny_model_dir, tmp_path):
-    overrides = dict(algo="grpo", env=PARITY, updates=4,
-                     **{"signal.curriculum": True, "signal.curriculum_floor": 0.0, "signal.curriculum_window": 8})
+    overrides = dict(
+        algo="grpo", env=PARITY, updates=4, **{"signal.curriculum": True, "signal.curriculum_floor": 0.0, "signal.curriculum_window": 8}
+    )
     straight = tmp_path / "straight"
     train(config_for(tiny_model_dir, straight, **overrides), progress=False, quiet=True)
     logged = rows(straight)
@@ -123,14 +142,13 @@ def test_the_curriculum_follows_the_running_success_and_resumes(tiny_model_dir, 
     assert tried and all(row["signal/level_1/success"] == 0.0 for row in tried)
     assert any(row["signal/level_1/p"] == 0.0 for row in tried)
     assert "signal" in ckpt.load_checkpoint(ckpt.latest_checkpoint(straight / "checkpoints"))
-    assert all(any(v.abs().sum() > 0 for k, v in state.items() if "lora_B" in k)
-               for state in final_adapters(straight).values())  # level 0's signal trained the adapters
+    assert all(
+        any(v.abs().sum() > 0 for k, v in state.items() if "lora_B" in k) for state in final_adapters(straight).values()
+    )  # level 0's signal trained the adapters
 
     resumed = tmp_path / "resumed"
-    train(config_for(tiny_model_dir, resumed, **{**overrides, "updates": 2, "checkpoint_every": 1}), progress=False,
-          quiet=True)
-    train(config_for(tiny_model_dir, resumed, **{**overrides, "checkpoint_every": 1}), resume=True, progress=False,
-          quiet=True)
+    train(config_for(tiny_model_dir, resumed, **{**overrides, "updates": 2, "checkpoint_every": 1}), progress=False, quiet=True)
+    train(config_for(tiny_model_dir, resumed, **{**overrides, "checkpoint_every": 1}), resume=True, progress=False, quiet=True)
     drop = lambda rs: [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rs]  # noqa: E731
     assert drop(rows(resumed)) == drop(logged)
 
@@ -138,8 +156,7 @@ def test_the_curriculum_follows_the_running_success_and_resumes(tiny_model_dir, 
 def test_format_reward_rewards_boxed_answers_in_training(tmp_path):
     # the embedded model boxes its answers: with the bonus, wrong but boxed answers are rewarded too
     run = tmp_path / "run"
-    config = config_for("embedded", run, env="marft/MathSolo-v0", updates=1, max_new_tokens=24,
-                        env_kwargs={"format_reward": 0.1})
+    config = config_for("embedded", run, env="marft/MathSolo-v0", updates=1, max_new_tokens=24, env_kwargs={"format_reward": 0.1})
     config.model = "embedded"
     train(config, progress=False, quiet=True)
     (row,) = rows(run)

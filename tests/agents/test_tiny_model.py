@@ -26,8 +26,14 @@ def shipped():
 
 def test_checkpoint_files_are_package_data():
     names = {p.name for p in ASSET.iterdir()}
-    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
-            "tokenizer_config.json", "pretrain.json"} <= names
+    assert {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "pretrain.json",
+    } <= names
 
 
 def test_size_and_special_ids(shipped):
@@ -63,10 +69,10 @@ def test_digits_are_one_token_each(shipped):
         assert sum(len(t.lstrip("Ġ")) for t in digit_tokens) == sum(c.isdigit() for c in text)
 
 
-@pytest.mark.parametrize("text", [
-    "héllo wörld — 数学 😀", "\x00\x01\x07\t\r\n\x7f", "\u200b\ufeff\U0010ffff", "a" * 10_000,
-    "".join(chr(i) for i in range(1, 2000)),
-])
+@pytest.mark.parametrize(
+    "text",
+    ["héllo wörld — 数学 😀", "\x00\x01\x07\t\r\n\x7f", "\u200b\ufeff\U0010ffff", "a" * 10_000, "".join(chr(i) for i in range(1, 2000))],
+)
 def test_any_string_encodes(shipped, text):
     _, tok = shipped
     ids = tok.encode(text, add_special_tokens=False)
@@ -89,9 +95,14 @@ def test_greedy_generation_on_a_real_observation(shipped):
     ids = prompt_ids(tok, obs)
     assert tok.decode(ids) == tok.apply_chat_template(messages(obs), add_generation_prompt=True, tokenize=False)
     with torch.no_grad():
-        out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
-                             do_sample=False, max_new_tokens=48, pad_token_id=tok.pad_token_id)
-    text = tok.decode(out[0, len(ids):], skip_special_tokens=True)
+        out = model.generate(
+            torch.tensor([ids]),
+            attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+            do_sample=False,
+            max_new_tokens=48,
+            pad_token_id=tok.pad_token_id,
+        )
+    text = tok.decode(out[0, len(ids) :], skip_special_tokens=True)
     assert text.strip()
 
 
@@ -118,11 +129,9 @@ class _FixedDraw:
         return self.u
 
 
-@pytest.mark.parametrize("steps, k, expected", [
-    ("5+3=8\n8-2=6", 1, "5+3=8"),
-    ("2*4=8\n8+1=9\n9-3=6", 1, "2*4=8"),
-    ("2*4=8\n8+1=9\n9-3=6", 2, "2*4=8\n8+1=9"),
-])
+@pytest.mark.parametrize(
+    "steps, k, expected", [("5+3=8\n8-2=6", 1, "5+3=8"), ("2*4=8\n8+1=9\n9-3=6", 1, "2*4=8"), ("2*4=8\n8+1=9\n9-3=6", 2, "2*4=8\n8+1=9")]
+)
 def test_unfinished_cuts_after_k_lines(steps, k, expected):
     assert unfinished(steps, _FixedDraw(k)) == expected
 
@@ -131,15 +140,17 @@ def test_unfinished_keeps_one_line_solutions_whole():
     assert unfinished("23+15=38", _FixedDraw()) == "23+15=38"
 
 
-@pytest.mark.parametrize("u, rate, reasoner_target", [
-    (0.3, 0.5, "6/2=3"),          # drawn below the rate: cut
-    (0.7, 0.5, "6/2=3\n3+16=19"),  # drawn above it: whole
-    (None, 0.0, "6/2=3\n3+16=19"),  # rate 0 never cuts, nor draws
-])
+@pytest.mark.parametrize(
+    "u, rate, reasoner_target",
+    [
+        (0.3, 0.5, "6/2=3"),  # drawn below the rate: cut
+        (0.7, 0.5, "6/2=3\n3+16=19"),  # drawn above it: whole
+        (None, 0.0, "6/2=3\n3+16=19"),  # rate 0 never cuts, nor draws
+    ],
+)
 def test_role_examples_cut_only_the_reasoner(u, rate, reasoner_target):
     problem = Problem(question="Split 6 in two, then add 16.", answer="19", level=3, solution="6/2=3\n3+16=19")
-    out = role_examples(problem, MathChain(), MathSolo(), ["reasoner", "actor", "solver"],
-                        unfinished_rate=rate, rng=_FixedDraw(1, u))
+    out = role_examples(problem, MathChain(), MathSolo(), ["reasoner", "actor", "solver"], unfinished_rate=rate, rng=_FixedDraw(1, u))
     assert [target for _, target in out] == [reasoner_target, "\\boxed{19}", "6/2=3\n3+16=19\n\\boxed{19}"]
 
 
@@ -152,8 +163,9 @@ def test_role_examples_need_an_rng_to_cut():
 @pytest.mark.parametrize("rate, cut", [(1.0, True), (0.0, False)])
 def test_sft_data_cuts_the_reasoners_two_step_solutions(shipped, rate, cut):
     _, tok = shipped
-    config = PretrainConfig(unfinished_rate=rate, role_weights={"reasoner": 1.0, "actor": 0.0, "solver": 0.0},
-                            level_weights={1: 0.0, 2: 1.0, 3: 1.0, 4: 0.0})
+    config = PretrainConfig(
+        unfinished_rate=rate, role_weights={"reasoner": 1.0, "actor": 0.0, "solver": 0.0}, level_weights={1: 0.0, 2: 1.0, 3: 1.0, 4: 0.0}
+    )
     targets = [tok.decode(r[:-1]) for _, _, r in SFTData(tok, config, seed=0).examples(24)]
     assert len(targets) == 24 and all("=" in t for t in targets)
     assert all(("\n" not in t) == cut for t in targets), targets
@@ -161,8 +173,9 @@ def test_sft_data_cuts_the_reasoners_two_step_solutions(shipped, rate, cut):
 
 def test_pretrain_smoke(tmp_path):
     threads = torch.get_num_threads()
-    summary = pretrain(tmp_path, seconds=5, progress_bar=False, eval_n=8, eval_samples=2,
-                       tokenizer_problems=300, batch_size=16, chunk_problems=64)
+    summary = pretrain(
+        tmp_path, seconds=5, progress_bar=False, eval_n=8, eval_samples=2, tokenizer_problems=300, batch_size=16, chunk_problems=64
+    )
     assert torch.get_num_threads() == threads
     assert summary["training"]["steps"] > 0
     saved = json.loads((tmp_path / "pretrain.json").read_text())
@@ -170,12 +183,22 @@ def test_pretrain_smoke(tmp_path):
     model = AutoModelForCausalLM.from_pretrained(tmp_path)
     tok = AutoTokenizer.from_pretrained(tmp_path)
     assert model.config.vocab_size == len(tok)
-    assert tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True,
-                                   tokenize=False).endswith("<|assistant|>")
+    assert tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False).endswith(
+        "<|assistant|>"
+    )
 
     # --init continues from that checkpoint: same tokenizer, weights moved, its history kept
-    more = pretrain(tmp_path / "more", init=str(tmp_path), max_steps=2, unfinished_rate=0.5, progress_bar=False,
-                    eval_n=4, eval_samples=0, batch_size=16, chunk_problems=64)
+    more = pretrain(
+        tmp_path / "more",
+        init=str(tmp_path),
+        max_steps=2,
+        unfinished_rate=0.5,
+        progress_bar=False,
+        eval_n=4,
+        eval_samples=0,
+        batch_size=16,
+        chunk_problems=64,
+    )
     assert more["training"]["steps"] == 2
     assert more["init_pretrain"]["training"]["steps"] == summary["training"]["steps"]
     assert AutoTokenizer.from_pretrained(tmp_path / "more").get_vocab() == tok.get_vocab()
@@ -239,7 +262,7 @@ def test_sft_loss_equals_the_plain_loss_on_full_sequences(tiny_model_dir):
     model.zero_grad()
     logps = []
     for prompt, response in examples:
-        logits = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1:-1]  # (R, V)
+        logits = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1]  # (R, V)
         logps.append(torch.log_softmax(logits, -1).gather(-1, torch.tensor(response)[:, None])[:, 0])
     plain = -torch.cat(logps).mean()  # mean over the 6 response tokens
     plain.backward()
@@ -250,8 +273,7 @@ def test_sft_loss_equals_the_plain_loss_on_full_sequences(tiny_model_dir):
 
 def test_pretrain_json_records_the_command(tmp_path):
     out = tmp_path / "m"
-    main(["--init", "embedded", "--out", str(out), "--max-steps", "1", "--batch-size", "8", "--eval-n", "0",
-          "--no-progress"])
+    main(["--init", "embedded", "--out", str(out), "--max-steps", "1", "--batch-size", "8", "--eval-n", "0", "--no-progress"])
     saved = json.loads((out / "pretrain.json").read_text())
     assert saved["command"] == f"marft pretrain --init embedded --out {out} --max-steps 1 --batch-size 8 --eval-n 0 --no-progress"
     assert saved["versions"]["torch"] == torch.__version__

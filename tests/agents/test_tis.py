@@ -54,21 +54,32 @@ def test_grpo_loss_weights_the_surrogate_but_not_the_kl_term_by_hand():
 
 
 def step(response, trainer, engine):
-    return AgentStep(episode=0, round=0, agent="a", prompt=[1], response=response,
-                     token_logps=torch.tensor(trainer), text="", engine_logps=torch.tensor(engine))
+    return AgentStep(
+        episode=0,
+        round=0,
+        agent="a",
+        prompt=[1],
+        response=response,
+        token_logps=torch.tensor(trainer),
+        text="",
+        engine_logps=torch.tensor(engine),
+    )
 
 
 def action_loss(mb, logp_tok, mask, adv, tis_cap):
     """MARFT's PPO-clip on whole actions (``MARFT.policy_step``), without entropy and KL."""
     weights = action_weights(mb, "sum", tis_cap)
-    loss, _ = ppo_clip_loss(reduce_batch(logp_tok, mask, "sum"), action_logps([s.token_logps for s in mb], "sum"),
-                            adv, 0.2, weights=weights)
+    loss, _ = ppo_clip_loss(
+        reduce_batch(logp_tok, mask, "sum"), action_logps([s.token_logps for s in mb], "sum"), adv, 0.2, weights=weights
+    )
     return loss, weight_stats(weights)
 
 
 def test_action_level_loss_with_a_perturbed_engine_log_prob_by_hand():
-    mb = [step([5, 6], [-1.0, -0.5], [-1.1, -0.6]),  # engine lower by 0.2 in total: w = exp(0.2)
-          step([7], [-0.3], [-1.3])]  # lower by 1.0: exp(1) = 2.72, capped at 2
+    mb = [
+        step([5, 6], [-1.0, -0.5], [-1.1, -0.6]),  # engine lower by 0.2 in total: w = exp(0.2)
+        step([7], [-0.3], [-1.3]),
+    ]  # lower by 1.0: exp(1) = 2.72, capped at 2
     logp_tok = torch.tensor([[-0.9, -0.5], [-0.3, 0.0]])  # new policy; ratios exp(0.1) and 1
     mask = torch.tensor([[True, True], [True, False]])
     adv = torch.tensor([1.0, -1.0])
@@ -99,8 +110,7 @@ def test_token_level_loss_with_a_perturbed_engine_log_prob_by_hand():
 
 
 def test_the_correction_without_engine_log_probs_is_refused():
-    bare = AgentStep(episode=0, round=0, agent="a", prompt=[1], response=[5], token_logps=torch.tensor([-1.0]),
-                     text="")
+    bare = AgentStep(episode=0, round=0, agent="a", prompt=[1], response=[5], token_logps=torch.tensor([-1.0]), text="")
     with pytest.raises(ValueError, match="recompute_behaviour"):
         token_weights([bare], 1, 2.0)
     assert token_weights([bare], 1, None) is None and action_weights([bare], "sum", None) is None
@@ -108,9 +118,15 @@ def test_the_correction_without_engine_log_probs_is_refused():
 
 # -- every learner: equal log-probs give the uncorrected update, perturbed ones another -------------
 
-ENVS = {"marft": "marft/MathChain-v0", "marft_token": "marft/MathChain-v0", "grpo": "marft/MathChain-v0",
-        "ppo": "marft/MathSolo-v0", "ippo": "marft/MathDebate-v0", "mappo": "marft/MathDebate-v0",
-        "cory": "marft/MathCORY-v0"}
+ENVS = {
+    "marft": "marft/MathChain-v0",
+    "marft_token": "marft/MathChain-v0",
+    "grpo": "marft/MathChain-v0",
+    "ppo": "marft/MathSolo-v0",
+    "ippo": "marft/MathDebate-v0",
+    "mappo": "marft/MathDebate-v0",
+    "cory": "marft/MathCORY-v0",
+}
 
 
 def test_every_builtin_algorithm_is_covered():
@@ -128,8 +144,7 @@ def one_update(model_dir, algo, *, tis_cap, engine_shift):
         settings.group_size = 2
     learner = build_learner(algo, policy, settings, 1.0, tis_cap)
     learner.before_collect(envs, 0)
-    episodes = RolloutEngine(policy, Sampling(1.0, 6), record_state=learner.needs_state).collect(
-        envs, range(4), seed_of=lambda i: i // 2)
+    episodes = RolloutEngine(policy, Sampling(1.0, 6), record_state=learner.needs_state).collect(envs, range(4), seed_of=lambda i: i // 2)
     for e in episodes:
         for k, s in enumerate(e.steps):
             s.reward = float(e.index % 2 == 0) + 0.1 * k  # episodes of a group differ: non-zero advantages
@@ -177,8 +192,16 @@ def test_recompute_behaviour_keeps_the_engine_log_probs_and_takes_the_trainers(t
 def test_a_run_with_the_correction_logs_its_weights_and_trains(tiny_model_dir, tmp_path, monkeypatch):
     from marft_agents import trainer
 
-    config = TrainConfig(model=str(tiny_model_dir), run_dir=str(tmp_path / "run"), updates=2, episodes_per_update=4,
-                         eval_episodes=2, max_new_tokens=6, checkpoint_every=0, threads=1)
+    config = TrainConfig(
+        model=str(tiny_model_dir),
+        run_dir=str(tmp_path / "run"),
+        updates=2,
+        episodes_per_update=4,
+        eval_episodes=2,
+        max_new_tokens=6,
+        checkpoint_every=0,
+        threads=1,
+    )
     config.generation.tis_cap = 2.0
     config.algo_args.minibatch_size = 3
     batch_sizes = []

@@ -13,8 +13,17 @@ from marft_agents.trainer import train
 
 
 def tiny_config(model_dir, run_dir, **overrides):
-    config = TrainConfig(model=str(model_dir), run_dir=str(run_dir), updates=4, episodes_per_update=4,
-                         eval_episodes=6, eval_rounds=2, max_new_tokens=6, checkpoint_every=2, seed=3)
+    config = TrainConfig(
+        model=str(model_dir),
+        run_dir=str(run_dir),
+        updates=4,
+        episodes_per_update=4,
+        eval_episodes=6,
+        eval_rounds=2,
+        max_new_tokens=6,
+        checkpoint_every=2,
+        seed=3,
+    )
     config.algo_args.minibatch_size = 4
     for k, v in overrides.items():
         setattr(config, k, v)
@@ -96,7 +105,7 @@ def test_config_overrides_and_errors(tmp_path):
     config = load(overrides=["updates=7", "marft.lr=1e-4", "env_kwargs.rounds=3", "env=marft/MathSolo-v0"])
     assert (config.updates, config.algo_args.lr, config.env_kwargs, config.env) == (7, 1e-4, {"rounds": 3}, "marft/MathSolo-v0")
     file = tmp_path / "c.toml"
-    file.write_text('updates = 3\n[marft]\ngamma_agent = 1.0\n[env_kwargs]\nn_agents = 3\n')
+    file.write_text("updates = 3\n[marft]\ngamma_agent = 1.0\n[env_kwargs]\nn_agents = 3\n")
     config = load(file, ["updates=5"])
     assert (config.updates, config.algo_args.gamma_agent, config.env_kwargs) == (5, 1.0, {"n_agents": 3})
     with pytest.raises(ConfigError, match="did you mean 'marft.lr'"):

@@ -49,8 +49,9 @@ class ParityChain(FlexEnv):
     def end_round(self, actions):
         self.turn += 1
         reward = float(len(actions["judge_0"]) % 2 == 0)
-        return RoundResult(rewards=dict.fromkeys(actions, reward), terminations=dict.fromkeys(actions, self.turn == 2),
-                           infos={a: {} for a in actions})
+        return RoundResult(
+            rewards=dict.fromkeys(actions, reward), terminations=dict.fromkeys(actions, self.turn == 2), infos={a: {} for a in actions}
+        )
 
 
 class RemoteChain(ParityChain):
@@ -79,8 +80,9 @@ class ParityPair(FlexEnv):
 
     def end_round(self, actions):
         reward = float(sum(len(a) for a in actions.values()) % 2 == 0)
-        return RoundResult(rewards=dict.fromkeys(actions, reward), terminations=dict.fromkeys(actions, True),
-                           infos={a: {} for a in actions})
+        return RoundResult(
+            rewards=dict.fromkeys(actions, reward), terminations=dict.fromkeys(actions, True), infos={a: {} for a in actions}
+        )
 
 
 marft_envs.register("tests/ParityChain-v0", ParityChain)
@@ -92,19 +94,33 @@ marft_envs.register("tests/ParityPair-v0", ParityPair)
 
 
 def step(tree: int, agent: str, node: int, score: float, prompt=(1,)) -> AgentStep:
-    return AgentStep(episode=tree, round=0, agent=agent, prompt=list(prompt), response=[], token_logps=torch.zeros(0),
-                     text="", group=(tree, 0, agent, node), score=score)
+    return AgentStep(
+        episode=tree,
+        round=0,
+        agent=agent,
+        prompt=list(prompt),
+        response=[],
+        token_logps=torch.zeros(0),
+        text="",
+        group=(tree, 0, agent, node),
+        score=score,
+    )
 
 
 def two_trees() -> list[Episode]:
     """Two trees of K=3 on a writer -> judge chain; the first sibling of each node is the chosen one."""
-    scores = {0: {"writer_0": [2.0, 0.0, 1.0], "judge_0": [2.0, 2.0, 0.0]},
-              1: {"writer_0": [0.0, 0.0, 0.0], "judge_0": [2.0, 0.0, 0.0]}}
+    scores = {0: {"writer_0": [2.0, 0.0, 1.0], "judge_0": [2.0, 2.0, 0.0]}, 1: {"writer_0": [0.0, 0.0, 0.0], "judge_0": [2.0, 0.0, 0.0]}}
     episodes = []
     for tree, nodes in scores.items():
         siblings = {a: [step(tree, a, n, x, prompt=(n, tree)) for x in xs] for n, (a, xs) in enumerate(nodes.items())}
-        episodes.append(Episode(index=tree, steps=[siblings["writer_0"][0], siblings["judge_0"][0]], solved=None,
-                                branches=siblings["writer_0"][1:] + siblings["judge_0"][1:]))
+        episodes.append(
+            Episode(
+                index=tree,
+                steps=[siblings["writer_0"][0], siblings["judge_0"][0]],
+                solved=None,
+                branches=siblings["writer_0"][1:] + siblings["judge_0"][1:],
+            )
+        )
     return episodes
 
 
@@ -120,8 +136,7 @@ def test_tree_advantages_hand_computed():
     # tree 1 writer [0, 0, 0]: no spread -> exactly 0
     # tree 1 judge  [2, 0, 0]: mean 2/3, std 0.9428090 -> [1.4142136, -0.7071068, -0.7071068]
     w, j1, j2 = 1 / (0.8164966 + EPS), (2 / 3) / (0.9428090 + EPS), (4 / 3) / (0.9428090 + EPS)
-    expected = [w, j1, -w, 0.0, j1, -j2,
-                0.0, j2, 0.0, 0.0, -j1, -j1]
+    expected = [w, j1, -w, 0.0, j1, -j2, 0.0, j2, 0.0, 0.0, -j1, -j1]
     assert_close(adv, torch.tensor(expected), atol=1e-5, rtol=0)
 
     per_agent = grpo_advantages(episodes, group_size=3, grouping="tree", gamma=1.0, eps=EPS, normalize="agent")
@@ -130,8 +145,7 @@ def test_tree_advantages_hand_computed():
     # judge scores  [2, 2, 0, 2, 0, 0]: mean 1, std 1
     w = 1 / (0.7637626 + EPS)
     a, b = (2 / 3) / (1 + EPS), (4 / 3) / (1 + EPS)
-    expected = [w, a, -w, 0.0, a, -b,
-                0.0, b, 0.0, 0.0, -a, -a]
+    expected = [w, a, -w, 0.0, a, -b, 0.0, b, 0.0, 0.0, -a, -a]
     assert_close(per_agent, torch.tensor(expected), atol=1e-5, rtol=0)
 
 
@@ -142,15 +156,18 @@ def test_agent_scaled_hand_computed():
     # centred by group: [0.5, -0.5, 0, 0]; agent 0's rewards [1, 0, 3]: mean 4/3, std sqrt(14/9) = 1.2472191
     # agent 1 has one reward: std 0 -> its centred 0 stays 0 (0 / eps)
     s = 1.2472191 + EPS
-    assert_close(agent_scaled(rewards, groups, agents, EPS), torch.tensor([0.5 / s, -0.5 / s, 0.0, 0.0]),
-                 atol=1e-6, rtol=0)
+    assert_close(agent_scaled(rewards, groups, agents, EPS), torch.tensor([0.5 / s, -0.5 / s, 0.0, 0.0]), atol=1e-6, rtol=0)
 
 
 def test_agent_normalisation_with_agent_round_grouping_hand_computed():
     from agent_helpers import episode
 
-    episodes = [episode(0, [[("a", 1.0), ("b", 1.0)]]), episode(1, [[("a", 0.0), ("b", 0.0)]]),   # problem 0
-                episode(2, [[("a", 1.0), ("b", 1.0)]]), episode(3, [[("a", 1.0), ("b", 1.0)]])]   # problem 1
+    episodes = [
+        episode(0, [[("a", 1.0), ("b", 1.0)]]),
+        episode(1, [[("a", 0.0), ("b", 0.0)]]),  # problem 0
+        episode(2, [[("a", 1.0), ("b", 1.0)]]),
+        episode(3, [[("a", 1.0), ("b", 1.0)]]),
+    ]  # problem 1
     # scores (the round's sum): problem 0 -> 2, 0 for each agent ; problem 1 -> 2, 2
     # group (problem 0, a, round 0): [2, 0] centred [1, -1] ; problem 1's groups: no spread -> 0
     # agent a's scores over the batch [2, 0, 2, 2]: mean 1.5, std sqrt((0.25 + 2.25 + 0.25 + 0.25) / 4) = 0.8660254
@@ -219,17 +236,14 @@ def test_tree_walk_tags_siblings_batches_layers_and_continues_from_the_best(tiny
     engine = Scripted(tiny_policy.tokenizer, ["a", "ab", "abc"])
     rollout = RolloutEngine(tiny_policy, Sampling(1.0, 8), engine=engine)
     envs = [marft_envs.make("tests/ParityChain-v0") for _ in range(2)]
-    trees = TreeRollout(rollout, width=K, continuations=M, pick="best").collect(envs, range(2 * K),
-                                                                                  seed_of=lambda i: i // K)
+    trees = TreeRollout(rollout, width=K, continuations=M, pick="best").collect(envs, range(2 * K), seed_of=lambda i: i // K)
     assert [e.index for e in trees] == [0, K]
     # per round: one call for the writers' layer (2 trees x K), one for their continuations
     # (2 trees x K candidates x M copies), one for the judges' layer; two rounds
     assert engine.sizes == [2 * K, 2 * K * M, 2 * K] * 2
     for e in trees:
-        assert [(s.agent, s.round) for s in e.steps] == [("writer_0", 0), ("judge_0", 0), ("writer_0", 1),
-                                                           ("judge_0", 1)]
-        assert len(e.branches) == 4 * (K - 1) and e.steps[-1].done and [s.round_end for s in e.steps] == [
-            False, True, False, True]
+        assert [(s.agent, s.round) for s in e.steps] == [("writer_0", 0), ("judge_0", 0), ("writer_0", 1), ("judge_0", 1)]
+        assert len(e.branches) == 4 * (K - 1) and e.steps[-1].done and [s.round_end for s in e.steps] == [False, True, False, True]
         groups: dict[tuple, list[AgentStep]] = {}
         for s in training_steps([e]):
             groups.setdefault(s.group, []).append(s)
@@ -265,8 +279,7 @@ def test_agents_of_one_layer_share_its_call_and_the_later_one_branches_after_the
     K, M = 3, 2
     engine = Scripted(tokenizer, ["a", "ab", "abc"])
     rollout = RolloutEngine(policy, Sampling(1.0, 8), engine=engine)
-    (tree,) = TreeRollout(rollout, width=K, continuations=M).collect([marft_envs.make("tests/ParityPair-v0")],
-                                                                       range(K))
+    (tree,) = TreeRollout(rollout, width=K, continuations=M).collect([marft_envs.make("tests/ParityPair-v0")], range(K))
     # one call for the layer (both voters' nodes, K each), one for voter_0's continuations (K * M voter_1
     # actions); voter_1's candidates close the round themselves
     assert engine.sizes == [2 * K, K * M]
@@ -312,8 +325,18 @@ def test_cli_refuses_tree_sampling_on_an_env_that_cannot_branch_before_any_work(
     from marft_agents.cli import main as cli
 
     run = tmp_path / "run"
-    common = ["train", "--algo", "grpo", "--no-progress", "grpo.grouping=tree", "model=/nonexistent/model",
-              f"run_dir={run}", "updates=1", "episodes_per_update=4", "grpo.group_size=2"]
+    common = [
+        "train",
+        "--algo",
+        "grpo",
+        "--no-progress",
+        "grpo.grouping=tree",
+        "model=/nonexistent/model",
+        f"run_dir={run}",
+        "updates=1",
+        "episodes_per_update=4",
+        "grpo.group_size=2",
+    ]
     assert cli([*common, "env=tests/RemoteChain-v0"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
@@ -331,11 +354,28 @@ def test_cli_refuses_tree_sampling_on_an_env_that_cannot_branch_before_any_work(
 def tree_config(model_dir, run_dir, *, updates: int):
     from marft_agents.config import from_dict
 
-    return from_dict({"algo": "grpo", "env": "tests/ParityChain-v0", "model": str(model_dir),
-                      "run_dir": str(run_dir), "updates": updates, "episodes_per_update": 6, "grpo.group_size": 3,
-                      "grpo.grouping": "tree", "grpo.tree_continuations": 1, "grpo.minibatch_size": 8,
-                      "grpo.kl_coef": 0.1, "temperature": 1.0, "eval_episodes": 2, "eval_rounds": 0,
-                      "eval_every": 0, "max_new_tokens": 6, "checkpoint_every": 1, "threads": 1})
+    return from_dict(
+        {
+            "algo": "grpo",
+            "env": "tests/ParityChain-v0",
+            "model": str(model_dir),
+            "run_dir": str(run_dir),
+            "updates": updates,
+            "episodes_per_update": 6,
+            "grpo.group_size": 3,
+            "grpo.grouping": "tree",
+            "grpo.tree_continuations": 1,
+            "grpo.minibatch_size": 8,
+            "grpo.kl_coef": 0.1,
+            "temperature": 1.0,
+            "eval_episodes": 2,
+            "eval_rounds": 0,
+            "eval_every": 0,
+            "max_new_tokens": 6,
+            "checkpoint_every": 1,
+            "threads": 1,
+        }
+    )
 
 
 def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_model_dir, tmp_path, monkeypatch):
@@ -348,8 +388,7 @@ def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_
     def keep(config, agents):  # the trainer's policy, and its parameters as they started
         policy = built["policy"] = build_policy(config, agents)
         models = {id(m): m for m in [policy.base, *policy.models.values()]}.values()
-        built["before"] = {(id(m), n): (p.detach().clone(), p.requires_grad)
-                           for m in models for n, p in m.named_parameters()}
+        built["before"] = {(id(m), n): (p.detach().clone(), p.requires_grad) for m in models for n, p in m.named_parameters()}
         return policy
 
     monkeypatch.setattr(trainer, "build_policy", keep)

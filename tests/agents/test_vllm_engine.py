@@ -14,9 +14,13 @@ from marft_agents.engines import Request
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout import RolloutEngine
 
-pytestmark = [pytest.mark.vllm, pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None,
-    reason="vLLM is not installed in this Python: `make test-vllm` builds .venv-vllm and runs these tests")]
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="vLLM is not installed in this Python: `make test-vllm` builds .venv-vllm and runs these tests",
+    ),
+]
 
 TOLERANCE = 1e-4
 """Engine vs trainer log-probs of sampled tokens, both float32 (measured: a few 1e-6 on the embedded model)."""

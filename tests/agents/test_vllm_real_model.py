@@ -17,9 +17,14 @@ from marft_agents.cli import main as cli
 from marft_agents.engines import Request
 from marft_agents.policy import LaMASPolicy, Sampling, load_base
 
-pytestmark = [pytest.mark.vllm, pytest.mark.real_model, pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None,
-    reason="vLLM is not installed in this Python: `make test-vllm` builds .venv-vllm and runs these tests")]
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.real_model,
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="vLLM is not installed in this Python: `make test-vllm` builds .venv-vllm and runs these tests",
+    ),
+]
 
 TOLERANCE = 1e-3
 """Engine vs trainer log-probs of sampled tokens on the real model, both float32 (measured 2.4e-5 over 96 tokens;
@@ -83,9 +88,27 @@ def test_real_model_behaviour_logps_are_the_trainers_recompute_in_float32(served
 @pytest.mark.timeout(900)  # an engine start and two updates of the real model on one shared core
 def test_a_short_real_model_run_with_vllm_and_the_tis_correction_trains(real_cache, tmp_path):
     run = tmp_path / "run"
-    assert cli(["train", f"model={REAL}", "generation.engine=vllm", "generation.threads=1", "generation.tis_cap=2",
-                "threads=1", "updates=2", "episodes_per_update=2", "eval_episodes=1", "eval_rounds=0",
-                "max_new_tokens=12", "checkpoint_every=0", f"run_dir={run}", "--no-progress"]) == 0
+    assert (
+        cli(
+            [
+                "train",
+                f"model={REAL}",
+                "generation.engine=vllm",
+                "generation.threads=1",
+                "generation.tis_cap=2",
+                "threads=1",
+                "updates=2",
+                "episodes_per_update=2",
+                "eval_episodes=1",
+                "eval_rounds=0",
+                "max_new_tokens=12",
+                "checkpoint_every=0",
+                f"run_dir={run}",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["update"] for r in rows] == [0, 1] and all(r["time/sync_s"] > 0 for r in rows)
     for r in rows:  # fp32 engine: the trainer's recompute agrees, the weights stay at 1 within the tolerance

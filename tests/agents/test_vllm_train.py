@@ -13,9 +13,13 @@ from marft_agents.cli import main as cli
 from marft_agents.config import TrainConfig
 from marft_agents.trainer import train
 
-pytestmark = [pytest.mark.vllm, pytest.mark.skipif(
-    importlib.util.find_spec("vllm") is None,
-    reason="vLLM is not installed in this Python: `make test-vllm` builds .venv-vllm and runs these tests")]
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="vLLM is not installed in this Python: `make test-vllm` builds .venv-vllm and runs these tests",
+    ),
+]
 
 
 def metrics(run):
@@ -29,8 +33,10 @@ def without_times(rows):
 @pytest.mark.timeout(600)  # an engine start (~25 s) plus two updates on 2 shared cores
 def test_the_documented_vllm_command_trains(tmp_path, capfd):
     run = tmp_path / "run"
-    assert cli(["train", "generation.engine=vllm", "updates=2", "episodes_per_update=4", "eval_episodes=4",
-                f"run_dir={run}", "--no-progress"]) == 0
+    assert (
+        cli(["train", "generation.engine=vllm", "updates=2", "episodes_per_update=4", "eval_episodes=4", f"run_dir={run}", "--no-progress"])
+        == 0
+    )
     out = capfd.readouterr().out
     assert "WARNING" not in out and " INFO " not in out, out  # vLLM's records go to its log file, not stdout
     assert (run / "engine" / "vllm.log").exists()
@@ -48,8 +54,17 @@ def report_lines(out):
 
 
 def small_config(run_dir, updates, **overrides):
-    config = TrainConfig(run_dir=str(run_dir), updates=updates, episodes_per_update=4, eval_episodes=2,
-                         eval_rounds=0, max_new_tokens=16, checkpoint_every=1, seed=5, **overrides)
+    config = TrainConfig(
+        run_dir=str(run_dir),
+        updates=updates,
+        episodes_per_update=4,
+        eval_episodes=2,
+        eval_rounds=0,
+        max_new_tokens=16,
+        checkpoint_every=1,
+        seed=5,
+        **overrides,
+    )
     config.generation.engine = "vllm"
     return config
 

@@ -32,15 +32,16 @@ class Dice(FlexEnv):
         hit = float(actions["caller_0"].strip() == str(self.rolls[-1]))
         self.rolls.append(int(self.np_random.integers(1, 7)))  # the branch must draw the same next die
         done = len(self.rolls) > 3
-        return RoundResult(rewards={"caller_0": hit}, terminations=dict.fromkeys(actions, done),
-                           infos={"caller_0": {"reward_components": {"hit": hit}}})
+        return RoundResult(
+            rewards={"caller_0": hit}, terminations=dict.fromkeys(actions, done), infos={"caller_0": {"reward_components": {"hit": hit}}}
+        )
 
 
 def test_a_branch_taken_mid_round_plays_on_like_the_original_and_alone():
     env = Coordinated()
     env.reset(seed=0)
-    env.step({"coordinator_0": "a>b"})                   # the plan is in; the workers have not acted
-    env.step({"worker_0": "first"})                      # mid-round: worker_1 still waits
+    env.step({"coordinator_0": "a>b"})  # the plan is in; the workers have not acted
+    env.step({"worker_0": "first"})  # mid-round: worker_1 still waits
     twin = env.branch()
     assert twin is not env and twin.ready_agents() == env.ready_agents() == ["worker_1"]
     seen = {"instructions": "", "text": "coordinator_0 said a>b; worker_0 said first"}
@@ -55,7 +56,7 @@ def test_a_branch_taken_mid_round_plays_on_like_the_original_and_alone():
 def test_a_branch_of_a_dec_pomdp_layer_half_stepped():
     env = Guess(n=3)
     env.reset(seed=4)
-    env.step({"guesser_0": "1"})                         # one of three independent agents has acted
+    env.step({"guesser_0": "1"})  # one of three independent agents has acted
     twin = env.branch()
     assert twin.ready_agents() == ["guesser_1", "guesser_2"]
     assert twin.step({"guesser_1": "2", "guesser_2": "3"}).rewards == env.step({"guesser_1": "2", "guesser_2": "3"}).rewards
@@ -68,8 +69,8 @@ def test_the_random_generator_is_part_of_the_copy():
     twin = env.branch()
     assert twin.np_random is not env.np_random
     assert twin.step({"caller_0": "4"}) == env.step({"caller_0": "4"})
-    assert twin.rolls == env.rolls and twin.rolls is not env.rolls   # the die drawn in end_round is the same
-    assert twin.reset() == env.reset() and twin.rolls == env.rolls    # and so is the next, unseeded episode
+    assert twin.rolls == env.rolls and twin.rolls is not env.rolls  # the die drawn in end_round is the same
+    assert twin.reset() == env.reset() and twin.rolls == env.rolls  # and so is the next, unseeded episode
 
 
 def test_a_branch_before_reset_and_after_the_end():
@@ -95,8 +96,8 @@ def test_shared_attributes_add_up_along_the_class_hierarchy():
     env.catalogue, env.index, env.notes = ["a"], {"a": 0}, ["mine"]
     assert shared_attributes(env) == {"_observation_spaces", "_action_spaces", "catalogue", "index"}
     twin = env.branch()
-    assert twin.catalogue is env.catalogue and twin.index is env.index    # shared: never changed in place
-    assert twin.notes == env.notes and twin.notes is not env.notes          # episode state: copied
+    assert twin.catalogue is env.catalogue and twin.index is env.index  # shared: never changed in place
+    assert twin.notes == env.notes and twin.notes is not env.notes  # episode state: copied
     assert twin.observation_space("speaker_0") is env.observation_space("speaker_0")
 
 
@@ -115,8 +116,9 @@ def test_require_branching_refuses_an_env_without_the_method_in_one_line():
         require_branching(ForeignEnv())
     message = str(err.value)
     assert "\n" not in message and isinstance(err.value, TypeError)
-    assert message.startswith("tree sampling needs an env that can copy its state mid-episode, but me/Foreign-v0 "
-                              "(ForeignEnv) has no branch() method")
+    assert message.startswith(
+        "tree sampling needs an env that can copy its state mid-episode, but me/Foreign-v0 (ForeignEnv) has no branch() method"
+    )
     assert "turn tree sampling off" in message
     with pytest.raises(NotBranchableError, match="^dynamic sampling needs"):
         require_branching(ForeignEnv(), purpose="dynamic sampling")
@@ -191,12 +193,15 @@ class ReturnsItself(Dice):
         return self
 
 
-@pytest.mark.parametrize("broken, message", [
-    (SharesTheRolls, "raised (FlexEnvError|EnvUsageError): .*share no mutable state"),
-    (ReseedsTheBranch, "diverges from the original|raised (FlexEnvError|EnvUsageError): .*exact state"),
-    (ForgetsTheGenerator, "diverges from the original|draws another next episode"),
-    (ReturnsItself, "must return a new env"),
-])
+@pytest.mark.parametrize(
+    "broken, message",
+    [
+        (SharesTheRolls, "raised (FlexEnvError|EnvUsageError): .*share no mutable state"),
+        (ReseedsTheBranch, "diverges from the original|raised (FlexEnvError|EnvUsageError): .*exact state"),
+        (ForgetsTheGenerator, "diverges from the original|draws another next episode"),
+        (ReturnsItself, "must return a new env"),
+    ],
+)
 def test_check_branching_catches_a_broken_branch(broken, message):
     with pytest.raises(AssertionError, match=message):
         check_branching(broken, seeds=range(4), policy=random_policy)

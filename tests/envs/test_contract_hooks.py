@@ -73,7 +73,7 @@ def test_queries_do_not_call_the_hook():
         env.observe("worker_0")
         env.ready_agents()
         env.infos  # noqa: B018
-    assert [c for c in env.calls[len(before):] if c[0] != "round_graph"] == []
+    assert [c for c in env.calls[len(before) :] if c[0] != "round_graph"] == []
 
 
 def test_the_hook_is_a_no_op_by_default():
@@ -173,14 +173,18 @@ def test_a_reset_that_raises_leaves_the_env_unstarted_until_a_good_reset():
 
 # -- valid text --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("plain", "plain"),
-    ("é 😀 \x00 \n", "é 😀 \x00 \n"),
-    ("a\ud800b", "a\ufffdb"),                 # a lone high surrogate
-    ("\udc00", "\ufffd"),                     # a lone low surrogate
-    ("\ud83d\ude00", "😀"),                   # a pair given as two code points is the character
-    ("\ud800\ud83d\ude00", "\ufffd😀"),
-])
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("plain", "plain"),
+        ("é 😀 \x00 \n", "é 😀 \x00 \n"),
+        ("a\ud800b", "a\ufffdb"),  # a lone high surrogate
+        ("\udc00", "\ufffd"),  # a lone low surrogate
+        ("\ud83d\ude00", "😀"),  # a pair given as two code points is the character
+        ("\ud800\ud83d\ude00", "\ufffd😀"),
+    ],
+)
 def test_valid_text(text, expected):
     assert valid_text(text) == expected
     valid_text(text).encode("utf-8")
@@ -217,6 +221,7 @@ def test_observations_and_state_a_task_builds_from_bad_text_are_made_valid():
 
 # -- check_env: queries are pure ---------------------------------------------------------------------
 
+
 def test_check_env_catches_a_graph_query_with_a_side_effect():
     from marft_envs.testing import check_env, check_pure_queries
     from marft_envs.testing.checks import random_policy
@@ -238,12 +243,15 @@ def test_check_env_catches_a_graph_query_with_a_side_effect():
     assert "marft.pure_queries" in check_env(Recorder, seeds=range(3)).passed
 
 
-@pytest.mark.parametrize("env_id, good, bad, hint", [
-    ("marft/MathChain-v0", {}, {"problme": None}, "did you mean 'problem'?"),
-    ("marft/MathCORY-v0", {"pioneer": "solver_1"}, {"pionner": "solver_1"}, "did you mean 'pioneer'?"),
-    ("marft/BookingFixed-v0", {"kind": "book"}, {"kinds": "book"}, "did you mean 'kind'?"),
-    ("marft/CodeRepairSolo-v0", {}, {"tsk": None}, "did you mean 'task'?"),
-])
+@pytest.mark.parametrize(
+    "env_id, good, bad, hint",
+    [
+        ("marft/MathChain-v0", {}, {"problme": None}, "did you mean 'problem'?"),
+        ("marft/MathCORY-v0", {"pioneer": "solver_1"}, {"pionner": "solver_1"}, "did you mean 'pioneer'?"),
+        ("marft/BookingFixed-v0", {"kind": "book"}, {"kinds": "book"}, "did you mean 'kind'?"),
+        ("marft/CodeRepairSolo-v0", {}, {"tsk": None}, "did you mean 'task'?"),
+    ],
+)
 def test_a_misspelt_reset_option_warns_naming_the_closest(env_id, good, bad, hint):
     import warnings
 

@@ -78,6 +78,7 @@ def seeded_module(env_id: str, seed: int = 0):
             for k, agent in enumerate(env.possible_agents):
                 env.action_space(agent).seed(seed + k)
             return env
+
         return build
 
     module.env = module.raw_env = seeded(module.env)
@@ -149,8 +150,7 @@ def test_supersuit_vec_env_and_concat(env_id):
     n_agents = len(vec.par_env.possible_agents)
     assert vec.num_envs == n_agents
     _step_vec_env(vec)
-    concat = supersuit.concat_vec_envs_v1(
-        supersuit.pettingzoo_env_to_vec_env_v1(pettingzoo.make("parallel", env_id)), 2, num_cpus=0)
+    concat = supersuit.concat_vec_envs_v1(supersuit.pettingzoo_env_to_vec_env_v1(pettingzoo.make("parallel", env_id)), 2, num_cpus=0)
     assert concat.num_envs == 2 * n_agents
     _step_vec_env(concat)
 
@@ -166,8 +166,7 @@ def test_text_batches_iterate_concatenate_and_start_empty():
     assert create_empty_array(space, 3) == ("", "", "")
     obs_space = marft_envs.make("marft/MathSolo-v0").observation_space("solver_0")
     batch = {"instructions": ("i0", "i1"), "text": ("t0", "t1")}
-    assert list(iterate(obs_space, batch)) == [{"instructions": "i0", "text": "t0"},
-                                               {"instructions": "i1", "text": "t1"}]
+    assert list(iterate(obs_space, batch)) == [{"instructions": "i0", "text": "t0"}, {"instructions": "i1", "text": "t1"}]
 
 
 def test_a_single_string_is_not_a_batch():

@@ -10,8 +10,11 @@ from marft_envs.testing import check_env
 
 def shipped(kind: str = "aec") -> list[str]:
     """The ids this package ships (not test envs other test modules register, nor adapters' ids)."""
-    return [i for i in marft_envs.list_envs(kind)
-            if marft_envs.registration.entry_point(marft_envs.spec(i).target).startswith("marft_envs.tasks.")]
+    return [
+        i
+        for i in marft_envs.list_envs(kind)
+        if marft_envs.registration.entry_point(marft_envs.spec(i).target).startswith("marft_envs.tasks.")
+    ]
 
 
 AEC_IDS = shipped("aec")
@@ -27,8 +30,13 @@ def test_each_kind_has_at_least_one_id():
 @pytest.mark.parametrize("env_id", AEC_IDS)
 def test_registered_env_passes_every_checker(env_id):
     report = check_env(env_id, seeds=range(10), num_cycles=200)
-    expected = {"pettingzoo.api_test", "pettingzoo.seed_test", "marft.determinism", "marft.pure_queries",
-                "marft.branching"}  # branching: a copy mid-episode, the SQLite world and sandboxed grading included
+    expected = {
+        "pettingzoo.api_test",
+        "pettingzoo.seed_test",
+        "marft.determinism",
+        "marft.pure_queries",
+        "marft.branching",
+    }  # branching: a copy mid-episode, the SQLite world and sandboxed grading included
     if env_id in marft_envs.list_envs("parallel"):
         expected |= {"pettingzoo.parallel_api_test", "pettingzoo.parallel_seed_test", "marft.dec_pomdp_equivalence"}
     if env_id in marft_envs.list_envs("gym"):
@@ -175,8 +183,9 @@ def test_a_known_id_is_not_re_registered_to_another_env():
         marft_envs.register("marft/MathChain-v0", Impostor)
     message = str(info.value)
     assert "\n" not in message
-    assert message.startswith("env id 'marft/MathChain-v0' is already registered to "
-                              "marft_envs.tasks.math.chain:MathChain; refusing to re-register it to ")
+    assert message.startswith(
+        "env id 'marft/MathChain-v0' is already registered to marft_envs.tasks.math.chain:MathChain; refusing to re-register it to "
+    )
     assert message.endswith(":Impostor: register your env under an id of its own (e.g. 'you/Name-v0')")
     assert isinstance(info.value, ValueError)
     # nothing changed, in any registry
@@ -189,8 +198,7 @@ def test_a_known_id_is_not_re_registered_to_another_env():
 @pytest.mark.usefixtures("scratch_registry")
 def test_the_same_registration_again_changes_nothing():
     entry = marft_envs.spec("marft/MathSolo-v0")
-    marft_envs.register("marft/MathSolo-v0", entry.factory, gym=True, eval_kwargs=entry.eval_kwargs,
-                        attempts_option=entry.attempts_option)
+    marft_envs.register("marft/MathSolo-v0", entry.factory, gym=True, eval_kwargs=entry.eval_kwargs, attempts_option=entry.attempts_option)
     assert marft_envs.spec("marft/MathSolo-v0") == entry
     # a module imported again (or reloaded) defines a new class object under the same name: accepted
     reloaded = type("Impostor", (Impostor,), {"__module__": Impostor.__module__, "__qualname__": "Impostor"})
@@ -206,7 +214,8 @@ def test_an_entry_point_that_takes_a_known_id_fails_in_one_line(monkeypatch, scr
 
     (tmp_path / "impostor_plugin.py").write_text(
         "import marft_envs\n\nclass Fake(marft_envs.FlexEnv):\n    pass\n\n"
-        "def register_envs():\n    marft_envs.register('marft/MathChain-v0', Fake)\n")
+        "def register_envs():\n    marft_envs.register('marft/MathChain-v0', Fake)\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     point = metadata.EntryPoint(name="impostor", value="impostor_plugin:register_envs", group=plugins.ENTRY_POINT_GROUP)
     monkeypatch.setattr(plugins.metadata, "entry_points", lambda group: [point] if group == point.group else [])
@@ -214,8 +223,10 @@ def test_an_entry_point_that_takes_a_known_id_fails_in_one_line(monkeypatch, scr
     with pytest.raises(plugins.PluginError) as info:
         plugins.load_entry_points()
     assert "\n" not in str(info.value)
-    assert str(info.value).startswith("entry point 'impostor' (impostor_plugin:register_envs) of group 'marft.envs' "
-                                      "failed: RegistrationError: env id 'marft/MathChain-v0' is already registered")
+    assert str(info.value).startswith(
+        "entry point 'impostor' (impostor_plugin:register_envs) of group 'marft.envs' "
+        "failed: RegistrationError: env id 'marft/MathChain-v0' is already registered"
+    )
     assert marft_envs.spec("marft/MathChain-v0").factory.__name__ == "MathChain"
 
 
@@ -226,18 +237,27 @@ def test_the_cli_refuses_an_import_that_takes_a_known_id(tmp_path, command):
     import sys
 
     (tmp_path / "impostor_task.py").write_text(
-        "import marft_envs\n\nclass Always(marft_envs.FlexEnv):\n    pass\n\n"
-        "marft_envs.register('marft/MathChain-v0', Always)\n")
+        "import marft_envs\n\nclass Always(marft_envs.FlexEnv):\n    pass\n\nmarft_envs.register('marft/MathChain-v0', Always)\n"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
     overrides = ["env=marft/MathChain-v0", f"run_dir={tmp_path / 'run'}"] if command == ["train"] else []
-    out = subprocess.run([sys.executable, "-m", "marft_agents.cli", *command, "--import", "impostor_task", *overrides],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "marft_agents.cli", *command, "--import", "impostor_task", *overrides],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 2, out.stderr
     assert out.stderr.count("\n") == 1, out.stderr
-    assert out.stderr.startswith(f"marft {command[0]}: error: cannot import 'impostor_task' (--import / imports): "
-                                 "RegistrationError: env id 'marft/MathChain-v0' is already registered to "
-                                 "marft_envs.tasks.math.chain:MathChain; refusing to re-register it to "
-                                 "impostor_task:Always"), out.stderr
+    assert out.stderr.startswith(
+        f"marft {command[0]}: error: cannot import 'impostor_task' (--import / imports): "
+        "RegistrationError: env id 'marft/MathChain-v0' is already registered to "
+        "marft_envs.tasks.math.chain:MathChain; refusing to re-register it to "
+        "impostor_task:Always"
+    ), out.stderr
     assert not (tmp_path / "run").exists()
 
 
@@ -245,10 +265,12 @@ def test_import_marft_envs_imports_no_task_family_until_one_is_made():
     import subprocess
     import sys
 
-    code = ("import sys, marft_envs; before = sorted(m for m in sys.modules if m.startswith('marft_envs.tasks') "
-            "or m.startswith('marft_envs.sandbox') or m == 'sqlite3'); marft_envs.make('marft/MathSolo-v0'); "
-            "after = sorted(m for m in sys.modules if m.startswith('marft_envs.tasks.')); "
-            "print(before, 'marft_envs.tasks.math.solo' in after, any(m.startswith('marft_envs.tasks.code') for m in after))")
+    code = (
+        "import sys, marft_envs; before = sorted(m for m in sys.modules if m.startswith('marft_envs.tasks') "
+        "or m.startswith('marft_envs.sandbox') or m == 'sqlite3'); marft_envs.make('marft/MathSolo-v0'); "
+        "after = sorted(m for m in sys.modules if m.startswith('marft_envs.tasks.')); "
+        "print(before, 'marft_envs.tasks.math.solo' in after, any(m.startswith('marft_envs.tasks.code') for m in after))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[]", "True", "False"], out.stdout  # MATH made: MATH imported, code repair not

@@ -12,8 +12,7 @@ TABLE = [
     Case(("last", ORDER, 1.0), {"reasoner_0": 0.0, "actor_0": 1.0}, id="last-right"),
     Case(("last", ORDER, 0.0), {"reasoner_0": 0.0, "actor_0": 0.0}, id="last-wrong"),
     Case(("last", ["solo_0"], 1.0), {"solo_0": 1.0}, id="last-single"),
-    Case(("per_agent", ORDER, 1.0, {"reasoner_0": 0.0, "actor_0": 1.0}), {"reasoner_0": 0.0, "actor_0": 1.0},
-         id="per-agent"),
+    Case(("per_agent", ORDER, 1.0, {"reasoner_0": 0.0, "actor_0": 1.0}), {"reasoner_0": 0.0, "actor_0": 1.0}, id="per-agent"),
     Case(("per_agent", ORDER, 1.0, {"actor_0": 1.0}), {"reasoner_0": 0.0, "actor_0": 1.0}, id="per-agent-missing"),
     Case(("team", [], 1.0), {}, id="no-agents"),
 ]

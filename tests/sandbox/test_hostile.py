@@ -29,8 +29,7 @@ from marft_envs.sandbox.isolation import UID_BASE
 TIMEOUT_S = 1.5
 HOST_DISK_NOISE_MB = 512
 """How much the host's free space may drop during the suite through other processes' writes."""
-LIMITS = Limits(timeout_s=TIMEOUT_S, memory_mb=256, max_processes=32, tmpfs_mb=32, max_file_mb=8,
-                max_output_bytes=256 << 10)
+LIMITS = Limits(timeout_s=TIMEOUT_S, memory_mb=256, max_processes=32, tmpfs_mb=32, max_file_mb=8, max_output_bytes=256 << 10)
 SLACK_S = 2.0  # every run ends within its timeout + 2 s
 
 PROGRAMS = {
@@ -321,7 +320,7 @@ SECOND_WAVE = {
                 out[f"key in keyring {ring}"] = libc.syscall(keyctl, 10, ring, b"user", b"marft_planted", 0) >= 0
             out["request_key"] = libc.syscall(request_key, b"user", b"marft_planted", None, 0) >= 0
         print(json.dumps(out))
-    """,
+    """
 }
 KEYRING_SYSCALLS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}
 """``add_key``, ``request_key``, ``keyctl`` (the C library has no wrappers for them)."""
@@ -330,13 +329,25 @@ CLONE_SYSCALLS = {"x86_64": (56, 435), "aarch64": (220, 435)}
 
 
 REPO = Path(__file__).resolve().parents[2]
-HOST_PATHS = sorted({
-    sysconfig.get_paths()["purelib"], os.path.join(sysconfig.get_paths(vars={"base": sys.base_prefix})["stdlib"],
-                                                   "site-packages"),
-    str(REPO), str(REPO / "marft_envs"), str(REPO / "marft_envs/tasks/code/data/corpus_tasks.jsonl"),
-    os.path.expanduser("~"), "/home", "/root", "/etc/passwd", "/etc/hostname", "/usr/bin", "/var", "/run",
-    os.path.dirname(sys.executable), os.path.realpath(sys.executable),
-})
+HOST_PATHS = sorted(
+    {
+        sysconfig.get_paths()["purelib"],
+        os.path.join(sysconfig.get_paths(vars={"base": sys.base_prefix})["stdlib"], "site-packages"),
+        str(REPO),
+        str(REPO / "marft_envs"),
+        str(REPO / "marft_envs/tasks/code/data/corpus_tasks.jsonl"),
+        os.path.expanduser("~"),
+        "/home",
+        "/root",
+        "/etc/passwd",
+        "/etc/hostname",
+        "/usr/bin",
+        "/var",
+        "/run",
+        os.path.dirname(sys.executable),
+        os.path.realpath(sys.executable),
+    }
+)
 """Host paths a contained run must not see (site-packages, this checkout, task data, home, system files)."""
 
 
@@ -376,8 +387,13 @@ def bait(tmp_path_factory):
     if external:
         targets.append((external, listeners[1].getsockname()[1]))
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    yield {"victim_dir": str(victim_dir), "project_file": str(project_file), "listeners": listeners,
-           "targets": targets, "bystander": bystander}
+    yield {
+        "victim_dir": str(victim_dir),
+        "project_file": str(project_file),
+        "listeners": listeners,
+        "targets": targets,
+        "bystander": bystander,
+    }
     bystander.kill()
     bystander.wait()
     for s in listeners:
@@ -404,9 +420,16 @@ def outcomes(contained_pool, bait):
     pool.map([{"source": "pass"}, {"source": "pass"}])
     workers = [w.proc.pid for w in pool._all]
     machine = os.uname().machine
-    values = {"VICTIM_DIR": bait["victim_dir"], "PROJECT_FILE": bait["project_file"], "TARGETS": bait["targets"],
-              "BYSTANDER": bait["bystander"].pid, "WORKERS": workers, "HOST_PATHS": HOST_PATHS,
-              "KEYS": KEYRING_SYSCALLS.get(machine), "CLONE": CLONE_SYSCALLS.get(machine)}
+    values = {
+        "VICTIM_DIR": bait["victim_dir"],
+        "PROJECT_FILE": bait["project_file"],
+        "TARGETS": bait["targets"],
+        "BYSTANDER": bait["bystander"].pid,
+        "WORKERS": workers,
+        "HOST_PATHS": HOST_PATHS,
+        "KEYS": KEYRING_SYSCALLS.get(machine),
+        "CLONE": CLONE_SYSCALLS.get(machine),
+    }
     disk_before = shutil.disk_usage("/").free
     sources = {name: _program(src, **values) for name, src in PROGRAMS.items()}
     with ThreadPoolExecutor(max_workers=pool.size) as ex:
@@ -419,8 +442,13 @@ def outcomes(contained_pool, bait):
             accepted.append(s.accept())
         except BlockingIOError:
             pass
-    return {"results": results, "workers": workers, "accepted": accepted,
-            "disk_freed_mb": (shutil.disk_usage("/").free - disk_before) / 2**20, "pool": pool}
+    return {
+        "results": results,
+        "workers": workers,
+        "accepted": accepted,
+        "disk_freed_mb": (shutil.disk_usage("/").free - disk_before) / 2**20,
+        "pool": pool,
+    }
 
 
 def _json(result):
@@ -633,7 +661,8 @@ def test_an_earlier_runs_program_is_not_in_a_later_runs_memory(contained_pool):
         assert first.ok, first
         later = pool.run(MEMORY_SCAN, files={"mine.txt": own}, limits=Limits(timeout_s=20, memory_mb=512))
         seen = json.loads(later.stdout)
-        later_own = pool.run("MINE = open('mine.txt').read()\n" + MEMORY_SCAN, files={"mine.txt": own},
-                             limits=Limits(timeout_s=20, memory_mb=512))
+        later_own = pool.run(
+            "MINE = open('mine.txt').read()\n" + MEMORY_SCAN, files={"mine.txt": own}, limits=Limits(timeout_s=20, memory_mb=512)
+        )
     assert own in json.loads(later_own.stdout), later_own  # the scan does find what its run holds
     assert canary not in seen, "a later run found an earlier run's program in its memory"

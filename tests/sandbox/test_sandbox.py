@@ -12,16 +12,7 @@ from pathlib import Path
 import pytest
 from sandbox_checks import sandbox_processes
 
-from marft_envs.sandbox import (
-    Limits,
-    RunResult,
-    SandboxError,
-    SandboxPool,
-    SandboxUnavailable,
-    detect_isolation,
-    run_python,
-    shared_pool,
-)
+from marft_envs.sandbox import Limits, RunResult, SandboxError, SandboxPool, SandboxUnavailable, detect_isolation, run_python, shared_pool
 from marft_envs.sandbox.isolation import UID_BASE, Isolation, probe, visible_paths
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,14 +34,17 @@ def test_stdout_stderr_returncode_and_files(pool):
     assert result.isolation == pool.isolation.tier
 
 
-@pytest.mark.parametrize("source, returncode, killed_by, in_stderr", [
-    ("print('fine')", 0, None, ""),
-    ("raise ValueError('boom')", 1, None, "ValueError: boom"),
-    ("import sys; sys.exit('bye')", 1, None, "bye"),
-    ("import os; os._exit(5)", 5, None, ""),
-    ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", -11, "signal:SIGSEGV", ""),
-    ("x = bytearray(1 << 34)", 1, "memory", "MemoryError"),
-])
+@pytest.mark.parametrize(
+    "source, returncode, killed_by, in_stderr",
+    [
+        ("print('fine')", 0, None, ""),
+        ("raise ValueError('boom')", 1, None, "ValueError: boom"),
+        ("import sys; sys.exit('bye')", 1, None, "bye"),
+        ("import os; os._exit(5)", 5, None, ""),
+        ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", -11, "signal:SIGSEGV", ""),
+        ("x = bytearray(1 << 34)", 1, "memory", "MemoryError"),
+    ],
+)
 def test_exit_statuses_and_reasons(pool, source, returncode, killed_by, in_stderr):
     result = pool.run(source, timeout_s=5, memory_mb=256)
     assert (result.returncode, result.killed_by) == (returncode, killed_by), result
@@ -112,17 +106,20 @@ def test_shared_pool_is_one_per_process():
     assert shared_pool().run("print(1)").stdout == "1\n"
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"source": b"print(1)"}, TypeError, "source must be a str"),
-    ({"source": "", "files": {"../x": "no"}}, ValueError, "must be a relative path"),
-    ({"source": "", "files": {"/etc/x": "no"}}, ValueError, "must be a relative path"),
-    ({"source": "", "files": {"main.py": "no"}}, ValueError, "not main.py"),
-    ({"source": "", "files": {"a": 3}}, TypeError, "must be str or bytes"),
-    ({"source": "", "env": {"A=B": "x"}}, ValueError, "env entries"),
-    ({"source": "", "timeout_s": 0}, ValueError, "Limits.timeout_s must be positive"),
-    ({"source": "", "memory_mb": 16}, ValueError, "memory_mb must be at least 64"),
-    ({"source": "", "limits": {"timeout_s": 1}}, TypeError, "limits must be a marft_envs.sandbox.Limits"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"source": b"print(1)"}, TypeError, "source must be a str"),
+        ({"source": "", "files": {"../x": "no"}}, ValueError, "must be a relative path"),
+        ({"source": "", "files": {"/etc/x": "no"}}, ValueError, "must be a relative path"),
+        ({"source": "", "files": {"main.py": "no"}}, ValueError, "not main.py"),
+        ({"source": "", "files": {"a": 3}}, TypeError, "must be str or bytes"),
+        ({"source": "", "env": {"A=B": "x"}}, ValueError, "env entries"),
+        ({"source": "", "timeout_s": 0}, ValueError, "Limits.timeout_s must be positive"),
+        ({"source": "", "memory_mb": 16}, ValueError, "memory_mb must be at least 64"),
+        ({"source": "", "limits": {"timeout_s": 1}}, TypeError, "limits must be a marft_envs.sandbox.Limits"),
+    ],
+)
 def test_bad_arguments_give_one_clear_line(pool, kwargs, error, message):
     with pytest.raises(error) as err:
         run_python(**kwargs, pool=pool)
@@ -171,8 +168,10 @@ def test_uid_tier_sweeps_leftovers(monkeypatch):
     # so the worker kills the run's uid's processes and deletes the files that uid left behind.
     monkeypatch.setenv("MARFT_SANDBOX_TIER", "uid")
     assert probe(Isolation(tier="uid")) is None
-    source = ("import os, time\nopen('/tmp/marft_uid_tier_planted', 'w').write('x')\nprint(os.getuid())\n"
-              "if os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\n")
+    source = (
+        "import os, time\nopen('/tmp/marft_uid_tier_planted', 'w').write('x')\nprint(os.getuid())\n"
+        "if os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\n"
+    )
     result = run_python(source, timeout_s=5, allow_weak_isolation=True)
     assert int(result.stdout) >= UID_BASE and result.isolation == "uid"
     assert not os.path.exists("/tmp/marft_uid_tier_planted")
@@ -187,8 +186,10 @@ def test_filesystem_view_is_the_standard_library_and_keeps_it_importable(isolati
     assert view and all(os.path.isfile(os.path.join(p, "os.py")) or os.path.isdir(p) for p in view)
     assert not any(p.endswith(("site-packages", "dist-packages")) for p in view)
     if isolation.contained:
-        source = ("import json, os, sys, sqlite3, decimal, xml.dom, ssl, zlib, lzma, uuid\n"
-                  "print(json.dumps([sys.path, os.listdir('/'), [p for p in sys.path if os.path.isdir(p)]]))")
+        source = (
+            "import json, os, sys, sqlite3, decimal, xml.dom, ssl, zlib, lzma, uuid\n"
+            "print(json.dumps([sys.path, os.listdir('/'), [p for p in sys.path if os.path.isdir(p)]]))"
+        )
         result = run_python(source, timeout_s=10)
         assert result.ok, result.stderr
         path, root, present = json.loads(result.stdout)
@@ -236,14 +237,23 @@ def world_readable_package():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
-                    reason="needs root (to start an unprivileged host) and a system /usr/bin/python3")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not os.path.exists("/usr/bin/python3"),
+    reason="needs root (to start an unprivileged host) and a system /usr/bin/python3",
+)
 def test_an_unprivileged_user_gets_user_namespaces_or_a_clear_refusal(world_readable_package):
     # The same code run by an ordinary user: it must pick the userns tier where the kernel allows
     # unprivileged user namespaces, and otherwise fall back to 'none' (and refuse untrusted code).
-    proc = subprocess.run(["/usr/bin/python3", "-I", "-c", UNPRIVILEGED_HOST, str(world_readable_package)],
-                          capture_output=True, text=True, timeout=120, user=65534, group=65534, extra_groups=[],
-                          cwd="/")
+    proc = subprocess.run(
+        ["/usr/bin/python3", "-I", "-c", UNPRIVILEGED_HOST, str(world_readable_package)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        cwd="/",
+    )
     if proc.returncode != 0 and "Permission denied" in proc.stderr:  # e.g. a temp dir others cannot enter
         pytest.skip(f"a world-readable copy of the package is not readable by an unprivileged user: {proc.stderr[-300:]}")
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -317,7 +327,7 @@ def test_sealed_stdin_is_in_no_process_that_forked_before_reading_it():
     if not detect_isolation().contained:
         pytest.skip("the guarantee is about a contained run's processes")
     marker = "sealed-" + os.urandom(8).hex()
-    program = f'''
+    program = f"""
 import os, sys
 r, w = os.pipe()
 pid = os.fork()
@@ -340,7 +350,7 @@ data = sys.stdin.read()
 print("parent read", len(data))
 os.write(w, b"x")
 os.waitpid(pid, 0)
-'''
+"""
     result = run_python(program, timeout_s=10, stdin=marker * 3)
     assert f"parent read {len(marker) * 3}" in result.stdout, result
     assert "child did not find it True" in result.stdout, result

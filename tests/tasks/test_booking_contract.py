@@ -16,8 +16,7 @@ IDS = ["marft/Booking-v0", "marft/BookingFixed-v0", "marft/BookingDecPOMDP-v0"]
 
 def snapshot(env):
     """Everything a caller can see: the database, every agent's observation, the state, the infos."""
-    return (env.db.dump(), {a: env.observe(a) for a in env.possible_agents}, env.state(), env.infos,
-            env.ready_agents(), env.message)
+    return (env.db.dump(), {a: env.observe(a) for a in env.possible_agents}, env.state(), env.infos, env.ready_agents(), env.message)
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -66,8 +65,7 @@ def test_the_coordinators_plan_takes_effect_as_soon_as_it_acts():
     env.reset(seed=1)
     plan = call("plan", act=["calendar_0", "booking_0"], depends_on={"booking_0": ["calendar_0"]})
     env.step({"coordinator_0": plan})
-    assert env.current["coordinator_0"].result == {"act": ["calendar_0", "booking_0"],
-                                                  "depends_on": {"booking_0": ["calendar_0"]}}
+    assert env.current["coordinator_0"].result == {"act": ["calendar_0", "booking_0"], "depends_on": {"booking_0": ["calendar_0"]}}
     assert env.ready_agents() == ["calendar_0", "location_0"]
     assert env.graph.parents("booking_0") == ("coordinator_0", "calendar_0")
 
@@ -102,6 +100,7 @@ def test_a_surrogate_in_the_coordinators_plan_never_reaches_an_observation():
 
 
 # -- profiles -------------------------------------------------------------------------------------------
+
 
 def test_role_prompts_come_from_the_profile():
     default = BookingFixed().profile["roles"]

@@ -23,8 +23,7 @@ def world():
 def test_the_database_holds_the_world(world):
     db = BookingDB(world)
     counts = {t: db.query(f"SELECT count(*) FROM {t}")[0][0] for t in ("people", "venues", "landmarks", "busy_slots")}
-    assert counts == {"people": len(world.people), "venues": len(world.venues), "landmarks": 4,
-                      "busy_slots": len(world.busy)}
+    assert counts == {"people": len(world.people), "venues": len(world.venues), "landmarks": 4, "busy_slots": len(world.busy)}
     assert db.canonical_bookings() == tuple(sorted((b.venue_id, b.day, b.start, b.end, b.attendees) for b in world.bookings))
     assert db.integrity_errors() == []
     db.close()

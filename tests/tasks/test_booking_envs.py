@@ -63,8 +63,13 @@ def test_coordinator_plan_sets_the_round_graph():
     env.reset(seed=1, options={"kind": "book"})
     assert env.ready_agents() == ["coordinator_0"]
     assert env.infos["booking_0"]["parents"] == ["coordinator_0"]
-    env.step({"coordinator_0": call("plan", act=["calendar_0", "location_0", "booking_0"],
-                                    depends_on={"booking_0": ["calendar_0", "location_0"]})})
+    env.step(
+        {
+            "coordinator_0": call(
+                "plan", act=["calendar_0", "location_0", "booking_0"], depends_on={"booking_0": ["calendar_0", "location_0"]}
+            )
+        }
+    )
     assert env.ready_agents() == ["calendar_0", "location_0"]
     assert env.infos["booking_0"]["parents"] == ["coordinator_0", "calendar_0", "location_0"]
     env.step({a: oracle(a, env.observe(a)) for a in env.ready_agents()})
@@ -89,16 +94,21 @@ def test_workers_left_out_of_the_plan_are_ignored():
     assert not any(e.agent == "calendar_0" for e in env.board if e.shown)
 
 
-@pytest.mark.parametrize("plan, message", [
-    ("plan it", "malformed JSON"),
-    (call("plan", act=["calendar_0"], depends_on={"booking_0": ["calendar_0"]}), "depends_on names 'booking_0', which is not in act"),
-    (call("plan", act=["calendar_0", "booking_0"], depends_on={"booking_0": ["location_0"]}), "booking_0 depends on ['location_0']"),
-    (call("plan", act=["calendar_0", "booking_0"], depends_on={"booking_0": ["calendar_0"], "calendar_0": ["booking_0"]}),
-     "the plan is not a DAG: dependency cycle"),
-    (call("plan", act=["booking_0"], depends_on={"booking_0": ["booking_0"]}), "depends on itself"),
-    (call("plan", act=["coordinator_0"]), "must be one of"),
-    (call("free_slots", people=["Bo"], day="Mon"), "free_slots is the calendar agent's tool"),
-])
+@pytest.mark.parametrize(
+    "plan, message",
+    [
+        ("plan it", "malformed JSON"),
+        (call("plan", act=["calendar_0"], depends_on={"booking_0": ["calendar_0"]}), "depends_on names 'booking_0', which is not in act"),
+        (call("plan", act=["calendar_0", "booking_0"], depends_on={"booking_0": ["location_0"]}), "booking_0 depends on ['location_0']"),
+        (
+            call("plan", act=["calendar_0", "booking_0"], depends_on={"booking_0": ["calendar_0"], "calendar_0": ["booking_0"]}),
+            "the plan is not a DAG: dependency cycle",
+        ),
+        (call("plan", act=["booking_0"], depends_on={"booking_0": ["booking_0"]}), "depends on itself"),
+        (call("plan", act=["coordinator_0"]), "must be one of"),
+        (call("free_slots", people=["Bo"], day="Mon"), "free_slots is the calendar agent's tool"),
+    ],
+)
 def test_a_bad_plan_loses_the_round(plan, message):
     env = Booking()
     env.reset(seed=1)
@@ -117,10 +127,23 @@ def test_errors_are_observations_and_leave_the_database_alone():
     before = env.db.dump()
     result = None
     while result is None:
-        result = env.step({a: {"calendar_0": "not json", "location_0": '{"name": "drop_tables"}',
-                               "booking_0": call("create_booking", venue_id=1, day="Mon", start="08:00",
-                                                 duration_minutes=30, attendees=["Robert'); DROP TABLE people;--"])}[a]
-                           for a in env.ready_agents()})
+        result = env.step(
+            {
+                a: {
+                    "calendar_0": "not json",
+                    "location_0": '{"name": "drop_tables"}',
+                    "booking_0": call(
+                        "create_booking",
+                        venue_id=1,
+                        day="Mon",
+                        start="08:00",
+                        duration_minutes=30,
+                        attendees=["Robert'); DROP TABLE people;--"],
+                    ),
+                }[a]
+                for a in env.ready_agents()
+            }
+        )
     assert result.infos["calendar_0"]["error"].startswith("malformed JSON")
     assert result.infos["location_0"]["error"].startswith("unknown tool 'drop_tables'")
     assert "not SQL" in result.infos["booking_0"]["error"]
@@ -148,11 +171,14 @@ def test_episode_ends_on_respond_or_runs_out_of_rounds():
     assert all(result.terminations.values()) and env.agents == [] and env.message == "All done!"
 
 
-@pytest.mark.parametrize("credit, expected", [
-    ("team", {"calendar_0": 1.0, "location_0": 1.0, "booking_0": 1.0}),
-    ("last", {"calendar_0": 0.0, "location_0": 0.0, "booking_0": 1.0}),
-    ("per_agent", {"calendar_0": 0.0, "location_0": 1.0, "booking_0": 1.0}),
-])
+@pytest.mark.parametrize(
+    "credit, expected",
+    [
+        ("team", {"calendar_0": 1.0, "location_0": 1.0, "booking_0": 1.0}),
+        ("last", {"calendar_0": 0.0, "location_0": 0.0, "booking_0": 1.0}),
+        ("per_agent", {"calendar_0": 0.0, "location_0": 1.0, "booking_0": 1.0}),
+    ],
+)
 def test_credit_modes(credit, expected):
     # The calendar agent only waits; the booking agent books the gold booking anyway (it peeks at the task):
     # the team succeeds, and per-agent credit tells the idle calendar agent apart.
@@ -176,17 +202,20 @@ def test_calendar_credit_is_lost_when_it_never_asks_right():
     assert result.rewards["calendar_0"] == 0.0 and result.rewards["location_0"] == 1.0
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"max_rounds": 0}, "max_rounds must be an integer from 1 to 100"),
-    ({"max_rounds": 2.5}, "max_rounds must be an integer from 1 to 100"),
-    ({"credit": "everyone"}, "unknown credit mode 'everyone'"),
-    ({"storage": "disk"}, "storage must be one of"),
-    ({"kinds": {"lunch": 1}}, "unknown task kinds ['lunch']"),
-    ({"world": {"n_rooms": 3}}, "unknown world fields ['n_rooms']"),
-    ({"world": {"n_people": 1}}, "n_people must be between 4 and 20"),
-    ({"world": {"n_venues": "9"}}, "n_venues must be an integer, got '9'"),
-    ({"world": 3}, "world must be a WorldConfig or a dict"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_rounds": 0}, "max_rounds must be an integer from 1 to 100"),
+        ({"max_rounds": 2.5}, "max_rounds must be an integer from 1 to 100"),
+        ({"credit": "everyone"}, "unknown credit mode 'everyone'"),
+        ({"storage": "disk"}, "storage must be one of"),
+        ({"kinds": {"lunch": 1}}, "unknown task kinds ['lunch']"),
+        ({"world": {"n_rooms": 3}}, "unknown world fields ['n_rooms']"),
+        ({"world": {"n_people": 1}}, "n_people must be between 4 and 20"),
+        ({"world": {"n_venues": "9"}}, "n_venues must be an integer, got '9'"),
+        ({"world": 3}, "world must be a WorldConfig or a dict"),
+    ],
+)
 def test_bad_options_give_one_clear_line(kwargs, message):
     with pytest.raises(ValueError) as err:
         Booking(**kwargs)
@@ -257,20 +286,40 @@ def test_determinism_through_a_scripted_rollout():
 
 ACTION = st.one_of(
     st.text(max_size=40),
-    st.sampled_from([
-        call("plan", act=["calendar_0", "location_0", "booking_0"], depends_on={"booking_0": ["calendar_0"]}),
-        call("plan", act=["booking_0"], depends_on={"booking_0": ["booking_0"]}),
-        call("plan", act=[]), call("wait"), call("respond", message="INFEASIBLE"),
-        call("ask_user", question="Which one? how long?"), call("ask_user", question="'; DROP TABLE bookings; --"),
-        call("free_slots", people=["Ana"], day="Tue"), call("search_venues", day="Tue"),
-        call("list_bookings"), call("cancel_booking", booking_id=1), call("cancel_booking", booking_id=2),
-        call("create_booking", venue_id=1, day="Mon", start="09:00", duration_minutes=30, attendees=["Ana"]),
-        '{"name": "create_booking", "arguments": {"venue_id": "1 OR 1=1"}}', "[" * 4000, "\x00\x01",
-    ]),
-    st.builds(lambda v, s, p: call("create_booking", venue_id=v, day="Mon", start=s, duration_minutes=30,
-                                   attendees=[p], note="'); DELETE FROM bookings; --" if v == 2 else ""),
-              st.integers(1, 10), st.sampled_from(["08:00", "10:00", "13:30", "16:00"]),
-              st.sampled_from(["Ana", "Bo", "Kai", "Lena", "Mo"])),
+    st.sampled_from(
+        [
+            call("plan", act=["calendar_0", "location_0", "booking_0"], depends_on={"booking_0": ["calendar_0"]}),
+            call("plan", act=["booking_0"], depends_on={"booking_0": ["booking_0"]}),
+            call("plan", act=[]),
+            call("wait"),
+            call("respond", message="INFEASIBLE"),
+            call("ask_user", question="Which one? how long?"),
+            call("ask_user", question="'; DROP TABLE bookings; --"),
+            call("free_slots", people=["Ana"], day="Tue"),
+            call("search_venues", day="Tue"),
+            call("list_bookings"),
+            call("cancel_booking", booking_id=1),
+            call("cancel_booking", booking_id=2),
+            call("create_booking", venue_id=1, day="Mon", start="09:00", duration_minutes=30, attendees=["Ana"]),
+            '{"name": "create_booking", "arguments": {"venue_id": "1 OR 1=1"}}',
+            "[" * 4000,
+            "\x00\x01",
+        ]
+    ),
+    st.builds(
+        lambda v, s, p: call(
+            "create_booking",
+            venue_id=v,
+            day="Mon",
+            start=s,
+            duration_minutes=30,
+            attendees=[p],
+            note="'); DELETE FROM bookings; --" if v == 2 else "",
+        ),
+        st.integers(1, 10),
+        st.sampled_from(["08:00", "10:00", "13:30", "16:00"]),
+        st.sampled_from(["Ana", "Bo", "Kai", "Lena", "Mo"]),
+    ),
 )
 
 

@@ -40,10 +40,16 @@ def brute_force(world, task):
         end = start + task.duration
         if any(s < end and start < e for s, e in busy):
             continue
-        fits = [v for v in world.venues
-                if v.capacity >= len(ids) and distance_km(v, mark) <= task.max_km and v.price(task.duration) <= task.budget
-                and v.opens <= start and end <= v.closes
-                and not any(b.venue_id == v.id and b.start < end and start < b.end for b in bookings)]
+        fits = [
+            v
+            for v in world.venues
+            if v.capacity >= len(ids)
+            and distance_km(v, mark) <= task.max_km
+            and v.price(task.duration) <= task.budget
+            and v.opens <= start
+            and end <= v.closes
+            and not any(b.venue_id == v.id and b.start < end and start < b.end for b in bookings)
+        ]
         if fits:
             best = min(fits, key=lambda v: (v.price_per_hour, distance_km(v, mark), v.id))
             return best.id, start, end
@@ -60,8 +66,15 @@ def test_gold_bookings_match_an_independent_brute_force(tasks):
 
 def test_task_mix_covers_every_kind_and_reason(tasks):
     mix = collections.Counter((t.kind, t.reason or (t.clarification.topic if t.clarification else "")) for _, t in tasks)
-    assert set(mix) == {("book", ""), ("clarify", "duration"), ("clarify", "person"), ("reschedule", ""),
-                        ("infeasible", "budget"), ("infeasible", "calendar"), ("infeasible", "distance")}
+    assert set(mix) == {
+        ("book", ""),
+        ("clarify", "duration"),
+        ("clarify", "person"),
+        ("reschedule", ""),
+        ("infeasible", "budget"),
+        ("infeasible", "calendar"),
+        ("infeasible", "distance"),
+    }
     assert all(n >= 20 for n in mix.values()), mix
     assert 0.15 < sum(not t.feasible for _, t in tasks) / len(tasks) < 0.35
 

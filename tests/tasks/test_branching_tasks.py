@@ -26,11 +26,11 @@ def test_a_math_branch_shares_the_problem_source_and_copies_the_attempts():
     env.reset(seed=2)
     env.step({"reasoner_0": "thinking"})
     twin = env.branch()
-    assert twin.problems is env.problems and twin.profile is env.profile    # read-only: shared
+    assert twin.problems is env.problems and twin.profile is env.profile  # read-only: shared
     assert twin.problem == env.problem and twin.observe("actor_0") == env.observe("actor_0")
     wrong = twin.step({"actor_0": "\\boxed{nothing}"})
     assert wrong.terminations["actor_0"] is False and len(twin.attempts) == 1
-    assert env.attempts == [] and env.ready_agents() == ["actor_0"]          # the original did not move
+    assert env.attempts == [] and env.ready_agents() == ["actor_0"]  # the original did not move
     right = env.step({"actor_0": f"\\boxed{{{env.problem.answer}}}"})
     assert right.rewards["actor_0"] == 1.0 and twin.agents == ["reasoner_0", "actor_0"]
     assert "Attempt 1: the team answered nothing, which is wrong." in twin.observe("reasoner_0")["text"]
@@ -51,8 +51,13 @@ def test_a_cory_branch_has_its_own_roles():
 def _to_the_booking_agent(env):
     """Play the oracle's coordinator, calendar and location turns: mid-round, only booking_0 is left."""
     env.reset(seed=1, options={"kind": "book"})
-    env.step({"coordinator_0": call("plan", act=["calendar_0", "location_0", "booking_0"],
-                                    depends_on={"booking_0": ["calendar_0", "location_0"]})})
+    env.step(
+        {
+            "coordinator_0": call(
+                "plan", act=["calendar_0", "location_0", "booking_0"], depends_on={"booking_0": ["calendar_0", "location_0"]}
+            )
+        }
+    )
     env.step({a: oracle(a, env.observe(a)) for a in env.ready_agents()})
     assert env.ready_agents() == ["booking_0"]
 
@@ -64,7 +69,7 @@ def test_a_booking_branch_writes_to_a_database_of_its_own(storage):
     live = open_databases()
     twin = env.branch()
     assert open_databases() == live + 1 and twin.db is not env.db and twin.db.conn is not env.db.conn
-    assert twin.world is env.world and twin.task is env.task                   # frozen: shared
+    assert twin.world is env.world and twin.task is env.task  # frozen: shared
     before = env.db.dump()
     assert twin.db.dump() == before and twin.board == env.board and twin.board is not env.board
     if storage == "file":
@@ -72,14 +77,14 @@ def test_a_booking_branch_writes_to_a_database_of_its_own(storage):
     action = oracle("booking_0", twin.observe("booking_0"))
     result = twin.step({"booking_0": action})
     assert result.infos["booking_0"]["tool"] == "create_booking" and result.infos["booking_0"]["error"] is None
-    assert twin.db.dump() != before and env.db.dump() == before                # the write went to the branch only
+    assert twin.db.dump() != before and env.db.dump() == before  # the write went to the branch only
     assert env.current.keys() == {"coordinator_0", "calendar_0", "location_0"} and env.ready_agents() == ["booking_0"]
     path = twin.db.path
     twin.close()
     assert open_databases() == live and not env.db.closed
     if storage == "file":
         assert not os.path.exists(path) and os.path.exists(env.db.path)
-    assert env.step({"booking_0": action}).infos == result.infos               # the same call, the same outcome
+    assert env.step({"booking_0": action}).infos == result.infos  # the same call, the same outcome
     env.close()
 
 
@@ -120,7 +125,7 @@ def test_a_code_branch_copies_the_episode_and_no_sandbox_state(monkeypatch):
     env.reset(seed=0, options={"problem": TASK})
     env.step({"locator_0": "Lines: 5"})
     twin = env.branch()
-    assert twin.problems is env.problems and twin.runner is env.runner        # process-wide, shared, not copied
+    assert twin.problems is env.problems and twin.runner is env.runner  # process-wide, shared, not copied
     wrong = env.step({"fixer_0": "I am not sure."})
     assert wrong.infos["fixer_0"]["status"] == "syntax_error" and len(env.attempts) == 1
     assert twin.attempts == [] and twin.ready_agents() == ["fixer_0"]

@@ -22,11 +22,16 @@ SOLUTION = '''def clamp(x, low, high):
     return x
 '''
 TASK = CodeTask(
-    task_id="test/clamp/0", entry_point="clamp", buggy=SOLUTION.replace("x > high", "x >= low"),
-    tests=("assert clamp(5, 0, 10) == 5", "assert clamp(-3, 0, 10) == 0", "assert clamp(12, 0, 10) == 10",
-           "assert clamp(0, 0, 10) == 0"),
-    solution=SOLUTION, fail_to_pass=(0, 3), pass_to_pass=(1, 2), bug_lines=(5,),
-    bug="wrong_comparison: line 5", source="test",
+    task_id="test/clamp/0",
+    entry_point="clamp",
+    buggy=SOLUTION.replace("x > high", "x >= low"),
+    tests=("assert clamp(5, 0, 10) == 5", "assert clamp(-3, 0, 10) == 0", "assert clamp(12, 0, 10) == 10", "assert clamp(0, 0, 10) == 0"),
+    solution=SOLUTION,
+    fail_to_pass=(0, 3),
+    pass_to_pass=(1, 2),
+    bug_lines=(5,),
+    bug="wrong_comparison: line 5",
+    source="test",
 )
 
 
@@ -49,7 +54,7 @@ def test_the_task_as_the_agents_see_it():
     assert env.possible_agents == ["locator_0", "fixer_0"]
     assert env.observe("locator_0")["text"] == (
         "Fix the bug in `clamp` so that it passes its tests.\n\nProgram:\n"
-        "1 | def clamp(x, low, high):\n2 |     \"\"\"x limited to [low, high].\"\"\"\n3 |     if x < low:\n"
+        '1 | def clamp(x, low, high):\n2 |     """x limited to [low, high]."""\n3 |     if x < low:\n'
         "4 |         return low\n5 |     if x >= low:\n6 |         return high\n7 |     return x\n\n"
         "Some of its tests (3 of 4):\nassert clamp(5, 0, 10) == 5\nassert clamp(0, 0, 10) == 0\n"
         "assert clamp(-3, 0, 10) == 0"
@@ -60,13 +65,16 @@ def test_the_task_as_the_agents_see_it():
     assert env.infos["fixer_0"]["parents"] == ["locator_0"]
 
 
-@pytest.mark.parametrize("answer", [
-    oracle_patch(TASK, "function"),
-    oracle_patch(TASK, "diff"),
-    SOLUTION,  # a bare definition, no code fence
-    f"Here is the fix:\n```python\nimport math\n\n{SOLUTION}```\nDone.",
-    f"```diff\n{make_diff(TASK.buggy, SOLUTION).replace('@@ -3', '@@ -30')}```",  # wrong line numbers
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        oracle_patch(TASK, "function"),
+        oracle_patch(TASK, "diff"),
+        SOLUTION,  # a bare definition, no code fence
+        f"Here is the fix:\n```python\nimport math\n\n{SOLUTION}```\nDone.",
+        f"```diff\n{make_diff(TASK.buggy, SOLUTION).replace('@@ -3', '@@ -30')}```",  # wrong line numbers
+    ],
+)
 def test_patch_forms_that_fix_the_bug_score_one(answer):
     result = fixer_env().step({"fixer_0": answer})
     info = result.infos["fixer_0"]
@@ -83,16 +91,19 @@ def test_the_unfixed_program_keeps_its_passing_tests_only():
     assert result.rewards["fixer_0"] == 0.0
 
 
-@pytest.mark.parametrize("answer, status, reason", [
-    ("def clamp(x, low, high)\n    return x", "syntax_error", "line 1"),
-    ("I think the bug is on line 5.", "syntax_error", ""),
-    ("```python\ndef other():\n    pass\n```", "no_patch", "does not define 'clamp'"),
-    ("```diff\n@@ -1 +1 @@\n-def nope():\n+def clamp():\n```", "no_patch", "hunk 1 does not apply"),
-    ("```python\ndef clamp(x, low, high):\n    while True:\n        pass\n```", "timeout", "did not finish"),
-    ("```python\nimport os\ndef clamp(x, low, high):\n    os._exit(3)\n```", "crash", "exit status 3"),
-    ("```python\nraise SystemExit('bye')\ndef clamp(x, low, high):\n    return x\n```", "import_error", "SystemExit"),
-    ("```python\nclass clamp:\n    pass\n```", "ok", ""),
-])
+@pytest.mark.parametrize(
+    "answer, status, reason",
+    [
+        ("def clamp(x, low, high)\n    return x", "syntax_error", "line 1"),
+        ("I think the bug is on line 5.", "syntax_error", ""),
+        ("```python\ndef other():\n    pass\n```", "no_patch", "does not define 'clamp'"),
+        ("```diff\n@@ -1 +1 @@\n-def nope():\n+def clamp():\n```", "no_patch", "hunk 1 does not apply"),
+        ("```python\ndef clamp(x, low, high):\n    while True:\n        pass\n```", "timeout", "did not finish"),
+        ("```python\nimport os\ndef clamp(x, low, high):\n    os._exit(3)\n```", "crash", "exit status 3"),
+        ("```python\nraise SystemExit('bye')\ndef clamp(x, low, high):\n    return x\n```", "import_error", "SystemExit"),
+        ("```python\nclass clamp:\n    pass\n```", "ok", ""),
+    ],
+)
 def test_bad_patches_score_zero_with_the_reason(answer, status, reason):
     result = fixer_env(timeout_s=1.0).step({"fixer_0": answer})
     info = result.infos["fixer_0"]
@@ -112,8 +123,12 @@ def test_every_role_graded_by_the_oracle_scores_one():
 
 
 def test_own_scores_and_credit_modes():
-    actions = {"locator_0": "Lines: 3", "tester_0": "assert clamp(1, 0, 3) == 2\nassert clamp(20, 0, 10) == 10",
-               "fixer_0": oracle_patch(TASK), "reviewer_0": "REJECT"}
+    actions = {
+        "locator_0": "Lines: 3",
+        "tester_0": "assert clamp(1, 0, 3) == 2\nassert clamp(20, 0, 10) == 10",
+        "fixer_0": oracle_patch(TASK),
+        "reviewer_0": "REJECT",
+    }
     expected = {
         "team": dict.fromkeys(actions, 1.0),
         "last": {"locator_0": 0.0, "tester_0": 0.0, "fixer_0": 0.0, "reviewer_0": 1.0},
@@ -127,8 +142,7 @@ def test_own_scores_and_credit_modes():
         assert play_round(env, actions).rewards == rewards, credit
     env = CodeRepairChain(roles=["tester", "fixer"], credit="per_agent")
     env.reset(seed=0, options={"problem": TASK})
-    result = play_round(env, {"tester_0": "```python\nassert clamp(5, 0, 10) == 5\nassert clamp(1, 0, 3) == 2\n```",
-                              "fixer_0": "pass"})
+    result = play_round(env, {"tester_0": "```python\nassert clamp(5, 0, 10) == 5\nassert clamp(1, 0, 3) == 2\n```", "fixer_0": "pass"})
     assert result.rewards["tester_0"] == 0.5  # one assert right and catching the bug, one wrong
 
 
@@ -162,8 +176,7 @@ def test_vote_by_syntax_tree():
     env = CodeRepairVote(n_agents=3, credit="per_agent")
     env.reset(seed=0, options={"problem": TASK})
     assert env.ready_agents() == ["fixer_0", "fixer_1", "fixer_2"] and env.graph.is_empty()
-    result = env.step({"fixer_0": definition_source(TASK.buggy, "clamp"), "fixer_1": SOLUTION,
-                       "fixer_2": same_fix_other_format})
+    result = env.step({"fixer_0": definition_source(TASK.buggy, "clamp"), "fixer_1": SOLUTION, "fixer_2": same_fix_other_format})
     assert result.rewards == {"fixer_0": 0.5, "fixer_1": 1.0, "fixer_2": 1.0}
     assert all(info["solved"] for info in result.infos.values())
 
@@ -184,16 +197,23 @@ def test_gymnasium_view_of_the_solo_env():
     assert reward == 1.0 and terminated is True and truncated is False and info["solved"]
 
 
-@pytest.mark.parametrize("env_id, kwargs", [
-    ("marft/CodeRepair-v0", {"rounds": 2}),
-    ("marft/CodeRepair-v0", {"roles": ["locator", "tester", "fixer", "reviewer"]}),
-    ("marft/CodeRepairVote-v0", {"rounds": 2}),
-    ("marft/CodeRepairSolo-v0", {"rounds": 2}),
-])
+@pytest.mark.parametrize(
+    "env_id, kwargs",
+    [
+        ("marft/CodeRepair-v0", {"rounds": 2}),
+        ("marft/CodeRepair-v0", {"roles": ["locator", "tester", "fixer", "reviewer"]}),
+        ("marft/CodeRepairVote-v0", {"rounds": 2}),
+        ("marft/CodeRepairSolo-v0", {"rounds": 2}),
+    ],
+)
 def test_checkers_pass_with_the_oracle_policy(env_id, kwargs):
     # check_env plays many env instances; the oracle finds each one's task from the program it shows.
-    report = check_env(lambda: marft_envs.make(env_id, **kwargs), seeds=range(4), num_cycles=20,
-                       policy=lambda agent, obs, rng: _oracle_for(obs)(agent, obs, rng))
+    report = check_env(
+        lambda: marft_envs.make(env_id, **kwargs),
+        seeds=range(4),
+        num_cycles=20,
+        policy=lambda agent, obs, rng: _oracle_for(obs)(agent, obs, rng),
+    )
     assert "marft.determinism" in report.passed
 
 
@@ -236,20 +256,23 @@ def test_reset_is_seeded():
     assert len({(env.reset(seed=s), env.problem.task_id)[1] for s in range(20)}) > 5
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda: CodeRepairChain(roles=["locator"]), "have no 'fixer'"),
-    (lambda: CodeRepairChain(roles=["reviewer", "fixer"]), "a reviewer must come after a fixer"),
-    (lambda: CodeRepairChain(roles=["fixer", "poet"]), "unknown roles ['poet']"),
-    (lambda: CodeRepairChain(rounds=0), "rounds must be at least 1"),
-    (lambda: CodeRepairChain(credit="all"), "unknown credit mode 'all'"),
-    (lambda: CodeRepairChain(reward="binary"), "unknown reward mode 'binary'"),
-    (lambda: CodeRepairChain(visible_tests=-1), "visible_tests must be at least 0"),
-    (lambda: CodeRepairChain(tasks="/no/such/tasks.jsonl"), "no such task file"),
-    (lambda: CodeRepairChain(split="dev"), "unknown split 'dev'"),
-    (lambda: CodeRepairVote(n_agents=0), "n_agents must be at least 1"),
-    (lambda: CodeRepairSolo(profile={"roles": {"locator": "x"}}), "no prompt for roles ['fixer']"),
-    (lambda: CodeRepairChain().reset(options={"problem": "task"}), "must be a CodeTask"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: CodeRepairChain(roles=["locator"]), "have no 'fixer'"),
+        (lambda: CodeRepairChain(roles=["reviewer", "fixer"]), "a reviewer must come after a fixer"),
+        (lambda: CodeRepairChain(roles=["fixer", "poet"]), "unknown roles ['poet']"),
+        (lambda: CodeRepairChain(rounds=0), "rounds must be at least 1"),
+        (lambda: CodeRepairChain(credit="all"), "unknown credit mode 'all'"),
+        (lambda: CodeRepairChain(reward="binary"), "unknown reward mode 'binary'"),
+        (lambda: CodeRepairChain(visible_tests=-1), "visible_tests must be at least 0"),
+        (lambda: CodeRepairChain(tasks="/no/such/tasks.jsonl"), "no such task file"),
+        (lambda: CodeRepairChain(split="dev"), "unknown split 'dev'"),
+        (lambda: CodeRepairVote(n_agents=0), "n_agents must be at least 1"),
+        (lambda: CodeRepairSolo(profile={"roles": {"locator": "x"}}), "no prompt for roles ['fixer']"),
+        (lambda: CodeRepairChain().reset(options={"problem": "task"}), "must be a CodeTask"),
+    ],
+)
 def test_bad_options_give_one_clear_line(make, message):
     with pytest.raises((ValueError, TypeError, FileNotFoundError)) as err:
         make()

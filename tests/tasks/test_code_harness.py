@@ -23,14 +23,17 @@ def test_per_test_results(runner):
     assert not report.all_passed
 
 
-@pytest.mark.parametrize("program, status, reason", [
-    ("def add(a, b) return a + b\n", "syntax_error", "line 1"),
-    ("raise RuntimeError('at import')\ndef add(a, b):\n    return a + b\n", "import_error", "RuntimeError: at import"),
-    ("def plus(a, b):\n    return a + b\n", "missing_entry_point", "'add'"),
-    ("def add(a, b):\n    while True:\n        pass\n", "timeout", "did not finish"),
-    ("import os\ndef add(a, b):\n    os._exit(0)\n", "crash", "exit status 0"),
-    ("def add(a, b):\n    return bytearray(1 << 34)\n", "ok", ""),
-])
+@pytest.mark.parametrize(
+    "program, status, reason",
+    [
+        ("def add(a, b) return a + b\n", "syntax_error", "line 1"),
+        ("raise RuntimeError('at import')\ndef add(a, b):\n    return a + b\n", "import_error", "RuntimeError: at import"),
+        ("def plus(a, b):\n    return a + b\n", "missing_entry_point", "'add'"),
+        ("def add(a, b):\n    while True:\n        pass\n", "timeout", "did not finish"),
+        ("import os\ndef add(a, b):\n    os._exit(0)\n", "crash", "exit status 0"),
+        ("def add(a, b):\n    return bytearray(1 << 34)\n", "ok", ""),
+    ],
+)
 def test_statuses(runner, program, status, reason):
     limits_runner = runner.with_limits(Limits(timeout_s=1.0, memory_mb=256)) if status == "timeout" else runner
     report = limits_runner.run(program, TESTS, "add")
@@ -39,17 +42,24 @@ def test_statuses(runner, program, status, reason):
         assert report.passed == (False, False, False) and "MemoryError" in report.messages[0]
 
 
-@pytest.mark.parametrize("name, program", [
-    ("always-equal object", "class Eq:\n    def __eq__(self, other):\n        return True\n"
-                            "def add(a, b):\n    return Eq()\n"),
-    ("exit 0 before the tests", "import sys\nsys.exit(0)\ndef add(a, b):\n    return 0\n"),
-    ("exit 0 inside the function", "import os\ndef add(a, b):\n    os._exit(0)\n"),
-    ("print a fake report", "print('{\"status\": \"ok\", \"results\": [[\"pass\", \"\"], [\"pass\", \"\"], [\"pass\", \"\"]]}')\n"
-                            "def add(a, b):\n    return 0\n"),
-    ("read the tests to answer", "import json, os\n"
-                                 "SEEN = os.path.exists('.marft_tests.json')\n"
-                                 "def add(a, b):\n    assert not SEEN, 'the tests were readable'\n    return 0\n"),
-])
+@pytest.mark.parametrize(
+    "name, program",
+    [
+        ("always-equal object", "class Eq:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Eq()\n"),
+        ("exit 0 before the tests", "import sys\nsys.exit(0)\ndef add(a, b):\n    return 0\n"),
+        ("exit 0 inside the function", "import os\ndef add(a, b):\n    os._exit(0)\n"),
+        (
+            "print a fake report",
+            'print(\'{"status": "ok", "results": [["pass", ""], ["pass", ""], ["pass", ""]]}\')\ndef add(a, b):\n    return 0\n',
+        ),
+        (
+            "read the tests to answer",
+            "import json, os\n"
+            "SEEN = os.path.exists('.marft_tests.json')\n"
+            "def add(a, b):\n    assert not SEEN, 'the tests were readable'\n    return 0\n",
+        ),
+    ],
+)
 def test_cheap_ways_to_fake_a_pass_fail(runner, name, program):
     report = runner.run(program, NONZERO, "add")
     assert not report.all_passed, name
@@ -57,16 +67,17 @@ def test_cheap_ways_to_fake_a_pass_fail(runner, name, program):
 
 
 def test_strict_equality_is_only_for_plain_data(runner):
-    program = ("class V:\n    def __init__(self, x):\n        self.x = x\n"
-               "    def __eq__(self, other):\n        return isinstance(other, V) and self.x == other.x\n"
-               "def add(a, b):\n    return V(a + b)\n")
+    program = (
+        "class V:\n    def __init__(self, x):\n        self.x = x\n"
+        "    def __eq__(self, other):\n        return isinstance(other, V) and self.x == other.x\n"
+        "def add(a, b):\n    return V(a + b)\n"
+    )
     report = runner.run(program, ("assert add(1, 2) == V(3)", "assert add(1, 2) == 3"), "add")
     assert report.passed == (True, False)  # two objects compare as they say; an object never equals plain 3
 
 
 def test_setup_runs_before_each_test_and_tests_are_independent(runner):
-    report = runner.run("def add(a, b):\n    return a + b\n", ("X.append(1)\nassert X == [1]", "assert X == []"),
-                        "add", setup="X = []")
+    report = runner.run("def add(a, b):\n    return a + b\n", ("X.append(1)\nassert X == [1]", "assert X == []"), "add", setup="X = []")
     assert report.passed == (True, True)
 
 
@@ -83,7 +94,7 @@ def test_reports_are_cached(runner):
 # checkout, its site-packages, the folders around sys.path and the working directory, an editable
 # install's .pth file) and runs it. The sandbox shows a run only the standard library and its working
 # directory, so it finds nothing and scores 0 (it scored 0.98 mean reward before that rule).
-THIEF = '''
+THIEF = """
 def _stolen():
     import glob, json, os, sys
     dirs = []
@@ -115,7 +126,7 @@ def _stolen():
 
 def ENTRY_POINT(*args, **kwargs):
     return _stolen()(*args, **kwargs)
-'''
+"""
 
 
 def thief_patch(task) -> str:

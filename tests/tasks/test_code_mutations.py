@@ -72,12 +72,10 @@ def test_methods_of_a_class_are_mutated_too():
     assert any("self.items[-2]" in m.source or "self.items[-0]" in m.source for m in muts)
 
 
-@pytest.mark.parametrize("fixed, buggy, lines", [
-    ("a\nb\nc\n", "a\nB\nc\n", (2,)),
-    ("a\nb\nc\n", "a\nc\n", (2,)),
-    ("a\nb\n", "a\n", (1,)),
-    ("a\nb\nc\n", "a\nb\nc\n", ()),
-])
+@pytest.mark.parametrize(
+    "fixed, buggy, lines",
+    [("a\nb\nc\n", "a\nB\nc\n", (2,)), ("a\nb\nc\n", "a\nc\n", (2,)), ("a\nb\n", "a\n", (1,)), ("a\nb\nc\n", "a\nb\nc\n", ())],
+)
 def test_changed_lines(fixed, buggy, lines):
     assert changed_lines(fixed, buggy) == lines
 

@@ -33,14 +33,17 @@ FIXED_AREA = '''def area(r):
 '''
 
 
-@pytest.mark.parametrize("answer, kind, text", [
-    ("```python\ndef f():\n    pass\n```", "code", "def f():\n    pass\n"),
-    ("Here:\n```py\nx = 1\n```\nthen\n```python\ny = 2\n```", "code", "y = 2\n"),
-    ("```diff\n@@ -1 +1 @@\n-a\n+b\n```", "diff", "@@ -1 +1 @@\n-a\n+b\n"),
-    ("```\n--- a/p.py\n+++ b/p.py\n@@ -1 +1 @@\n-a\n+b\n```", "diff", "--- a/p.py\n+++ b/p.py\n@@ -1 +1 @@\n-a\n+b\n"),
-    ("@@ -1 +1 @@\n-a\n+b", "diff", "@@ -1 +1 @@\n-a\n+b"),
-    ("def f():\n    return 1", "code", "def f():\n    return 1"),
-])
+@pytest.mark.parametrize(
+    "answer, kind, text",
+    [
+        ("```python\ndef f():\n    pass\n```", "code", "def f():\n    pass\n"),
+        ("Here:\n```py\nx = 1\n```\nthen\n```python\ny = 2\n```", "code", "y = 2\n"),
+        ("```diff\n@@ -1 +1 @@\n-a\n+b\n```", "diff", "@@ -1 +1 @@\n-a\n+b\n"),
+        ("```\n--- a/p.py\n+++ b/p.py\n@@ -1 +1 @@\n-a\n+b\n```", "diff", "--- a/p.py\n+++ b/p.py\n@@ -1 +1 @@\n-a\n+b\n"),
+        ("@@ -1 +1 @@\n-a\n+b", "diff", "@@ -1 +1 @@\n-a\n+b"),
+        ("def f():\n    return 1", "code", "def f():\n    return 1"),
+    ],
+)
 def test_extract_patch(answer, kind, text):
     assert extract_patch(answer) == Patch(kind, text)
 
@@ -77,7 +80,7 @@ def test_diff_round_trip():
 
 
 def test_diff_with_wrong_line_numbers_still_finds_its_context():
-    diff = "@@ -40,3 +40,3 @@\n     \"\"\"Area of a circle.\"\"\"\n-    return math.pi * r * 2\n+    return math.pi * r ** 2\n"
+    diff = '@@ -40,3 +40,3 @@\n     """Area of a circle."""\n-    return math.pi * r * 2\n+    return math.pi * r ** 2\n'
     assert apply_unified_diff(BUGGY, diff) == BUGGY.replace("r * 2", "r ** 2")
 
 

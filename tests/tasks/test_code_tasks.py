@@ -106,8 +106,7 @@ def test_humaneval_check_is_split_into_asserts():
         "    for i in range(2):\n        assert candidate(i) == i + 1\n    assert True\n"
     )
     assert setup == "METADATA = {}"
-    assert tests == ["x = 3\nassert candidate(x) == 4", "x = 3\nfor i in range(2):\n    assert candidate(i) == i + 1",
-                     "x = 3\nassert True"]
+    assert tests == ["x = 3\nassert candidate(x) == 4", "x = 3\nfor i in range(2):\n    assert candidate(i) == i + 1", "x = 3\nassert True"]
     with pytest.raises(ValueError, match="must define check"):
         split_check("assert True")
 
@@ -119,8 +118,11 @@ def test_a_humaneval_format_file_goes_through_the_same_interface(fixtures, pool,
     source = load_tasks(str(path), split="all", runner=runner)
     assert isinstance(source, MutatedPrograms) and len(source) == 3
     tasks = [t for i in range(3) for t in source.tasks_of(i)]
-    assert [t.task_id for t in tasks] == ["humaneval_small.jsonl/Mini/0/0", "humaneval_small.jsonl/Mini/1/0",
-                                          "humaneval_small.jsonl/Mini/2/0"]
+    assert [t.task_id for t in tasks] == [
+        "humaneval_small.jsonl/Mini/0/0",
+        "humaneval_small.jsonl/Mini/1/0",
+        "humaneval_small.jsonl/Mini/2/0",
+    ]
     for task in tasks:
         assert task.setup == ("METADATA = {'author': 'marft', 'dataset': 'fixture'}" if "Mini/0" in task.task_id else "")
         by_function, by_diff, buggy = scores(task, TestRunner(Limits(timeout_s=5.0), pool=pool))
@@ -150,8 +152,7 @@ def _humaneval_rows():
     return read_jsonl(humaneval_path())
 
 
-@pytest.mark.parametrize("count", [pytest.param(HUMANEVAL_SAMPLE, id="sample"),
-                                   pytest.param(None, id="all", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("count", [pytest.param(HUMANEVAL_SAMPLE, id="sample"), pytest.param(None, id="all", marks=pytest.mark.slow)])
 def test_humaneval_tasks_oracle_scores_one_and_buggy_code_below_one(pool, count):
     rows = _humaneval_rows()
     assert len(rows) == 164
@@ -168,26 +169,31 @@ def test_humaneval_tasks_oracle_scores_one_and_buggy_code_below_one(pool, count)
 def test_user_task_and_program_files(tmp_path, pool):
     task = corpus_tasks("all").tasks[0]
     tasks_file = tmp_path / "tasks.jsonl"
-    tasks_file.write_text(json.dumps({"buggy": task.buggy, "tests": list(task.tests), "entry_point": task.entry_point,
-                                      "solution": task.solution}) + "\n")
+    tasks_file.write_text(
+        json.dumps({"buggy": task.buggy, "tests": list(task.tests), "entry_point": task.entry_point, "solution": task.solution}) + "\n"
+    )
     source = load_tasks(str(tasks_file), split="all")
     assert isinstance(source, TaskList) and source.tasks[0].buggy == task.buggy
     assert source.tasks[0].fail_to_pass is None  # unknown: the reward then reports no f2p/p2p split
 
     program = load_corpus()[0]
     programs_file = tmp_path / "programs.jsonl"
-    programs_file.write_text(json.dumps({"name": "mine", "source": program.source, "tests": list(program.tests),
-                                         "entry_point": program.entry_point}) + "\n")
+    programs_file.write_text(
+        json.dumps({"name": "mine", "source": program.source, "tests": list(program.tests), "entry_point": program.entry_point}) + "\n"
+    )
     source = load_tasks(str(programs_file), split="all", runner=TestRunner(GENERATION_LIMITS, pool=pool))
     assert source.tasks_of(0)[0].task_id == "programs.jsonl/mine/0"
 
 
-@pytest.mark.parametrize("content, message", [
-    ('{"question": "x"}\n', "expected tasks ('buggy', 'tests', 'entry_point'), HumanEval"),
-    ('{"buggy": "x", "tests": [], "entry_point": "f"}\n', "'tests' must be a non-empty list"),
-    ('{"buggy": "x", "tests": "assert 1", "entry_point": "f"}\n', "'tests' must be a non-empty list"),
-    ("", "is empty"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"question": "x"}\n', "expected tasks ('buggy', 'tests', 'entry_point'), HumanEval"),
+        ('{"buggy": "x", "tests": [], "entry_point": "f"}\n', "'tests' must be a non-empty list"),
+        ('{"buggy": "x", "tests": "assert 1", "entry_point": "f"}\n', "'tests' must be a non-empty list"),
+        ("", "is empty"),
+    ],
+)
 def test_bad_task_files_give_one_clear_line(tmp_path, content, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(content)

@@ -9,8 +9,7 @@ from marft_envs.tasks.math.debate import majority_vote
 from marft_envs.tasks.math.problems import Problem
 from marft_envs.tasks.math.scripted import chain_policy, copy_actor
 
-P = Problem(question="Ana has 3 apples and buys 4 more. How many apples does she have?", answer="7",
-            solution="3+4=7", source="test")
+P = Problem(question="Ana has 3 apples and buys 4 more. How many apples does she have?", answer="7", solution="3+4=7", source="test")
 
 
 def play(env, answers_by_round):
@@ -57,8 +56,7 @@ def test_credit_modes(credit, expected):
 def test_feedback_rounds_until_right():
     env = MathChain(rounds=3)
     env.reset(seed=0, options={"problem": P})
-    r1, r2 = play(env, [{"reasoner_0": "3+4=8", "actor_0": "\\boxed{8}"},
-                        {"reasoner_0": "3+4=7", "actor_0": "\\boxed{7}"}])
+    r1, r2 = play(env, [{"reasoner_0": "3+4=8", "actor_0": "\\boxed{8}"}, {"reasoner_0": "3+4=7", "actor_0": "\\boxed{7}"}])
     assert not any(r1.terminations.values()) and r1.rewards["actor_0"] == 0.0
     assert all(r2.terminations.values()) and r2.rewards["actor_0"] == 1.0
 
@@ -96,10 +94,13 @@ def test_debate_sees_previous_answers_and_votes():
     env = MathDebate(n_agents=3, rounds=2)
     env.reset(seed=0, options={"problem": P})
     assert env.ready_agents() == ["solver_0", "solver_1", "solver_2"]  # one layer
-    r1, r2 = play(env, [
-        {"solver_0": "\\boxed{7}", "solver_1": "\\boxed{8}", "solver_2": "\\boxed{6}"},
-        {"solver_0": "\\boxed{7}", "solver_1": "\\boxed{7.0}", "solver_2": "\\boxed{6}"},
-    ])
+    r1, r2 = play(
+        env,
+        [
+            {"solver_0": "\\boxed{7}", "solver_1": "\\boxed{8}", "solver_2": "\\boxed{6}"},
+            {"solver_0": "\\boxed{7}", "solver_1": "\\boxed{7.0}", "solver_2": "\\boxed{6}"},
+        ],
+    )
     assert r1.rewards["solver_0"] == pytest.approx(1 / 3) and not any(r1.terminations.values())
     assert r2.rewards["solver_2"] == pytest.approx(2 / 3) and all(r2.terminations.values())
     assert env.attempts[-1]["answer"] == "7" and env.attempts[-1]["correct"]
@@ -114,8 +115,7 @@ def test_debate_observation_after_first_round():
 
 
 @pytest.mark.parametrize(
-    "answers, expected",
-    [(["7", "7.0", "8"], "7"), (["8", "7", "7"], "7"), (["8", "7"], "8"), ([None, None], None), ([None, "3"], "3")],
+    "answers, expected", [(["7", "7.0", "8"], "7"), (["8", "7", "7"], "7"), (["8", "7"], "8"), ([None, None], None), ([None, "3"], "3")]
 )
 def test_majority_vote(answers, expected):
     assert majority_vote(answers) == expected

@@ -212,8 +212,15 @@ def test_bad_columns(fixtures):
     assert "'problem'" in message and "'question'" in message  # expected
 
 
-@pytest.mark.parametrize("spec, words", [("gsm9k", "unknown problem spec"), ("synthetic:7", "synthetic:1,2"),
-                                         ("synthetic", "'train' or 'test'"), ("hub:", "hub:<dataset name>")])
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ("gsm9k", "unknown problem spec"),
+        ("synthetic:7", "synthetic:1,2"),
+        ("synthetic", "'train' or 'test'"),
+        ("hub:", "hub:<dataset name>"),
+    ],
+)
 def test_bad_specs(spec, words):
     assert words in one_line_error(spec, split="validation" if spec == "synthetic" else "train")
 

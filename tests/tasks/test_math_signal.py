@@ -21,13 +21,13 @@ def test_synthetic_levels_are_drawn_on_request():
     with pytest.raises(ValueError, match=r"has levels \[0, 2, 3\], not 4"):
         source.sample_at(rng, 4)
     # the default draw is what it always was: the same problems from the same generator state
-    assert [SyntheticMath().sample(np.random.default_rng(5)).uid for _ in range(3)] == \
-           [SyntheticMath().sample(np.random.default_rng(5)).uid] * 3
+    assert [SyntheticMath().sample(np.random.default_rng(5)).uid for _ in range(3)] == [
+        SyntheticMath().sample(np.random.default_rng(5)).uid
+    ] * 3
 
 
 def test_file_levels_come_from_the_level_column():
-    rows = [{"problem": "a", "answer": 1, "level": "Level 2"}, {"problem": "b", "answer": 2, "level": 5},
-            {"problem": "c", "answer": 3}]
+    rows = [{"problem": "a", "answer": 1, "level": "Level 2"}, {"problem": "b", "answer": 2, "level": 5}, {"problem": "c", "answer": 3}]
     source = FileProblems.from_rows(rows, name="rows")
     assert source.levels == (2, 5)
     assert source.sample_at(np.random.default_rng(0), 5).question == "b"

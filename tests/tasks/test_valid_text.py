@@ -13,8 +13,7 @@ from marft_envs.tasks.code import CodeRepairChain, CodeRepairSolo
 from marft_envs.tasks.math import MathChain, MathDebate
 from marft_envs.tasks.math.problems import Problem
 
-P = Problem(question="Ana has 3 apples and buys 4 more. How many apples does she have?", answer="7",
-            solution="3+4=7", source="test")
+P = Problem(question="Ana has 3 apples and buys 4 more. How many apples does she have?", answer="7", solution="3+4=7", source="test")
 
 
 def all_observations_encode(env):

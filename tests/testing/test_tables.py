@@ -34,8 +34,15 @@ def test_empty_table_cannot_pass():
 
 @pytest.mark.parametrize(
     "actual, expected, ok",
-    [(1.0, 1.0 + 1e-12, True), (1.0, 1.1, False), (True, 1.0, False), (1, True, False), (True, True, True),
-     ("a", "a", True), ("1", 1.0, False)],
+    [
+        (1.0, 1.0 + 1e-12, True),
+        (1.0, 1.1, False),
+        (True, 1.0, False),
+        (1, True, False),
+        (True, True, True),
+        ("a", "a", True),
+        ("1", 1.0, False),
+    ],
 )
 def test_matches(actual, expected, ok):
     assert matches(actual, expected) is ok

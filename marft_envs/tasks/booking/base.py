@@ -79,6 +79,7 @@ class Entry:
 
 class BookingTask(FlexEnv):
     """Base of the booking envs: SQLite state, tool-call actions, a scripted user, τ²-style grading."""
+
     reset_options = ("kind",)
     # Frozen or never changed in place (a reset replaces them); the database is copied (BookingDB.__deepcopy__).
     branch_shared = ("profile", "world", "task", "user")
@@ -99,8 +100,7 @@ class BookingTask(FlexEnv):
         super().__init__(possible_agents, render_mode=render_mode)
         if max_cycles is not None:  # PettingZoo's name for the same limit (pettingzoo.make(..., max_cycles=N))
             if isinstance(max_cycles, bool) or not isinstance(max_cycles, int) or not 1 <= max_cycles <= 100:
-                raise ValueError(
-                    f"max_cycles (the number of rounds) must be an integer from 1 to 100, got {max_cycles!r}")
+                raise ValueError(f"max_cycles (the number of rounds) must be an integer from 1 to 100, got {max_cycles!r}")
             max_rounds = max_cycles
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or not 1 <= max_rounds <= 100:
             raise ValueError(f"max_rounds must be an integer from 1 to 100, got {max_rounds!r}")
@@ -188,18 +188,19 @@ class BookingTask(FlexEnv):
         self.current = {}
         terminated = self.message is not None
         truncated = not terminated and self.round + 1 >= self.max_rounds
-        infos = {e.agent: {"tool": e.call.name if e.call else None, "error": e.error, "scheduled": e.scheduled}
-                 for e in entries}
+        infos = {e.agent: {"tool": e.call.name if e.call else None, "error": e.error, "scheduled": e.scheduled} for e in entries}
         rewards: dict[str, float] = {}
         if terminated or truncated:
             g = self.last_grade = self.grade()
             order = list(self.graph.order())
             rewards = assign_credit(self.credit, order, g.team, g.own)
             for a, info in infos.items():
-                info.update(reward_components={**g.components, "team": g.team, "own": g.own[a]},
-                            assertions=dict(g.assertions), solved=g.team == 1.0)
-        return RoundResult(rewards=rewards, terminations=dict.fromkeys(actions, terminated),
-                           truncations=dict.fromkeys(actions, truncated), infos=infos)
+                info.update(
+                    reward_components={**g.components, "team": g.team, "own": g.own[a]}, assertions=dict(g.assertions), solved=g.team == 1.0
+                )
+        return RoundResult(
+            rewards=rewards, terminations=dict.fromkeys(actions, terminated), truncations=dict.fromkeys(actions, truncated), infos=infos
+        )
 
     def state_text(self) -> str:
         lines = [f"Request: {self.task.request}", *(e.text for e in self.board if e.shown)]
@@ -245,9 +246,17 @@ class BookingTask(FlexEnv):
     def grade(self) -> Grade:
         """Grade the episode as it stands (the final round calls this)."""
         results = [(e.agent, e.call.name, e.result) for e in self.board if e.result is not None and e.call is not None]
-        return grade(self.task, self.world, before=self._initial, after=self.db.active_bookings(),
-                     gold=self.gold_bookings(), message=self.message, results=results, plans=self.plans,
-                     agents=self.possible_agents)
+        return grade(
+            self.task,
+            self.world,
+            before=self._initial,
+            after=self.db.active_bookings(),
+            gold=self.gold_bookings(),
+            message=self.message,
+            results=results,
+            plans=self.plans,
+            agents=self.possible_agents,
+        )
 
     # -- running actions -----------------------------------------------------------------------------
 

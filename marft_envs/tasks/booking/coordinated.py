@@ -74,8 +74,10 @@ class Booking(BookingTask):
             DependencyGraph.from_parents(WORKERS, depends_on)
         except GraphError as err:
             raise ActionError(f"the plan is not a DAG: {err}") from None
-        return {"act": [w for w in WORKERS if w in act],
-                "depends_on": {w: [d for d in WORKERS if d in depends_on[w]] for w in WORKERS if depends_on.get(w)}}
+        return {
+            "act": [w for w in WORKERS if w in act],
+            "depends_on": {w: [d for d in WORKERS if d in depends_on[w]] for w in WORKERS if depends_on.get(w)},
+        }
 
     def _execute(self, agent: str, text: str) -> Entry:
         entry = super()._execute(agent, text)

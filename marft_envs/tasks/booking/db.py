@@ -152,10 +152,7 @@ class BookingDB:
                 "INSERT INTO bookings (id, venue_id, day, start_min, end_min, note) VALUES (?, ?, ?, ?, ?, ?)",
                 [(b.id, b.venue_id, b.day, b.start, b.end, b.note) for b in world.bookings],
             )
-            c.executemany(
-                "INSERT INTO booking_attendees VALUES (?, ?)",
-                [(b.id, p) for b in world.bookings for p in b.attendees],
-            )
+            c.executemany("INSERT INTO booking_attendees VALUES (?, ?)", [(b.id, p) for b in world.bookings for p in b.attendees])
 
     # -- use -------------------------------------------------------------------------------------
 
@@ -191,8 +188,7 @@ class BookingDB:
             "WHERE b.status = 'active' GROUP BY b.id"
         )
         canon = [
-            (r["venue_id"], r["day"], r["start_min"], r["end_min"],
-             tuple(sorted(int(p) for p in (r["people"] or "").split(",") if p)))
+            (r["venue_id"], r["day"], r["start_min"], r["end_min"], tuple(sorted(int(p) for p in (r["people"] or "").split(",") if p)))
             for r in rows
         ]
         return tuple(sorted(canon))
@@ -205,8 +201,13 @@ class BookingDB:
             "WHERE b.status = 'active' GROUP BY b.id"
         )
         return {
-            r["id"]: (r["venue_id"], r["day"], r["start_min"], r["end_min"],
-                      tuple(sorted(int(p) for p in (r["people"] or "").split(",") if p)))
+            r["id"]: (
+                r["venue_id"],
+                r["day"],
+                r["start_min"],
+                r["end_min"],
+                tuple(sorted(int(p) for p in (r["people"] or "").split(",") if p)),
+            )
             for r in rows
         }
 
@@ -231,9 +232,7 @@ class BookingDB:
             "WHERE x.status = 'active' AND y.status = 'active'"
         )
         errors += [f"person {p} is in overlapping bookings {a} and {b}" for p, a, b in double]
-        empty = self.query(
-            "SELECT b.id FROM bookings b WHERE NOT EXISTS (SELECT 1 FROM booking_attendees a WHERE a.booking_id = b.id)"
-        )
+        empty = self.query("SELECT b.id FROM bookings b WHERE NOT EXISTS (SELECT 1 FROM booking_attendees a WHERE a.booking_id = b.id)")
         errors += [f"booking {r[0]} has no attendees" for r in empty]
         return errors
 

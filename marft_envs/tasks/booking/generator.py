@@ -128,6 +128,7 @@ def generate_task(world: World, db: BookingDB, rng: np.random.Generator, kinds: 
 
 # -- the kinds -------------------------------------------------------------------------------------
 
+
 def _book(world, db, rng, *, clarify: str | None = None, reschedule: bool = False) -> Task | None:
     old = None
     if reschedule:
@@ -151,8 +152,7 @@ def _book(world, db, rng, *, clarify: str | None = None, reschedule: bool = Fals
     choice = choose_booking(free, venues, duration=duration, budget=budget, max_km=max_km, n_attendees=len(people))
     assert choice is not None, "the sampled option qualifies, so the rules must find a booking"
     kind = "reschedule" if reschedule else "clarify" if clarify else "book"
-    return _task(world, rng, kind, people, day, duration, near, max_km, budget, choice, venues,
-                 clarify=clarify, old=old)
+    return _task(world, rng, kind, people, day, duration, near, max_km, budget, choice, venues, clarify=clarify, old=old)
 
 
 def _clarify(world, db, rng) -> Task | None:
@@ -206,6 +206,7 @@ _DRAW = {"book": _book, "clarify": _clarify, "reschedule": _reschedule}
 
 # -- helpers ---------------------------------------------------------------------------------------
 
+
 def _attendees(world: World, rng: np.random.Generator, *, include_twin: bool) -> list:
     firsts = [p.first for p in world.people]
     twins = [p for p in world.people if firsts.count(p.first) > 1]
@@ -233,8 +234,11 @@ def _options(free, venues: list[VenueInfo], duration: int, n: int) -> list[tuple
     for start in range(WORK_START, WORK_END - duration + 1, GRID):
         end = start + duration
         if any(s <= start and end <= e for s, e in free):
-            out += [(start, v) for v in venues if v.capacity >= n and v.opens <= start and end <= v.closes
-                    and not any(s < end and start < e for s, e in v.booked)]
+            out += [
+                (start, v)
+                for v in venues
+                if v.capacity >= n and v.opens <= start and end <= v.closes and not any(s < end and start < e for s, e in v.booked)
+            ]
     return out
 
 
@@ -248,8 +252,7 @@ def _join(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _task(world, rng, kind, people, day, duration, near, max_km, budget, choice, venues, *,
-          clarify=None, old=None, reason=None) -> Task:
+def _task(world, rng, kind, people, day, duration, near, max_km, budget, choice, venues, *, clarify=None, old=None, reason=None) -> Task:
     names = [p.name for p in people]
     mentions = [_mention(world, p, ambiguous_ok=clarify == "person") for p in people]
     who, km, day_name = _join(mentions), f"{max_km:g}", DAY_NAMES[day]
@@ -257,20 +260,26 @@ def _task(world, rng, kind, people, day, duration, near, max_km, budget, choice,
     limits = f"within {km} km of the {near}, at most ${budget} in total"
     if old is not None:
         old_venue = world.venue(old.venue_id).name
-        request = (f"{who}'s {DURATION_ADJECTIVE[duration]} meeting next {DAY_NAMES[old.day]} at {hhmm(old.start)} in {old_venue} has to "
-                   f"move. Cancel it and book them a room next {day_name} instead, {limits}.")
+        request = (
+            f"{who}'s {DURATION_ADJECTIVE[duration]} meeting next {DAY_NAMES[old.day]} at {hhmm(old.start)} in {old_venue} has to "
+            f"move. Cancel it and book them a room next {day_name} instead, {limits}."
+        )
     else:
         for_length = "" if clarify == "duration" else f" for {length}"
         template = int(rng.integers(3))
         if template == 0:
             request = f"Please book a room for {who}{for_length} next {day_name}, {limits}."
         elif template == 1:
-            request = (f"{who} need to meet next {day_name}{for_length}. Book a venue at most {km} km from the "
-                       f"{near}; the budget is ${budget} in total.")
+            request = (
+                f"{who} need to meet next {day_name}{for_length}. Book a venue at most {km} km from the "
+                f"{near}; the budget is ${budget} in total."
+            )
         else:
             of_length = "" if clarify == "duration" else f" of {length}"
-            request = (f"Next {day_name}: a meeting{of_length} for {who}. Keep it within {km} km of the {near} "
-                       f"and no more than ${budget} in total. Book it, please.")
+            request = (
+                f"Next {day_name}: a meeting{of_length} for {who}. Keep it within {km} km of the {near} "
+                f"and no more than ${budget} in total. Book it, please."
+            )
 
     clarification = None
     gold: list[GoldCall] = []
@@ -284,24 +293,46 @@ def _task(world, rng, kind, people, day, duration, near, max_km, budget, choice,
     if old is not None:
         gold.append(GoldCall("booking_0", "list_bookings", {"person": names[0], "day": old.day}))
     gold.append(GoldCall("calendar_0", "free_slots", {"people": names, "day": day, "duration_minutes": duration}))
-    gold.append(GoldCall("location_0", "search_venues",
-                         {"day": day, "near": near, "max_distance_km": max_km, "min_capacity": len(people)}))
+    gold.append(GoldCall("location_0", "search_venues", {"day": day, "near": near, "max_distance_km": max_km, "min_capacity": len(people)}))
     if old is not None:
         gold.append(GoldCall("booking_0", "cancel_booking", {"booking_id": old.id}))
     if choice is not None:
-        gold.append(GoldCall("booking_0", "create_booking", {
-            "venue_id": choice.venue_id, "day": day, "start": hhmm(choice.start), "duration_minutes": duration,
-            "attendees": names}))
-        message = (f"Booked {choice.venue} next {day_name} ({day}) {hhmm(choice.start)}-{hhmm(choice.end)} "
-                   f"for {_join(names)}: ${choice.total_price} in total.")
-        outputs = (Output("venue", choice.venue), Output("day", day), Output("time", hhmm(choice.start)),
-                   Output("price", str(choice.total_price)))
+        gold.append(
+            GoldCall(
+                "booking_0",
+                "create_booking",
+                {"venue_id": choice.venue_id, "day": day, "start": hhmm(choice.start), "duration_minutes": duration, "attendees": names},
+            )
+        )
+        message = (
+            f"Booked {choice.venue} next {day_name} ({day}) {hhmm(choice.start)}-{hhmm(choice.end)} "
+            f"for {_join(names)}: ${choice.total_price} in total."
+        )
+        outputs = (
+            Output("venue", choice.venue),
+            Output("day", day),
+            Output("time", hhmm(choice.start)),
+            Output("price", str(choice.total_price)),
+        )
     else:
         message = f"INFEASIBLE: nothing fits the request ({reason}); I booked nothing."
         outputs = (Output("infeasible", "INFEASIBLE"),)
     gold.append(GoldCall("booking_0", "respond", {"message": message}))
     candidates = tuple(sorted(v.id for v in venues if v.distance_km <= max_km and v.capacity >= len(people)))
-    return Task(kind=kind, request=request, attendees=tuple(names), day=day, duration=duration, near=near,
-                max_km=max_km, budget=budget, choice=choice, gold=tuple(gold), required_outputs=outputs,
-                candidate_venues=candidates, clarification=clarification,
-                cancel_id=old.id if old is not None else None, reason=reason)
+    return Task(
+        kind=kind,
+        request=request,
+        attendees=tuple(names),
+        day=day,
+        duration=duration,
+        near=near,
+        max_km=max_km,
+        budget=budget,
+        choice=choice,
+        gold=tuple(gold),
+        required_outputs=outputs,
+        candidate_venues=candidates,
+        clarification=clarification,
+        cancel_id=old.id if old is not None else None,
+        reason=reason,
+    )

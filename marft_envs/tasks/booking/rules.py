@@ -48,10 +48,16 @@ class VenueInfo:
     @classmethod
     def from_result(cls, venue: Mapping[str, Any]) -> VenueInfo:
         """From one entry of a ``search_venues`` result (a search with a ``day``)."""
-        return cls(id=venue["id"], name=venue["name"], capacity=venue["capacity"], opens=minutes(venue["opens"]),
-                   closes=minutes(venue["closes"]), price_per_hour=venue["price_per_hour"],
-                   distance_km=venue["distance_km"],
-                   booked=tuple((minutes(s), minutes(e)) for s, e in venue.get("booked", [])))
+        return cls(
+            id=venue["id"],
+            name=venue["name"],
+            capacity=venue["capacity"],
+            opens=minutes(venue["opens"]),
+            closes=minutes(venue["closes"]),
+            price_per_hour=venue["price_per_hour"],
+            distance_km=venue["distance_km"],
+            booked=tuple((minutes(s), minutes(e)) for s, e in venue.get("booked", [])),
+        )
 
 
 @dataclass(frozen=True)
@@ -67,20 +73,18 @@ class Choice:
 
 def qualifies(venue: VenueInfo, start: int, end: int, *, budget: int, max_km: float, n_attendees: int) -> bool:
     """Whether ``venue`` may be booked for ``[start, end)`` under the request's limits."""
-    return (venue.capacity >= n_attendees and venue.distance_km <= max_km
-            and venue.price_per_hour * (end - start) // 60 <= budget
-            and venue.opens <= start and end <= venue.closes
-            and not any(overlaps(start, end, s, e) for s, e in venue.booked))
+    return (
+        venue.capacity >= n_attendees
+        and venue.distance_km <= max_km
+        and venue.price_per_hour * (end - start) // 60 <= budget
+        and venue.opens <= start
+        and end <= venue.closes
+        and not any(overlaps(start, end, s, e) for s, e in venue.booked)
+    )
 
 
 def choose_booking(
-    free: Sequence[tuple[int, int]],
-    venues: Sequence[VenueInfo],
-    *,
-    duration: int,
-    budget: int,
-    max_km: float,
-    n_attendees: int,
+    free: Sequence[tuple[int, int]], venues: Sequence[VenueInfo], *, duration: int, budget: int, max_km: float, n_attendees: int
 ) -> Choice | None:
     """The booking the rules pick, from the attendees' common free windows and the day's venues; None if infeasible."""
     for start in range(WORK_START, WORK_END - duration + 1, GRID):

@@ -80,10 +80,16 @@ def parse_request(text: str) -> Request:
     length = re.search(rf"\b({_LENGTH})\b", text)
     place = re.search(r"(\d+(?:\.\d+)?) km (?:of|from) the (\w+)", text)
     old = re.search(r"meeting next \w+ at (\d\d:\d\d)", text)
-    return Request(names=tuple(re.split(r", | and ", who)), day=days[-1],
-                   duration=_LENGTHS[length[1]] if length else None, near=place[2], max_km=float(place[1]),
-                   budget=int(re.search(r"\$(\d+)", text)[1]),
-                   old_day=days[0] if old else None, old_start=old[1] if old else None)
+    return Request(
+        names=tuple(re.split(r", | and ", who)),
+        day=days[-1],
+        duration=_LENGTHS[length[1]] if length else None,
+        near=place[2],
+        max_km=float(place[1]),
+        budget=int(re.search(r"\$(\d+)", text)[1]),
+        old_day=days[0] if old else None,
+        old_start=old[1] if old else None,
+    )
 
 
 def board(text: str) -> list[Found]:
@@ -99,7 +105,7 @@ def board(text: str) -> list[Found]:
             continue
         rest = line[end:]
         if rest.startswith(") -> error: "):
-            out.append(Found(head[2], head[3], args, None, rest[len(") -> error: "):]))
+            out.append(Found(head[2], head[3], args, None, rest[len(") -> error: ") :]))
         elif rest.startswith(") -> "):
             out.append(Found(head[2], head[3], args, _decoder.raw_decode(rest, len(") -> "))[0], None))
     return out
@@ -185,19 +191,33 @@ def _booking(team: _Team) -> str:
         return call("cancel_booking", booking_id=old["id"])
     created = team.latest("booking_0", "create_booking")
     if created is not None:
-        return call("respond", message=f"Booked {created['venue']} on {DAY_NAMES[created['day']]} at "
-                                        f"{created['start']}-{created['end']} for {', '.join(created['attendees'])}: "
-                                        f"${created['total_price']} in total.")
+        return call(
+            "respond",
+            message=f"Booked {created['venue']} on {DAY_NAMES[created['day']]} at "
+            f"{created['start']}-{created['end']} for {', '.join(created['attendees'])}: "
+            f"${created['total_price']} in total.",
+        )
     slots, venues, duration = team.latest("calendar_0", "free_slots"), team.latest("location_0", "search_venues"), team.duration()
     if slots is None or venues is None or duration is None:
         return WAIT
-    choice = choose_booking([(minutes(a), minutes(b)) for a, b in slots["free"]],
-                            [VenueInfo.from_result(v) for v in venues["venues"]],
-                            duration=duration, budget=r.budget, max_km=r.max_km, n_attendees=len(slots["people"]))
+    choice = choose_booking(
+        [(minutes(a), minutes(b)) for a, b in slots["free"]],
+        [VenueInfo.from_result(v) for v in venues["venues"]],
+        duration=duration,
+        budget=r.budget,
+        max_km=r.max_km,
+        n_attendees=len(slots["people"]),
+    )
     if choice is None:
         return call("respond", message="INFEASIBLE: no time and venue meet the request, so I booked nothing.")
-    return call("create_booking", venue_id=choice.venue_id, day=r.day, start=hhmm(choice.start),
-                duration_minutes=duration, attendees=slots["people"])
+    return call(
+        "create_booking",
+        venue_id=choice.venue_id,
+        day=r.day,
+        start=hhmm(choice.start),
+        duration_minutes=duration,
+        attendees=slots["people"],
+    )
 
 
 def _coordinator(team: _Team) -> str:
@@ -212,7 +232,7 @@ _ROLES = {"coordinator": _coordinator, "calendar": _calendar, "location": _locat
 def oracle(agent: str, observation: dict, rng: np.random.Generator | None = None) -> str:
     """The perfect action of ``agent`` given its observation."""
     text = observation["text"]
-    request = parse_request(next(line for line in text.splitlines() if line.startswith("Request: "))[len("Request: "):])
+    request = parse_request(next(line for line in text.splitlines() if line.startswith("Request: "))[len("Request: ") :])
     return _ROLES[agent.rsplit("_", 1)[0]](_Team(request, board(text)))
 
 

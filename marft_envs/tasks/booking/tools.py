@@ -64,15 +64,13 @@ class Tool:
 
     def spec(self) -> dict[str, Any]:
         """The function-calling spec: ``{"type": "function", "function": {name, description, parameters}}``."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description,
-                                                 "parameters": self.parameters}}
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
 
 
 # -- argument schemas ------------------------------------------------------------------------------
 
 DAY = {"type": "string", "enum": list(DAYS), "description": "a day of next week: Mon, Tue, Wed, Thu or Fri"}
-PERSON = {"type": "string", "minLength": 1, "maxLength": 60,
-          "description": "a full name, or a first name that only one person has"}
+PERSON = {"type": "string", "minLength": 1, "maxLength": 60, "description": "a full name, or a first name that only one person has"}
 PEOPLE = {"type": "array", "items": PERSON, "minItems": 1, "maxItems": 8, "uniqueItems": True}
 DURATION = {"type": "integer", "minimum": 15, "maximum": 600, "multipleOf": 15, "description": "minutes"}
 TIME = {"type": "string", "pattern": r"([01][0-9]|2[0-3]):[0-5][0-9]", "format": "HH:MM", "description": "HH:MM"}
@@ -86,42 +84,105 @@ def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[
 
 # -- the registry of tools -------------------------------------------------------------------------
 
-TOOLS: dict[str, Tool] = {t.name: t for t in [
-    Tool("plan", "Decide this round: which workers act and whose results each one sees first. "
-         "An agent in depends_on[X] acts before X and X sees its result; no cycles.",
-         _object({"act": {"type": "array", "items": {"type": "string", "enum": list(WORKERS)}, "uniqueItems": True,
-                          "maxItems": len(WORKERS)},
-                  "depends_on": {"type": "object", "additionalProperties": {
-                      "type": "array", "items": {"type": "string", "enum": list(WORKERS)}, "uniqueItems": True,
-                      "maxItems": len(WORKERS)}}}, ("act",))),
-    Tool("find_people", "People whose first, last or full name starts with the text.",
-         _object({"name": PERSON}, ("name",)), find_people),
-    Tool("free_slots", "Windows between 08:00 and 18:00 when all the people are free, at least duration_minutes "
-         "long (default 30).", _object({"people": PEOPLE, "day": DAY, "duration_minutes": DURATION}, ("people", "day")),
-         free_slots),
-    Tool("search_venues", "Venues, nearest first, with distance_km from a landmark (default office); optional "
-         "filters; with a day, each venue's booked times that day.",
-         _object({"day": DAY, "near": NEAR, "max_distance_km": {"type": "number", "minimum": 0, "maximum": 100},
-                  "min_capacity": {"type": "integer", "minimum": 1, "maximum": 1000},
-                  "max_price_per_hour": {"type": "integer", "minimum": 0, "maximum": 100_000}}), search_venues),
-    Tool("get_distance", "How far a venue is from a landmark (default office), in km.",
-         _object({"venue_id": VENUE_ID, "near": NEAR}, ("venue_id",)), get_distance),
-    Tool("list_bookings", "Active bookings, optionally only a person's, a day's or a venue's.",
-         _object({"person": PERSON, "day": DAY, "venue_id": VENUE_ID}), list_bookings),
-    Tool("create_booking", "Book a venue for the attendees; fails if it is closed, too small, taken, "
-         "or an attendee is busy.",
-         _object({"venue_id": VENUE_ID, "day": DAY, "start": TIME, "duration_minutes": DURATION, "attendees": PEOPLE,
-                  "note": {"type": "string", "maxLength": 200}},
-                 ("venue_id", "day", "start", "duration_minutes", "attendees")), create_booking),
-    Tool("cancel_booking", "Cancel an active booking.",
-         _object({"booking_id": {"type": "integer", "minimum": 1, "maximum": 1_000_000}}, ("booking_id",)),
-         cancel_booking),
-    Tool("ask_user", "Ask the user a question; the answer comes back as the result.",
-         _object({"question": {"type": "string", "minLength": 1, "maxLength": 300}}, ("question",))),
-    Tool("respond", "Your final message to the user; it ends the episode.",
-         _object({"message": {"type": "string", "minLength": 1, "maxLength": 1000}}, ("message",))),
-    Tool("wait", "Do nothing this round.", _object({})),
-]}
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in [
+        Tool(
+            "plan",
+            "Decide this round: which workers act and whose results each one sees first. "
+            "An agent in depends_on[X] acts before X and X sees its result; no cycles.",
+            _object(
+                {
+                    "act": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": list(WORKERS)},
+                        "uniqueItems": True,
+                        "maxItems": len(WORKERS),
+                    },
+                    "depends_on": {
+                        "type": "object",
+                        "additionalProperties": {
+                            "type": "array",
+                            "items": {"type": "string", "enum": list(WORKERS)},
+                            "uniqueItems": True,
+                            "maxItems": len(WORKERS),
+                        },
+                    },
+                },
+                ("act",),
+            ),
+        ),
+        Tool(
+            "find_people", "People whose first, last or full name starts with the text.", _object({"name": PERSON}, ("name",)), find_people
+        ),
+        Tool(
+            "free_slots",
+            "Windows between 08:00 and 18:00 when all the people are free, at least duration_minutes long (default 30).",
+            _object({"people": PEOPLE, "day": DAY, "duration_minutes": DURATION}, ("people", "day")),
+            free_slots,
+        ),
+        Tool(
+            "search_venues",
+            "Venues, nearest first, with distance_km from a landmark (default office); optional "
+            "filters; with a day, each venue's booked times that day.",
+            _object(
+                {
+                    "day": DAY,
+                    "near": NEAR,
+                    "max_distance_km": {"type": "number", "minimum": 0, "maximum": 100},
+                    "min_capacity": {"type": "integer", "minimum": 1, "maximum": 1000},
+                    "max_price_per_hour": {"type": "integer", "minimum": 0, "maximum": 100_000},
+                }
+            ),
+            search_venues,
+        ),
+        Tool(
+            "get_distance",
+            "How far a venue is from a landmark (default office), in km.",
+            _object({"venue_id": VENUE_ID, "near": NEAR}, ("venue_id",)),
+            get_distance,
+        ),
+        Tool(
+            "list_bookings",
+            "Active bookings, optionally only a person's, a day's or a venue's.",
+            _object({"person": PERSON, "day": DAY, "venue_id": VENUE_ID}),
+            list_bookings,
+        ),
+        Tool(
+            "create_booking",
+            "Book a venue for the attendees; fails if it is closed, too small, taken, or an attendee is busy.",
+            _object(
+                {
+                    "venue_id": VENUE_ID,
+                    "day": DAY,
+                    "start": TIME,
+                    "duration_minutes": DURATION,
+                    "attendees": PEOPLE,
+                    "note": {"type": "string", "maxLength": 200},
+                },
+                ("venue_id", "day", "start", "duration_minutes", "attendees"),
+            ),
+            create_booking,
+        ),
+        Tool(
+            "cancel_booking",
+            "Cancel an active booking.",
+            _object({"booking_id": {"type": "integer", "minimum": 1, "maximum": 1_000_000}}, ("booking_id",)),
+            cancel_booking,
+        ),
+        Tool(
+            "ask_user",
+            "Ask the user a question; the answer comes back as the result.",
+            _object({"question": {"type": "string", "minLength": 1, "maxLength": 300}}, ("question",)),
+        ),
+        Tool(
+            "respond",
+            "Your final message to the user; it ends the episode.",
+            _object({"message": {"type": "string", "minLength": 1, "maxLength": 1000}}, ("message",)),
+        ),
+        Tool("wait", "Do nothing this round.", _object({})),
+    ]
+}
 
 ROLE_TOOLS: dict[str, tuple[str, ...]] = {
     "coordinator": ("plan",),

@@ -23,13 +23,68 @@ GRID = 30
 DURATIONS = (30, 60, 90, 120)
 """Meeting lengths that tasks ask for."""
 
-FIRST_NAMES = ("Ana", "Bo", "Dara", "Eli", "Farah", "Gus", "Hana", "Ivo", "Jun", "Kai",
-               "Lena", "Mo", "Nia", "Omar", "Pia", "Raj", "Sol", "Tess", "Uma", "Vik")
-LAST_NAMES = ("Silva", "Chen", "Okafor", "Novak", "Haddad", "Berg", "Ito", "Moreau", "Costa", "Rossi",
-              "Kim", "Lund", "Park", "Reyes", "Sato", "Weber", "Nakata", "Olsen", "Pereira", "Quinn")
-VENUE_NAMES = ("Maple Room", "Harbor Hall", "Cedar Studio", "Atlas Suite", "Birch Loft", "Quarry Room",
-               "Lantern House", "Orchard Room", "Summit Hall", "Willow Studio", "Granite Suite", "Pier Loft",
-               "Juniper Room", "Beacon Hall", "Falcon Room", "Meadow Hall")
+FIRST_NAMES = (
+    "Ana",
+    "Bo",
+    "Dara",
+    "Eli",
+    "Farah",
+    "Gus",
+    "Hana",
+    "Ivo",
+    "Jun",
+    "Kai",
+    "Lena",
+    "Mo",
+    "Nia",
+    "Omar",
+    "Pia",
+    "Raj",
+    "Sol",
+    "Tess",
+    "Uma",
+    "Vik",
+)
+LAST_NAMES = (
+    "Silva",
+    "Chen",
+    "Okafor",
+    "Novak",
+    "Haddad",
+    "Berg",
+    "Ito",
+    "Moreau",
+    "Costa",
+    "Rossi",
+    "Kim",
+    "Lund",
+    "Park",
+    "Reyes",
+    "Sato",
+    "Weber",
+    "Nakata",
+    "Olsen",
+    "Pereira",
+    "Quinn",
+)
+VENUE_NAMES = (
+    "Maple Room",
+    "Harbor Hall",
+    "Cedar Studio",
+    "Atlas Suite",
+    "Birch Loft",
+    "Quarry Room",
+    "Lantern House",
+    "Orchard Room",
+    "Summit Hall",
+    "Willow Studio",
+    "Granite Suite",
+    "Pier Loft",
+    "Juniper Room",
+    "Beacon Hall",
+    "Falcon Room",
+    "Meadow Hall",
+)
 LANDMARKS = ("office", "station", "library", "hotel")
 BUSY_LABELS = ("standup", "1:1", "focus time", "lunch", "review", "dentist", "training", "call")
 NOTES = ("", "quarterly planning", "interview", "client visit", "offsite prep", "team lunch")
@@ -225,8 +280,18 @@ def generate_world(rng: np.random.Generator, config: WorldConfig = WorldConfig()
         opens = pick(rng, (7 * 60, 7 * 60 + 30, 8 * 60, 8 * 60 + 30, 9 * 60, 10 * 60))
         closes = pick(rng, (16 * 60, 17 * 60, 18 * 60, 20 * 60, 22 * 60))
         x, y = (round(float(c), 2) for c in rng.uniform(-area, area, size=2))
-        venues.append(Venue(id=k + 1, name=str(name), capacity=pick(rng, (2, 4, 6, 8, 12, 20)),
-                            opens=opens, closes=closes, price_per_hour=int(rng.integers(4, 25)) * 10, x=x, y=y))
+        venues.append(
+            Venue(
+                id=k + 1,
+                name=str(name),
+                capacity=pick(rng, (2, 4, 6, 8, 12, 20)),
+                opens=opens,
+                closes=closes,
+                price_per_hour=int(rng.integers(4, 25)) * 10,
+                x=x,
+                y=y,
+            )
+        )
 
     bookings: list[Booking] = []
     for _ in range(config.n_bookings):
@@ -244,5 +309,4 @@ def generate_world(rng: np.random.Generator, config: WorldConfig = WorldConfig()
         fits = venue.opens <= start and end <= venue.closes
         if fits and not any(overlaps(start, end, s, e) for s, e in taken + blocked):
             bookings.append(Booking(len(bookings) + 1, venue.id, day, start, end, attendees, note))
-    return World(people=people, landmarks=tuple(landmarks), venues=tuple(venues), busy=tuple(busy),
-                 bookings=tuple(bookings))
+    return World(people=people, landmarks=tuple(landmarks), venues=tuple(venues), busy=tuple(busy), bookings=tuple(bookings))

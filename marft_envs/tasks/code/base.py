@@ -35,15 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from marft_envs.core import RoundResult
-from marft_envs.rewards.code import (
-    REWARD_MODES,
-    extra_tests_score,
-    locate_scores,
-    parse_lines,
-    parse_verdict,
-    repair_reward,
-    review_score,
-)
+from marft_envs.rewards.code import REWARD_MODES, extra_tests_score, locate_scores, parse_lines, parse_verdict, repair_reward, review_score
 from marft_envs.sandbox import Limits
 from marft_envs.tasks import profiles
 from marft_envs.tasks.attempts import AttemptsTask
@@ -109,8 +101,15 @@ class CodeRepairTask(AttemptsTask):
         unknown = sorted({role_of(a) for a in possible_agents} - set(ROLES))
         if unknown:
             raise ValueError(f"unknown roles {unknown}: use {list(ROLES)}")
-        super().__init__(possible_agents, profile=profile, rounds=rounds, feedback=feedback, credit=credit,
-                         render_mode=render_mode, max_cycles=max_cycles)
+        super().__init__(
+            possible_agents,
+            profile=profile,
+            rounds=rounds,
+            feedback=feedback,
+            credit=credit,
+            render_mode=render_mode,
+            max_cycles=max_cycles,
+        )
         self.limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
         self.problems = load_tasks(tasks, split=split)
         self.reward_mode = reward
@@ -191,8 +190,7 @@ class CodeRepairTask(AttemptsTask):
         except PatchError as err:
             return Graded("no_patch", str(err), components=self._zero())
         report = self.runner.run(program, task.tests, task.entry_point, task.setup, context=task.buggy)
-        components = repair_reward(report.status, report.passed, task.fail_to_pass, task.pass_to_pass,
-                                   self.reward_mode)
+        components = repair_reward(report.status, report.passed, task.fail_to_pass, task.pass_to_pass, self.reward_mode)
         return Graded(report.status, report.reason, program, report, components)
 
     def _zero(self) -> dict[str, float]:
@@ -240,8 +238,7 @@ class CodeRepairTask(AttemptsTask):
         infos = {}
         for a in actions:
             infos[a] = {
-                "reward_components": {"team": team_reward, **{k: v for k, v in team.components.items() if k != "reward"},
-                                      **own[a]},
+                "reward_components": {"team": team_reward, **{k: v for k, v in team.components.items() if k != "reward"}, **own[a]},
                 "status": team.status,
                 "reason": team.reason,
                 "solved": team.resolved,

@@ -37,14 +37,12 @@ SLOWDOWN = 10.0
 is discarded without waiting long, and a loaded machine slows both alike."""
 
 
-def mutate_program(program: Program, runner: TestRunner, *, seed: int = 0, per_program: int = 3,
-                   source: str = "corpus") -> list[CodeTask]:
+def mutate_program(program: Program, runner: TestRunner, *, seed: int = 0, per_program: int = 3, source: str = "corpus") -> list[CodeTask]:
     """Up to ``per_program`` tasks from ``program`` (none if the original fails its own tests)."""
     original = runner.run(program.source, program.tests, program.entry_point, program.setup)
     if not original.all_passed:
         why = original.reason or f"fails tests {[i for i, ok in enumerate(original.passed) if not ok]}"
-        warnings.warn(f"{source}/{program.name}: the original program does not pass its tests ({why}); skipped",
-                      stacklevel=2)
+        warnings.warn(f"{source}/{program.name}: the original program does not pass its tests ({why}); skipped", stacklevel=2)
         return []
     budget = min(GENERATION_LIMITS.timeout_s, max(2.0, round(SLOWDOWN * original.duration_s)))
     mutant_runner = runner.with_limits(dataclasses.replace(runner.limits, timeout_s=budget))
@@ -53,26 +51,29 @@ def mutate_program(program: Program, runner: TestRunner, *, seed: int = 0, per_p
         report = mutant_runner.run(mutant.source, program.tests, program.entry_point, program.setup)
         if report.status != "ok" or report.all_passed:
             continue
-        tasks.append(CodeTask(
-            task_id=f"{source}/{program.name}/{len(tasks)}",
-            entry_point=program.entry_point,
-            buggy=mutant.source,
-            tests=program.tests,
-            solution=program.source,
-            setup=program.setup,
-            fail_to_pass=tuple(i for i, ok in enumerate(report.passed) if not ok),
-            pass_to_pass=tuple(i for i, ok in enumerate(report.passed) if ok),
-            bug_lines=mutant.lines,
-            bug=f"{mutant.operator}: {mutant.description}",
-            source=source,
-        ))
+        tasks.append(
+            CodeTask(
+                task_id=f"{source}/{program.name}/{len(tasks)}",
+                entry_point=program.entry_point,
+                buggy=mutant.source,
+                tests=program.tests,
+                solution=program.source,
+                setup=program.setup,
+                fail_to_pass=tuple(i for i, ok in enumerate(report.passed) if not ok),
+                pass_to_pass=tuple(i for i, ok in enumerate(report.passed) if ok),
+                bug_lines=mutant.lines,
+                bug=f"{mutant.operator}: {mutant.description}",
+                source=source,
+            )
+        )
         if len(tasks) == per_program:
             break
     return tasks
 
 
-def generate_tasks(programs: list[Program], runner: TestRunner, *, seed: int = 0, per_program: int = 3,
-                   source: str = "corpus", threads: int | None = None) -> list[CodeTask]:
+def generate_tasks(
+    programs: list[Program], runner: TestRunner, *, seed: int = 0, per_program: int = 3, source: str = "corpus", threads: int | None = None
+) -> list[CodeTask]:
     """Tasks from every program, in program order (programs are mutated in parallel on the pool)."""
     threads = threads or (runner.pool.size if runner.pool is not None else 2)
     with ThreadPoolExecutor(max_workers=threads) as ex:

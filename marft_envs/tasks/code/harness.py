@@ -60,13 +60,16 @@ class TestReport:
         return self.status == "ok" and bool(self.passed) and all(self.passed)
 
 
-def judge_run(program: str, tests, entry_point: str, setup: str = "", context: str = "",
-              untrusted: str = "program") -> tuple[dict, str]:
+def judge_run(program: str, tests, entry_point: str, setup: str = "", context: str = "", untrusted: str = "program") -> tuple[dict, str]:
     """The sandbox run (``run_python`` keyword arguments) that judges ``program``, and its report's nonce."""
     nonce = secrets.token_hex(16)
     spec = {"tests": list(tests), "setup": setup, "context": context, "entry_point": entry_point, "nonce": nonce}
-    run = {"source": HARNESS, "files": {**_JUDGE_MODULES, "candidate.py": program},
-           "env": {"MARFT_JUDGE_UNTRUSTED": untrusted}, "stdin": json.dumps(spec).encode()}
+    run = {
+        "source": HARNESS,
+        "files": {**_JUDGE_MODULES, "candidate.py": program},
+        "env": {"MARFT_JUDGE_UNTRUSTED": untrusted},
+        "stdin": json.dumps(spec).encode(),
+    }
     return run, nonce
 
 
@@ -76,7 +79,7 @@ def read_report(stdout: str, nonce: str, n_tests: int) -> dict | None:
     if len(lines) != 1 or not lines[0].startswith(nonce):
         return None
     try:
-        data = json.loads(lines[0][len(nonce):])
+        data = json.loads(lines[0][len(nonce) :])
     except ValueError:
         return None
     if not isinstance(data, dict) or data.get("status") not in STATUSES:
@@ -113,8 +116,16 @@ class TestRunner:
             return runner_for(limits)
         return TestRunner(limits, pool=self.pool, cache_size=self.cache_size)
 
-    def run(self, program: str, tests: tuple[str, ...] | list[str], entry_point: str, setup: str = "", *,
-            context: str = "", untrusted: str = "program") -> TestReport:
+    def run(
+        self,
+        program: str,
+        tests: tuple[str, ...] | list[str],
+        entry_point: str,
+        setup: str = "",
+        *,
+        context: str = "",
+        untrusted: str = "program",
+    ) -> TestReport:
         """Run ``tests`` against ``program``; a syntax error is caught here, without a sandbox run.
 
         ``context`` is trusted source (the task's own program) that defines helpers the tests use
@@ -124,8 +135,7 @@ class TestRunner:
         if untrusted not in UNTRUSTED:
             raise ValueError(f"untrusted must be one of {UNTRUSTED}, got {untrusted!r}")
         tests = tuple(tests)
-        key = hashlib.sha256(json.dumps([program, tests, setup, entry_point, context, untrusted,
-                                         repr(self.limits)]).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps([program, tests, setup, entry_point, context, untrusted, repr(self.limits)]).encode()).hexdigest()
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
@@ -137,8 +147,7 @@ class TestRunner:
                 self._cache.popitem(last=False)
         return report
 
-    def _run(self, program: str, tests: tuple[str, ...], entry_point: str, setup: str, context: str,
-             untrusted: str) -> TestReport:
+    def _run(self, program: str, tests: tuple[str, ...], entry_point: str, setup: str, context: str, untrusted: str) -> TestReport:
         try:
             ast.parse(program)
         except SyntaxError as err:
@@ -148,14 +157,16 @@ class TestRunner:
         result = pool.run(**run, limits=self.limits)
         self.runs += 1
         if result.timed_out:
-            return TestReport(status="timeout", reason=f"the tests did not finish within {self.limits.timeout_s:g} s",
-                              duration_s=result.duration_s)
+            return TestReport(
+                status="timeout", reason=f"the tests did not finish within {self.limits.timeout_s:g} s", duration_s=result.duration_s
+            )
         data = read_report(result.stdout, nonce, len(tests))
         if data is None:
             why = result.killed_by or f"exit status {result.returncode}"
             tail = result.stderr.strip().splitlines()[-1:] or [""]
-            return TestReport(status="crash", reason=f"the program ended the test run ({why}) {tail[0][:200]}".strip(),
-                              duration_s=result.duration_s)
+            return TestReport(
+                status="crash", reason=f"the program ended the test run ({why}) {tail[0][:200]}".strip(), duration_s=result.duration_s
+            )
         if data["status"] != "ok":
             return TestReport(status=data["status"], reason=data["reason"], duration_s=result.duration_s)
         return TestReport(

@@ -52,8 +52,14 @@ def program_from_row(row: dict) -> Program | None:
     tests, setup = split_check(row["test"])
     if not tests:
         return None
-    return Program(name=row["task_id"], source=row["prompt"] + row["canonical_solution"], tests=tuple(tests),
-                   category="humaneval", entry_point=row["entry_point"], setup=setup)
+    return Program(
+        name=row["task_id"],
+        source=row["prompt"] + row["canonical_solution"],
+        tests=tuple(tests),
+        category="humaneval",
+        entry_point=row["entry_point"],
+        setup=setup,
+    )
 
 
 def split_check(test_code: str) -> tuple[list[str], str]:

@@ -142,8 +142,9 @@ class Remote:
         LINK.request("setattr", obj=LINK.out(self), name=name, value=LINK.out(value))
 
     def __call__(self, *args, **kwargs):
-        return LINK.request("call", f=LINK.out(self), args=[LINK.out(a) for a in args],
-                            kwargs=[[str(k), LINK.out(v)] for k, v in kwargs.items()])
+        return LINK.request(
+            "call", f=LINK.out(self), args=[LINK.out(a) for a in args], kwargs=[[str(k), LINK.out(v)] for k, v in kwargs.items()]
+        )
 
     def __eq__(self, other):  # an object of the program never equals plain data
         return type(other) is Remote and LINK.apply("eq", self, other)
@@ -201,8 +202,7 @@ def _binary(name: str):
     return forward, reflected
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift",
-              "rshift"):
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or", "xor", "lshift", "rshift"):
     _forward, _reflected = _binary(_name)
     setattr(Remote, f"__{_name}__", _forward)
     setattr(Remote, f"__r{_name}__", _reflected)
@@ -380,7 +380,7 @@ def main() -> None:
     line = (spec["nonce"] + json.dumps(report) + "\n").encode()
     view = memoryview(line)
     while view:
-        view = view[os.write(report_fd, view):]
+        view = view[os.write(report_fd, view) :]
     os._exit(0)
 
 

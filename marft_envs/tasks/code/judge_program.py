@@ -19,16 +19,42 @@ else:  # in the run: a file beside the judge
 
 
 OPERATORS = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "truediv": lambda a, b: a / b, "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b,
-    "pow": lambda a, b: a ** b, "matmul": lambda a, b: a @ b, "and": lambda a, b: a & b,
-    "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b, "lshift": lambda a, b: a << b,
-    "rshift": lambda a, b: a >> b, "eq": lambda a, b: a == b, "ne": lambda a, b: a != b,
-    "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
-    "contains": lambda a, b: b in a, "getitem": lambda a, b: a[b], "delitem": lambda a, b: a.__delitem__(b),
-    "neg": lambda a: -a, "pos": lambda a: +a, "abs": abs, "invert": lambda a: ~a, "len": len,
-    "bool": bool, "str": str, "repr": repr, "hash": hash, "int": int, "float": float, "index": lambda a: a.__index__(),
-    "iter": lambda a: list(a), "setitem": lambda a, b, c: a.__setitem__(b, c),
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "truediv": lambda a, b: a / b,
+    "floordiv": lambda a, b: a // b,
+    "mod": lambda a, b: a % b,
+    "pow": lambda a, b: a**b,
+    "matmul": lambda a, b: a @ b,
+    "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b,
+    "lshift": lambda a, b: a << b,
+    "rshift": lambda a, b: a >> b,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+    "contains": lambda a, b: b in a,
+    "getitem": lambda a, b: a[b],
+    "delitem": lambda a, b: a.__delitem__(b),
+    "neg": lambda a: -a,
+    "pos": lambda a: +a,
+    "abs": abs,
+    "invert": lambda a: ~a,
+    "len": len,
+    "bool": bool,
+    "str": str,
+    "repr": repr,
+    "hash": hash,
+    "int": int,
+    "float": float,
+    "index": lambda a: a.__index__(),
+    "iter": lambda a: list(a),
+    "setitem": lambda a, b, c: a.__setitem__(b, c),
 }
 """What J may ask P to apply to its objects (``iter`` materialises the items)."""
 
@@ -122,5 +148,3 @@ def _run_alone(request: dict, module) -> list:
         return ["fail", describe(err)]
     except BaseException as err:
         return ["error", describe(err)]
-
-

@@ -46,7 +46,7 @@ def send(fd: int, message) -> None:
     body = json.dumps(message).encode()
     view = memoryview(struct.pack(">I", len(body)) + body)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def receive(fd: int):
@@ -149,5 +149,3 @@ def describe(err: BaseException) -> str:
     except Exception:
         text = "(unprintable)"
     return (f"{name}: {text}" if text else name)[:200]
-
-

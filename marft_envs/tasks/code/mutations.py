@@ -31,14 +31,42 @@ from dataclasses import dataclass
 
 import numpy as np
 
-OPERATORS = ("off_by_one", "wrong_operator", "wrong_comparison", "swapped_arguments", "missing_base_case",
-             "dropped_statement", "negated_condition", "flipped_boolean")
+OPERATORS = (
+    "off_by_one",
+    "wrong_operator",
+    "wrong_comparison",
+    "swapped_arguments",
+    "missing_base_case",
+    "dropped_statement",
+    "negated_condition",
+    "flipped_boolean",
+)
 
-_ARITHMETIC = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Add, ast.Div: ast.FloorDiv,
-               ast.FloorDiv: ast.Div, ast.Mod: ast.FloorDiv, ast.Pow: ast.Mult, ast.BitAnd: ast.BitOr,
-               ast.BitOr: ast.BitAnd, ast.LShift: ast.RShift, ast.RShift: ast.LShift}
-_COMPARISON = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
-               ast.NotEq: ast.Eq, ast.In: ast.NotIn, ast.NotIn: ast.In, ast.Is: ast.IsNot, ast.IsNot: ast.Is}
+_ARITHMETIC = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Add,
+    ast.Div: ast.FloorDiv,
+    ast.FloorDiv: ast.Div,
+    ast.Mod: ast.FloorDiv,
+    ast.Pow: ast.Mult,
+    ast.BitAnd: ast.BitOr,
+    ast.BitOr: ast.BitAnd,
+    ast.LShift: ast.RShift,
+    ast.RShift: ast.LShift,
+}
+_COMPARISON = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
 _NON_COMMUTATIVE = (ast.Sub, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift)
 _DROPPABLE = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return, ast.Raise)
 
@@ -172,8 +200,13 @@ def _sites(target: ast.AST) -> Iterator[_Site]:
                     continue
                 if isinstance(stmt, _DROPPABLE):
                     yield _Site("dropped_statement", k, _drop(field, i))
-                if (id(node) in recursive and field == "body" and isinstance(stmt, ast.If) and not stmt.orelse
-                        and any(isinstance(s, ast.Return) for s in stmt.body)):
+                if (
+                    id(node) in recursive
+                    and field == "body"
+                    and isinstance(stmt, ast.If)
+                    and not stmt.orelse
+                    and any(isinstance(s, ast.Return) for s in stmt.body)
+                ):
                     yield _Site("missing_base_case", k, _drop(field, i))
 
 
@@ -185,8 +218,7 @@ def _recursive_functions(target: ast.AST) -> set[int]:
             for call in ast.walk(node):
                 if isinstance(call, ast.Call):
                     f = call.func
-                    if (isinstance(f, ast.Name) and f.id == node.name) or (
-                            isinstance(f, ast.Attribute) and f.attr == node.name):
+                    if (isinstance(f, ast.Name) and f.id == node.name) or (isinstance(f, ast.Attribute) and f.attr == node.name):
                         out.add(id(node))
                         break
     return out
@@ -199,6 +231,7 @@ def _set_attr(name: str, value):
     def apply(node, parents):
         setattr(node, name, value)
         return node
+
     return apply
 
 
@@ -206,6 +239,7 @@ def _replace_compare_op(i: int, op: ast.cmpop):
     def apply(node, parents):
         node.ops[i] = op
         return node
+
     return apply
 
 
@@ -228,6 +262,7 @@ def _negate_filter(i: int):
     def apply(node, parents):
         node.ifs[i] = ast.UnaryOp(op=ast.Not(), operand=node.ifs[i])
         return node.ifs[i]
+
     return apply
 
 
@@ -238,6 +273,7 @@ def _drop(field: str, i: int):
         if not stmts:  # a body may not be empty
             stmts.append(ast.Pass())
         return ("drop", removed, stmts[0] if isinstance(stmts[0], ast.Pass) and len(stmts) == 1 else None)
+
     return apply
 
 
@@ -285,18 +321,18 @@ def _matching_original(original_parent: ast.AST, parent: ast.AST, changed: ast.A
 def _replace_span(lines: list[str], node: ast.AST, text: str) -> str:
     row = node.lineno - 1
     line = lines[row].encode()  # col offsets are in UTF-8 bytes
-    new = line[: node.col_offset] + text.encode() + line[node.end_col_offset:]
-    return "".join(lines[:row] + [new.decode()] + lines[row + 1:])
+    new = line[: node.col_offset] + text.encode() + line[node.end_col_offset :]
+    return "".join(lines[:row] + [new.decode()] + lines[row + 1 :])
 
 
 def _without_statement(lines: list[str], removed: ast.stmt, leave_pass: bool) -> str | None:
     first, last = removed.lineno - 1, removed.end_lineno - 1
     head = lines[first].encode()[: removed.col_offset]
-    tail = lines[last].encode()[removed.end_col_offset:].strip()
+    tail = lines[last].encode()[removed.end_col_offset :].strip()
     if head.strip() or (tail and not tail.startswith(b"#")):
         return None  # the statement shares a line with other code
     replacement = [f"{head.decode()}pass\n"] if leave_pass else []
-    return "".join(lines[:first] + replacement + lines[last + 1:])
+    return "".join(lines[:first] + replacement + lines[last + 1 :])
 
 
 def _parses_to(text: str, expected_dump: str) -> bool:

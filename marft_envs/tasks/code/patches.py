@@ -71,15 +71,19 @@ def splice_definitions(buggy: str, code: str, entry_point: str) -> str:
 
     def span(node, lines):  # a definition's lines, decorators included
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
-        return first, node.end_lineno, "".join(lines[first:node.end_lineno])
+        return first, node.end_lineno, "".join(lines[first : node.end_lineno])
 
     replaced = {}
     for node in old_tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in named:
             replaced[node.name] = span(node, old_lines)
-    extras = [span(n, new_lines)[2] if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-              else "".join(new_lines[n.lineno - 1:n.end_lineno])
-              for n in new_tree.body if getattr(n, "name", None) not in replaced]
+    extras = [
+        span(n, new_lines)[2]
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        else "".join(new_lines[n.lineno - 1 : n.end_lineno])
+        for n in new_tree.body
+        if getattr(n, "name", None) not in replaced
+    ]
     out, cursor = [], 0
     for name, (first, last, _) in sorted(replaced.items(), key=lambda kv: kv[1][0]):
         out.append("".join(old_lines[cursor:first]))
@@ -103,7 +107,7 @@ def apply_unified_diff(source: str, diff: str) -> str:
         at = _find(lines, old, start - 1 + offset)
         if at is None:
             raise PatchError(f"hunk {k} does not apply: its context and removed lines are not in the program")
-        lines[at:at + len(old)] = new
+        lines[at : at + len(old)] = new
         offset = at + len(new) - (start - 1) - len(old)
     return "\n".join(lines) + "\n"
 
@@ -133,18 +137,20 @@ def _parse_hunks(diff: str) -> list[tuple[int, list[str], list[str]]]:
 def _find(lines: list[str], block: list[str], hint: int) -> int | None:
     if not block:
         return max(0, min(hint, len(lines)))
-    candidates = [i for i in range(len(lines) - len(block) + 1) if lines[i:i + len(block)] == block]
+    candidates = [i for i in range(len(lines) - len(block) + 1) if lines[i : i + len(block)] == block]
     if not candidates:  # tolerate trailing-whitespace differences, as `patch -l` does
         stripped = [s.rstrip() for s in block]
-        candidates = [i for i in range(len(lines) - len(block) + 1)
-                      if [s.rstrip() for s in lines[i:i + len(block)]] == stripped]
+        candidates = [i for i in range(len(lines) - len(block) + 1) if [s.rstrip() for s in lines[i : i + len(block)]] == stripped]
     return min(candidates, key=lambda i: abs(i - hint)) if candidates else None
 
 
 def make_diff(buggy: str, fixed: str) -> str:
     """The unified diff from ``buggy`` to ``fixed`` (what an oracle fixer answers in diff form)."""
-    return "".join(difflib.unified_diff(buggy.splitlines(keepends=True), fixed.splitlines(keepends=True),
-                                        fromfile="a/program.py", tofile="b/program.py", n=2))
+    return "".join(
+        difflib.unified_diff(
+            buggy.splitlines(keepends=True), fixed.splitlines(keepends=True), fromfile="a/program.py", tofile="b/program.py", n=2
+        )
+    )
 
 
 def definition_source(program: str, name: str) -> str:
@@ -153,5 +159,5 @@ def definition_source(program: str, name: str) -> str:
     for node in ast.parse(program).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
             first = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
-            return "".join(lines[first:node.end_lineno])
+            return "".join(lines[first : node.end_lineno])
     raise ValueError(f"no top-level definition of {name!r}")

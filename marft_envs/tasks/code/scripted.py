@@ -54,7 +54,7 @@ def _fixes(task, observation_text: str) -> bool:
     marker = observation_text.rfind("\nfixer_")
     if marker < 0:
         return False
-    answer = observation_text[marker + 1:].split(": ", 1)[1]
+    answer = observation_text[marker + 1 :].split(": ", 1)[1]
     try:
         program = apply_patch(task.buggy, extract_patch(answer), task.entry_point)
         return ast.dump(ast.parse(program)) == ast.dump(ast.parse(task.solution))

@@ -57,8 +57,15 @@ class CodeTask:
             raise TaskSpecError(f"{where}: 'tests' must be a non-empty list of code strings")
         tup = lambda v: None if v is None else tuple(int(x) for x in v)  # noqa: E731
         return cls(
-            task_id=str(row.get("task_id") or where), entry_point=row["entry_point"], buggy=row["buggy"],
-            tests=tuple(row["tests"]), solution=row.get("solution"), setup=row.get("setup", ""),
-            fail_to_pass=tup(row.get("fail_to_pass")), pass_to_pass=tup(row.get("pass_to_pass")),
-            bug_lines=tup(row.get("bug_lines")) or (), bug=row.get("bug", ""), source=row.get("source", ""),
+            task_id=str(row.get("task_id") or where),
+            entry_point=row["entry_point"],
+            buggy=row["buggy"],
+            tests=tuple(row["tests"]),
+            solution=row.get("solution"),
+            setup=row.get("setup", ""),
+            fail_to_pass=tup(row.get("fail_to_pass")),
+            pass_to_pass=tup(row.get("pass_to_pass")),
+            bug_lines=tup(row.get("bug_lines")) or (),
+            bug=row.get("bug", ""),
+            source=row.get("source", ""),
         )

@@ -94,8 +94,9 @@ class TaskList(TaskSource):
 class MutatedPrograms(TaskSource):
     """Correct programs whose bugs are generated on first use (seeded, filtered through the sandbox)."""
 
-    def __init__(self, programs: list[Program], runner: TestRunner, *, seed: int = 0, per_program: int = 1,
-                 name: str = "programs", source: str = ""):
+    def __init__(
+        self, programs: list[Program], runner: TestRunner, *, seed: int = 0, per_program: int = 1, name: str = "programs", source: str = ""
+    ):
         if not programs:
             raise TaskSpecError(f"{name}: no programs (for this split)")
         self.programs = tuple(programs)
@@ -117,8 +118,9 @@ class MutatedPrograms(TaskSource):
         """The tasks made from program ``index`` (generated and cached on first call)."""
         with self._lock:
             if index not in self._tasks:
-                self._tasks[index] = mutate_program(self.programs[index], self.runner, seed=self.seed,
-                                                    per_program=self.per_program, source=self.source)
+                self._tasks[index] = mutate_program(
+                    self.programs[index], self.runner, seed=self.seed, per_program=self.per_program, source=self.source
+                )
             return self._tasks[index]
 
     def sample(self, rng: np.random.Generator) -> CodeTask:
@@ -150,8 +152,9 @@ def corpus_tasks(split: str = "train") -> TaskList:
     return TaskList(_in_split(tasks, split, lambda t: t.program_id), name=f"corpus:{split}")
 
 
-def load_tasks(spec: str | TaskSource = "corpus", *, split: str = "train", runner: TestRunner | None = None,
-               seed: int = 0, per_program: int = 1) -> TaskSource:
+def load_tasks(
+    spec: str | TaskSource = "corpus", *, split: str = "train", runner: TestRunner | None = None, seed: int = 0, per_program: int = 1
+) -> TaskSource:
     """A task source from a spec (see the module docstring).
 
     ``runner`` runs the filter of generated bugs (default: a process-wide one with short timeouts);
@@ -182,8 +185,14 @@ def load_tasks(spec: str | TaskSource = "corpus", *, split: str = "train", runne
         programs = [_program_from_row(r, f"{name}:{i}") for i, r in enumerate(rows)]
     if runner is None:
         runner = runner_for(GENERATION_LIMITS)
-    return MutatedPrograms(_in_split(programs, split, lambda p: f"{name}/{p.name}"), runner, seed=seed,
-                           per_program=per_program, name=f"{name}:{split}", source=name)
+    return MutatedPrograms(
+        _in_split(programs, split, lambda p: f"{name}/{p.name}"),
+        runner,
+        seed=seed,
+        per_program=per_program,
+        name=f"{name}:{split}",
+        source=name,
+    )
 
 
 def detect_format(rows: list[dict], name: str = "data") -> str:
@@ -206,8 +215,14 @@ def detect_format(rows: list[dict], name: str = "data") -> str:
 def _program_from_row(row: dict, where: str) -> Program:
     if not isinstance(row.get("tests"), list) or not row["tests"]:
         raise TaskSpecError(f"{where}: 'tests' must be a non-empty list of code strings")
-    return Program(name=str(row.get("name") or where.rsplit(":", 1)[-1]), source=row["source"], tests=tuple(row["tests"]),
-                   entry_point=row["entry_point"], setup=row.get("setup", ""), category=row.get("category", ""))
+    return Program(
+        name=str(row.get("name") or where.rsplit(":", 1)[-1]),
+        source=row["source"],
+        tests=tuple(row["tests"]),
+        entry_point=row["entry_point"],
+        setup=row.get("setup", ""),
+        category=row.get("category", ""),
+    )
 
 
 def _in_split(items: list, split: str, key) -> list:

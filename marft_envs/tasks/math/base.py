@@ -47,8 +47,15 @@ class MathTask(AttemptsTask):
         max_cycles: int | None = None,
         format_reward: float = 0.0,
     ):
-        super().__init__(possible_agents, profile=profile, rounds=rounds, feedback=feedback, credit=credit,
-                         render_mode=render_mode, max_cycles=max_cycles)
+        super().__init__(
+            possible_agents,
+            profile=profile,
+            rounds=rounds,
+            feedback=feedback,
+            credit=credit,
+            render_mode=render_mode,
+            max_cycles=max_cycles,
+        )
         if isinstance(format_reward, bool) or not isinstance(format_reward, (int, float)) or not 0 <= format_reward <= 1:
             raise ValueError(f"format_reward must be a number in [0, 1] (0: off), got {format_reward!r}")
         self.problems = load_problems(problems, split=split)
@@ -67,8 +74,7 @@ class MathTask(AttemptsTask):
         return options.get("problem")
 
     def state_text(self) -> str:
-        past = "\n".join(f"attempt {k + 1}: {a['answer']} ({'right' if a['correct'] else 'wrong'})"
-                         for k, a in enumerate(self.attempts))
+        past = "\n".join(f"attempt {k + 1}: {a['answer']} ({'right' if a['correct'] else 'wrong'})" for k, a in enumerate(self.attempts))
         return f"Problem: {self.problem.question}\n{past}".rstrip()
 
     # -- what subclasses decide -------------------------------------------------------------------

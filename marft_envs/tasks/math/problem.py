@@ -41,5 +41,7 @@ class ProblemSource(ABC):
 
     def sample_at(self, rng: np.random.Generator, level: int) -> Problem:
         """One problem of difficulty ``level`` (one of :attr:`levels`); all randomness from ``rng``."""
-        raise ValueError(f"{self.name or type(self).__name__} has no difficulty levels; "
-                         "use a source that has (e.g. 'synthetic' or a MATH file with a level column)")
+        raise ValueError(
+            f"{self.name or type(self).__name__} has no difficulty levels; "
+            "use a source that has (e.g. 'synthetic' or a MATH file with a level column)"
+        )

@@ -108,8 +108,9 @@ class FileProblems(ProblemSource):
         problems = [parse(row, f"{name}:{i}") for i, row in enumerate(rows)]
         kept = [p for p in problems if p is not None]
         if len(kept) < len(problems):
-            warnings.warn(f"{name}: skipped {len(problems) - len(kept)} of {len(problems)} rows with an "
-                          "empty problem or no gold answer", stacklevel=3)
+            warnings.warn(
+                f"{name}: skipped {len(problems) - len(kept)} of {len(problems)} rows with an empty problem or no gold answer", stacklevel=3
+            )
         return cls(kept, name=name)
 
     def __len__(self) -> int:
@@ -162,8 +163,7 @@ def parse_math_row(row: dict, uid: str) -> Problem | None:
         answer = _text(extract_answer(solution))
     if not question or not answer:
         return None
-    return Problem(question, answer, solution, level=_level(row.get("level")), source="math",
-                   uid=_text(row.get("unique_id")) or uid)
+    return Problem(question, answer, solution, level=_level(row.get("level")), source="math", uid=_text(row.get("unique_id")) or uid)
 
 
 def parse_gsm8k_row(row: dict, uid: str) -> Problem | None:
@@ -216,8 +216,7 @@ def load_problems(spec: str | os.PathLike | ProblemSource, *, split: str = "trai
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
     if not isinstance(spec, str):
-        raise ProblemSpecError(f"problem spec must be a string or a ProblemSource, not {type(spec).__name__}; "
-                               + _SPEC_HELP)
+        raise ProblemSpecError(f"problem spec must be a string or a ProblemSource, not {type(spec).__name__}; " + _SPEC_HELP)
     text = spec.strip()
     kind, _, rest = text.partition(":")
     if kind == "synthetic":
@@ -225,13 +224,13 @@ def load_problems(spec: str | os.PathLike | ProblemSource, *, split: str = "trai
             levels = tuple(int(x) for x in rest.split(",")) if rest else LEVELS
             return SyntheticMath(levels, split=split)
         except ValueError as err:
-            raise ProblemSpecError(f"bad spec {spec!r}: {_one_line(err)}; use e.g. 'synthetic:1,2' "
-                                   f"with levels from {ALL_LEVELS} and split 'train' or 'test'") from None
+            raise ProblemSpecError(
+                f"bad spec {spec!r}: {_one_line(err)}; use e.g. 'synthetic:1,2' with levels from {ALL_LEVELS} and split 'train' or 'test'"
+            ) from None
     if kind == "hub":
         name, _, config = rest.strip().partition(":")
         if not name:
-            raise ProblemSpecError(f"bad spec {spec!r}: use 'hub:<dataset name>[:<config>]', "
-                                   "e.g. 'hub:openai/gsm8k:main'")
+            raise ProblemSpecError(f"bad spec {spec!r}: use 'hub:<dataset name>[:<config>]', e.g. 'hub:openai/gsm8k:main'")
         return FileProblems.from_hub(name, config or None, split=split)
     if os.path.isdir(text):
         raise ProblemSpecError(f"{text} is a directory; {_SPEC_HELP}")
@@ -239,8 +238,7 @@ def load_problems(spec: str | os.PathLike | ProblemSource, *, split: str = "trai
         raise ProblemSpecError(f"unsupported file type: {text}; {_SPEC_HELP}")
     if text.endswith(FILE_SUFFIXES) or os.sep in text or os.path.exists(text):
         return FileProblems.from_file(text)
-    raise ProblemSpecError(f"unknown problem spec {spec!r}; {_SPEC_HELP}, "
-                           "e.g. 'synthetic:1,2' or 'hub:openai/gsm8k:main'")
+    raise ProblemSpecError(f"unknown problem spec {spec!r}; {_SPEC_HELP}, e.g. 'synthetic:1,2' or 'hub:openai/gsm8k:main'")
 
 
 # ---- datasets plumbing --------------------------------------------------------------------------
@@ -250,8 +248,7 @@ def _import_datasets():
     try:
         import datasets
     except ImportError:
-        raise ProblemSpecError("reading problem files needs the `datasets` package: "
-                               "pip install datasets") from None
+        raise ProblemSpecError("reading problem files needs the `datasets` package: pip install datasets") from None
     return datasets
 
 

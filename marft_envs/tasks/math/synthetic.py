@@ -35,6 +35,7 @@ ALL_LEVELS = (0, *LEVELS)  # level 0 is opt-in: adding it to the default would c
 TEST_BUCKETS = 10  # one uid bucket in TEST_BUCKETS is the test split
 _MAX_TRIES = 10_000  # rejection-sampling guard; a test problem needs ~TEST_BUCKETS tries on average
 
+
 def latex_answer(x: Fraction | int) -> str:
     """Gold-answer form: ``38``, ``-4``, ``\\frac{7}{3}``, ``-\\frac{7}{3}`` (always reduced)."""
     x = Fraction(x)
@@ -48,7 +49,6 @@ def split_of(uid: str) -> str:
     """``"test"`` for one uid in TEST_BUCKETS (by a stable hash), else ``"train"``."""
     digest = hashlib.blake2b(uid.encode(), digest_size=8).digest()
     return "test" if int.from_bytes(digest, "big") % TEST_BUCKETS == 0 else "train"
-
 
 
 def uid_of(template: Template, numbers: Numbers) -> str:
@@ -66,8 +66,14 @@ def make_problem(template: Template, numbers: Numbers, rng: np.random.Generator)
         words.update({k: VOCAB[base][i] for k, i in zip(keys, picks)})
     question = template.text.format(**{k: str(v) for k, v in numbers.items()}, **words)
     lines, answer = template.solve(numbers)
-    return Problem(question=question, answer=latex_answer(answer), solution="\n".join(lines),
-                   level=template.level, source="synthetic", uid=uid_of(template, numbers))
+    return Problem(
+        question=question,
+        answer=latex_answer(answer),
+        solution="\n".join(lines),
+        level=template.level,
+        source="synthetic",
+        uid=uid_of(template, numbers),
+    )
 
 
 class SyntheticMath(ProblemSource):

@@ -16,11 +16,34 @@ import numpy as np
 
 # Word slots: "{name2}" draws from VOCAB["name"]; slots sharing a vocabulary get distinct words.
 VOCAB: dict[str, tuple[str, ...]] = {
-    "name": ("Ana", "Ben", "Carla", "Dev", "Emma", "Farid", "Grace", "Hugo", "Ines", "Jamal", "Kira",
-             "Leo", "Maya", "Noah", "Olga", "Priya", "Quinn", "Rosa", "Sam", "Tariq", "Uma", "Victor",
-             "Wen", "Yusuf", "Zoe"),
-    "thing": ("marbles", "stickers", "pencils", "shells", "stamps", "cards", "beads", "buttons",
-              "crayons", "erasers"),
+    "name": (
+        "Ana",
+        "Ben",
+        "Carla",
+        "Dev",
+        "Emma",
+        "Farid",
+        "Grace",
+        "Hugo",
+        "Ines",
+        "Jamal",
+        "Kira",
+        "Leo",
+        "Maya",
+        "Noah",
+        "Olga",
+        "Priya",
+        "Quinn",
+        "Rosa",
+        "Sam",
+        "Tariq",
+        "Uma",
+        "Victor",
+        "Wen",
+        "Yusuf",
+        "Zoe",
+    ),
+    "thing": ("marbles", "stickers", "pencils", "shells", "stamps", "cards", "beads", "buttons", "crayons", "erasers"),
     "fruit": ("apples", "pears", "plums", "lemons", "oranges", "peaches", "apricots"),
     "dist": ("kilometers", "miles", "laps"),
     "item": ("notebooks", "pens", "mugs", "lamps", "kites", "puzzles", "candles", "scarves"),
@@ -53,6 +76,7 @@ class Template:
 
 
 # ---- pure helpers --------------------------------------------------------------------------------
+
 
 def step(x: Fraction | int, op: str, y: Fraction | int) -> tuple[str, Fraction]:
     """One solution line ``x<op>y=value`` and its value."""
@@ -168,84 +192,140 @@ def _pair(rng, lo, hi):  # two independent counts
 
 TEMPLATES: tuple[Template, ...] = (
     # level 1: one addition or subtraction
-    Template("l1_gift", 1,
-             "{name} has {a} {thing}. {name2} gives {name} {b} more {thing}. "
-             "How many {thing} does {name} have now?",
-             lambda r: _pair(r, 2, 99), lambda n: chain(n["a"], ("+", n["b"]))),
-    Template("l1_giveaway", 1,
-             "{name} had {a} {thing} and gave {b} of them to {name2}. "
-             "How many {thing} does {name} have left?",
-             _draw_minus, lambda n: chain(n["a"], ("-", n["b"]))),
-    Template("l1_harvest", 1,
-             "{name} picked {a} {fruit} in the morning and {b} {fruit} in the afternoon. "
-             "How many {fruit} did {name} pick in total?",
-             lambda r: _pair(r, 2, 99), lambda n: chain(n["a"], ("+", n["b"]))),
-    Template("l1_compare", 1,
-             "This week {name} ran {a} {dist} and {name2} ran {b} {dist}. "
-             "How many more {dist} did {name} run than {name2}?",
-             _draw_minus, lambda n: chain(n["a"], ("-", n["b"]))),
+    Template(
+        "l1_gift",
+        1,
+        "{name} has {a} {thing}. {name2} gives {name} {b} more {thing}. How many {thing} does {name} have now?",
+        lambda r: _pair(r, 2, 99),
+        lambda n: chain(n["a"], ("+", n["b"])),
+    ),
+    Template(
+        "l1_giveaway",
+        1,
+        "{name} had {a} {thing} and gave {b} of them to {name2}. How many {thing} does {name} have left?",
+        _draw_minus,
+        lambda n: chain(n["a"], ("-", n["b"])),
+    ),
+    Template(
+        "l1_harvest",
+        1,
+        "{name} picked {a} {fruit} in the morning and {b} {fruit} in the afternoon. How many {fruit} did {name} pick in total?",
+        lambda r: _pair(r, 2, 99),
+        lambda n: chain(n["a"], ("+", n["b"])),
+    ),
+    Template(
+        "l1_compare",
+        1,
+        "This week {name} ran {a} {dist} and {name2} ran {b} {dist}. How many more {dist} did {name} run than {name2}?",
+        _draw_minus,
+        lambda n: chain(n["a"], ("-", n["b"])),
+    ),
     # level 2: two additions/subtractions
-    Template("l2_store", 2,
-             "A {shop} had {a} {item}. It sold {b} of them in the morning and received {c} more "
-             "in the afternoon. How many {item} does the {shop} have now?",
-             _draw_store, lambda n: chain(n["a"], ("-", n["b"]), ("+", n["c"]))),
-    Template("l2_wallet", 2,
-             "{name} had {a} dollars, spent {b} dollars on a {gift} and then {c} dollars on lunch. "
-             "How many dollars does {name} have left?",
-             _draw_wallet, lambda n: chain(n["a"], ("-", n["b"]), ("-", n["c"]))),
-    Template("l2_collect", 2,
-             "{name} has {a} {thing}, {name2} has {b} {thing} and {name3} has {c} {thing}. "
-             "How many {thing} do they have altogether?",
-             lambda r: {"a": _int(r, 2, 99), "b": _int(r, 2, 99), "c": _int(r, 2, 99)},
-             lambda n: chain(n["a"], ("+", n["b"]), ("+", n["c"]))),
-    Template("l2_weather", 2,
-             "At noon the temperature in {city} was {a} degrees. By evening it had dropped {b} "
-             "degrees, and overnight it rose {c} degrees. What is the temperature now, in degrees?",
-             lambda r: {"a": _int(r, 2, 30), "b": _int(r, 2, 40), "c": _int(r, 2, 20)},
-             lambda n: chain(n["a"], ("-", n["b"]), ("+", n["c"]))),
+    Template(
+        "l2_store",
+        2,
+        "A {shop} had {a} {item}. It sold {b} of them in the morning and received {c} more "
+        "in the afternoon. How many {item} does the {shop} have now?",
+        _draw_store,
+        lambda n: chain(n["a"], ("-", n["b"]), ("+", n["c"])),
+    ),
+    Template(
+        "l2_wallet",
+        2,
+        "{name} had {a} dollars, spent {b} dollars on a {gift} and then {c} dollars on lunch. How many dollars does {name} have left?",
+        _draw_wallet,
+        lambda n: chain(n["a"], ("-", n["b"]), ("-", n["c"])),
+    ),
+    Template(
+        "l2_collect",
+        2,
+        "{name} has {a} {thing}, {name2} has {b} {thing} and {name3} has {c} {thing}. How many {thing} do they have altogether?",
+        lambda r: {"a": _int(r, 2, 99), "b": _int(r, 2, 99), "c": _int(r, 2, 99)},
+        lambda n: chain(n["a"], ("+", n["b"]), ("+", n["c"])),
+    ),
+    Template(
+        "l2_weather",
+        2,
+        "At noon the temperature in {city} was {a} degrees. By evening it had dropped {b} "
+        "degrees, and overnight it rose {c} degrees. What is the temperature now, in degrees?",
+        lambda r: {"a": _int(r, 2, 30), "b": _int(r, 2, 40), "c": _int(r, 2, 20)},
+        lambda n: chain(n["a"], ("-", n["b"]), ("+", n["c"])),
+    ),
     # level 3: multiplication or exact division, then addition/subtraction
-    Template("l3_boxes", 3,
-             "{name} buys {a} {pack} of {thing} with {b} {thing} in each. Then {name} gives away "
-             "{c} {thing}. How many {thing} does {name} have left?",
-             _draw_boxes, lambda n: chain(n["a"], ("*", n["b"]), ("-", n["c"]))),
-    Template("l3_share", 3,
-             "{name} shares {total} {thing} equally among {b} friends. Each friend then finds {c} "
-             "more {thing}. How many {thing} does each friend have now?",
-             _draw_share, lambda n: chain(n["total"], ("/", n["b"]), ("+", n["c"]))),
-    Template("l3_change", 3,
-             "{name} buys {b} {item} at {a} dollars each and pays with a {paid}-dollar bill. "
-             "How much change, in dollars, does {name} get?",
-             _draw_change,
-             _solve_change),
-    Template("l3_reading", 3,
-             "{name} reads {a} pages a day for {b} days and then {c} more pages on the weekend. "
-             "How many pages does {name} read in total?",
-             lambda r: {"a": _int(r, 2, 30), "b": _int(r, 2, 9), "c": _int(r, 2, 50)},
-             lambda n: chain(n["a"], ("*", n["b"]), ("+", n["c"]))),
+    Template(
+        "l3_boxes",
+        3,
+        "{name} buys {a} {pack} of {thing} with {b} {thing} in each. Then {name} gives away "
+        "{c} {thing}. How many {thing} does {name} have left?",
+        _draw_boxes,
+        lambda n: chain(n["a"], ("*", n["b"]), ("-", n["c"])),
+    ),
+    Template(
+        "l3_share",
+        3,
+        "{name} shares {total} {thing} equally among {b} friends. Each friend then finds {c} "
+        "more {thing}. How many {thing} does each friend have now?",
+        _draw_share,
+        lambda n: chain(n["total"], ("/", n["b"]), ("+", n["c"])),
+    ),
+    Template(
+        "l3_change",
+        3,
+        "{name} buys {b} {item} at {a} dollars each and pays with a {paid}-dollar bill. How much change, in dollars, does {name} get?",
+        _draw_change,
+        _solve_change,
+    ),
+    Template(
+        "l3_reading",
+        3,
+        "{name} reads {a} pages a day for {b} days and then {c} more pages on the weekend. How many pages does {name} read in total?",
+        lambda r: {"a": _int(r, 2, 30), "b": _int(r, 2, 9), "c": _int(r, 2, 50)},
+        lambda n: chain(n["a"], ("*", n["b"]), ("+", n["c"])),
+    ),
     # level 4: fraction answers
-    Template("l4_uneven", 4,
-             "{b} friends share {a} {food} equally. How many {food} does each friend get?",
-             _draw_uneven, lambda n: chain(n["a"], ("/", n["b"]))),
-    Template("l4_drinks", 4,
-             "{name} drinks {f1} of a liter of {drink} in the morning and {f2} of a liter in the "
-             "afternoon. How many liters of {drink} does {name} drink in total?",
-             lambda r: {"f1": _frac(r), "f2": _frac(r)}, lambda n: chain(n["f1"], ("+", n["f2"]))),
-    Template("l4_cut", 4,
-             "{name} has a piece of {material} {f1} meters long and cuts off {f2} of a meter. "
-             "How many meters of {material} are left?",
-             _draw_cut, lambda n: chain(n["f1"], ("-", n["f2"]))),
-    Template("l4_recipe", 4,
-             "A recipe needs {f} cups of {ingredient} per batch. {name} makes {k} batches. "
-             "How many cups of {ingredient} does {name} need?",
-             lambda r: {"f": _frac(r), "k": _int(r, 2, 12)}, lambda n: chain(n["f"], ("*", n["k"]))),
-    Template("l4_leftover", 4,
-             "{name} bakes {a} {food}, eats {b} of them and shares the rest equally among {c} "
-             "friends. How many {food} does each friend get?",
-             _draw_leftover, lambda n: chain(n["a"], ("-", n["b"]), ("/", n["c"]))),
-    Template("l4_average", 4,
-             "{name} cycles {a} {dist} on Monday, {b} on Tuesday and {c} on Wednesday. "
-             "On average, how many {dist} does {name} cycle per day?",
-             _draw_average, lambda n: chain(n["a"], ("+", n["b"]), ("+", n["c"]), ("/", 3))),
+    Template(
+        "l4_uneven",
+        4,
+        "{b} friends share {a} {food} equally. How many {food} does each friend get?",
+        _draw_uneven,
+        lambda n: chain(n["a"], ("/", n["b"])),
+    ),
+    Template(
+        "l4_drinks",
+        4,
+        "{name} drinks {f1} of a liter of {drink} in the morning and {f2} of a liter in the "
+        "afternoon. How many liters of {drink} does {name} drink in total?",
+        lambda r: {"f1": _frac(r), "f2": _frac(r)},
+        lambda n: chain(n["f1"], ("+", n["f2"])),
+    ),
+    Template(
+        "l4_cut",
+        4,
+        "{name} has a piece of {material} {f1} meters long and cuts off {f2} of a meter. How many meters of {material} are left?",
+        _draw_cut,
+        lambda n: chain(n["f1"], ("-", n["f2"])),
+    ),
+    Template(
+        "l4_recipe",
+        4,
+        "A recipe needs {f} cups of {ingredient} per batch. {name} makes {k} batches. How many cups of {ingredient} does {name} need?",
+        lambda r: {"f": _frac(r), "k": _int(r, 2, 12)},
+        lambda n: chain(n["f"], ("*", n["k"])),
+    ),
+    Template(
+        "l4_leftover",
+        4,
+        "{name} bakes {a} {food}, eats {b} of them and shares the rest equally among {c} friends. How many {food} does each friend get?",
+        _draw_leftover,
+        lambda n: chain(n["a"], ("-", n["b"]), ("/", n["c"])),
+    ),
+    Template(
+        "l4_average",
+        4,
+        "{name} cycles {a} {dist} on Monday, {b} on Tuesday and {c} on Wednesday. On average, how many {dist} does {name} cycle per day?",
+        _draw_average,
+        lambda n: chain(n["a"], ("+", n["b"]), ("+", n["c"]), ("/", 3)),
+    ),
 )
 
 

@@ -16,8 +16,7 @@ def load_corpus() -> list[Program]:
     """Every program of the corpus, in a fixed order."""
     from marft_envs.tasks.code.corpus import classes, dicts, lists, numbers, recursion, strings
 
-    programs = [*strings.PROGRAMS, *lists.PROGRAMS, *dicts.PROGRAMS, *numbers.PROGRAMS, *recursion.PROGRAMS,
-                *classes.PROGRAMS]
+    programs = [*strings.PROGRAMS, *lists.PROGRAMS, *dicts.PROGRAMS, *numbers.PROGRAMS, *recursion.PROGRAMS, *classes.PROGRAMS]
     names = [p.name for p in programs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
