@@ -60,3 +60,15 @@ def check_seed(name: str, seed: Any) -> int | None:
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
         return int(seed)
     raise EnvUsageError(f"{name}.reset: seed must be None or an integer >= 0, got {seed!r}")
+
+
+MAX_AGENTS = 64
+"""The most agents a team env takes: every agent's prompt holds the others' messages, so past a few
+dozen no model's context holds them (a chain of ``n_agents=10**6`` ran out of memory in ``make``)."""
+
+
+def check_n_agents(n: Any, maximum: int = MAX_AGENTS) -> int:
+    """``n_agents`` as an env takes it: an int from 1 to ``maximum``; else ValueError in one line."""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or not 1 <= n <= maximum:
+        raise ValueError(f"n_agents must be at least 1 and at most {maximum}, got {n!r}"[:200])
+    return int(n)

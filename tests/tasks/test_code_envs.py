@@ -269,6 +269,8 @@ def test_reset_is_seeded():
         (lambda: CodeRepairChain(tasks="/no/such/tasks.jsonl"), "no such task file"),
         (lambda: CodeRepairChain(split="dev"), "unknown split 'dev'"),
         (lambda: CodeRepairVote(n_agents=0), "n_agents must be at least 1"),
+        (lambda: CodeRepairVote(n_agents=10**6), "n_agents must be at least 1 and at most 64, got 1000000"),
+        (lambda: CodeRepairVote(n_agents=2.5), "n_agents must be at least 1 and at most 64, got 2.5"),
         (lambda: CodeRepairSolo(profile={"roles": {"locator": "x"}}), "no prompt for roles ['fixer']"),
         (lambda: CodeRepairChain().reset(options={"problem": "task"}), "must be a CodeTask"),
     ],

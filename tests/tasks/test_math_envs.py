@@ -162,6 +162,13 @@ def test_bad_options_give_one_clear_line(kwargs, message):
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("n", [0, 65, 10**6, True, "3"])
+def test_a_debate_takes_from_1_to_64_solvers(n):
+    with pytest.raises(ValueError, match=r"^n_agents must be at least 1 and at most 64, got "):
+        MathDebate(n_agents=n)
+    assert len(MathDebate(n_agents=64).possible_agents) == 64
+
+
 @pytest.mark.parametrize("env_id", ["marft/MathChain-v0", "marft/MathSolo-v0", "marft/MathDebate-v0"])
 def test_the_general_profile_is_selected_by_name(env_id):
     env = marft_envs.make(env_id, profile="general-v0")

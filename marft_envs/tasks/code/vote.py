@@ -24,6 +24,7 @@ import ast
 from typing import Any
 
 from marft_envs.tasks.code.base import MAX_FEEDBACK_PATCH_CHARS, CodeRepairTask, Graded
+from marft_envs.validation import check_n_agents
 
 
 def vote(programs: list[str | None]) -> int | None:
@@ -48,8 +49,7 @@ class CodeRepairVote(CodeRepairTask):
     metadata = {"name": "marft/CodeRepairVote-v0", "is_parallelizable": True, "render_modes": ["human", "ansi"]}
 
     def __init__(self, n_agents: int = 3, **kwargs: Any):
-        if n_agents < 1:
-            raise ValueError(f"n_agents must be at least 1, got {n_agents}")
+        n_agents = check_n_agents(n_agents)
         super().__init__([f"fixer_{k}" for k in range(n_agents)], **kwargs)
 
     def team_patch(self, actions: dict[str, str]) -> tuple[str | None, Graded, dict[str, Graded]]:

@@ -36,6 +36,7 @@ from typing import Any
 
 from marft_envs.graph import DependencyGraph
 from marft_envs.tasks.math.base import MathTask
+from marft_envs.validation import MAX_AGENTS, check_n_agents
 
 
 def agent_ids(roles: list[str]) -> list[str]:
@@ -48,11 +49,6 @@ def agent_ids(roles: list[str]) -> list[str]:
     return ids
 
 
-MAX_AGENTS = 64
-"""The longest chain: agent k's prompt holds the k-1 earlier outputs and the graph has n(n-1)/2 edges,
-so past a few dozen agents no model's context holds the last prompt (``n_agents=10**6`` ran out of memory)."""
-
-
 class MathChain(MathTask):
     """Agents in a chain, each seeing its predecessors' outputs; the last one answers."""
 
@@ -60,9 +56,7 @@ class MathChain(MathTask):
 
     def __init__(self, n_agents: int | None = None, roles: list[str] | None = None, **kwargs: Any):
         if roles is None:
-            n = 2 if n_agents is None else n_agents
-            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_AGENTS:
-                raise ValueError(f"n_agents must be at least 1 and at most {MAX_AGENTS}, got {n!r}"[:200])
+            n = check_n_agents(2 if n_agents is None else n_agents)
             roles = ["reasoner"] * (n - 1) + ["actor"]
         elif n_agents is not None and n_agents != len(roles):
             raise ValueError(f"n_agents={n_agents} but {len(roles)} roles were given; pass one of them")

@@ -35,6 +35,7 @@ from typing import Any
 from marft_envs.core import RoundResult
 from marft_envs.rewards.math import answers_match
 from marft_envs.tasks.math.base import MathTask
+from marft_envs.validation import check_n_agents
 
 
 def majority_vote(answers: list[str | None]) -> str | None:
@@ -58,8 +59,7 @@ class MathDebate(MathTask):
     metadata = {"name": "marft/MathDebate-v0", "is_parallelizable": True, "render_modes": ["human", "ansi"]}
 
     def __init__(self, n_agents: int = 3, rounds: int = 2, feedback: bool = False, **kwargs: Any):
-        if n_agents < 1:
-            raise ValueError(f"n_agents must be at least 1, got {n_agents}")
+        n_agents = check_n_agents(n_agents)
         super().__init__([f"solver_{k}" for k in range(n_agents)], rounds=rounds, feedback=feedback, **kwargs)
 
     def answering_agents(self) -> list[str]:
