@@ -125,9 +125,9 @@ def sft_control(seconds: float, seed: int) -> dict:
     """More SFT of the shipped checkpoint for ``seconds``, then the same held-out evaluation as the runs."""
     import marft_envs
     from marft_agents.evaluation import evaluate
-    from marft_agents.models.pretrain import PretrainConfig
-    from marft_agents.models.pretrain import train as sft_train
     from marft_agents.policy import LaMASPolicy, load_base
+    from marft_agents.pretraining.pretrain import PretrainConfig
+    from marft_agents.pretraining.pretrain import train as sft_train
 
     model, tokenizer = load_base("embedded")
     # whole solutions only (unfinished_rate 0), constant 2e-4 (the from-scratch run's final rate,

@@ -76,8 +76,8 @@ def embedded_available() -> bool:
 
 def build_stand_in(out_dir: Path, seed: int = 0) -> Path:
     """A random model of the embedded shape, with the tokenizer the pre-training would build, saved to ``out_dir``."""
-    from marft_agents.models.sft_data import tokenizer_corpus
     from marft_agents.models.tiny import build_model, build_tokenizer
+    from marft_agents.pretraining.sft_data import tokenizer_corpus
 
     tokenizer = build_tokenizer(tokenizer_corpus(3000, seed))
     model = build_model(tokenizer, seed=seed, **TINY_SHAPE)

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         help="import MODULE first (it registers envs); repeatable",
     )
 
-    # Its options live with the code (marft_agents.models.pretrain.build_parser), parsed there, so that
+    # Its options live with the code (marft_agents.pretraining.pretrain.build_parser), parsed there, so that
     # other commands do not import torch just to parse their arguments.
     sub.add_parser("pretrain", add_help=False, help="build and pre-train the embedded tiny model, or continue one (--init); see --help")
 
@@ -163,7 +163,7 @@ def cmd_envs(args) -> int:
 
 
 def cmd_pretrain(args) -> int:
-    from marft_agents.models.pretrain import main as pretrain_main
+    from marft_agents.pretraining.pretrain import main as pretrain_main
 
     pretrain_main(args.args)
     return 0

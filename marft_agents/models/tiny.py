@@ -2,7 +2,7 @@
 
 No weights can be downloaded on the machines this project targets, so the package makes its own:
 ``build_tokenizer`` trains a BPE on task text, ``build_model`` makes a small randomly initialised
-causal LM for it, and :mod:`marft_agents.models.pretrain` supervises it on the synthetic MATH tasks.
+causal LM for it, and :mod:`marft_agents.pretraining.pretrain` supervises it on the synthetic MATH tasks.
 
 Tokenizer choices, and why:
 

@@ -8,10 +8,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from marft_agents.chat import messages, prompt_ids
-from marft_agents.models.pretrain import PretrainConfig, SFTData, last_value, main, pretrain, role_examples, unfinished
-from marft_agents.models.sft import sft_loss
-from marft_agents.models.sft_data import collate
-from marft_agents.models.sft_eval import evaluate_chain, evaluate_solo
+from marft_agents.pretraining.pretrain import PretrainConfig, SFTData, last_value, main, pretrain, role_examples, unfinished
+from marft_agents.pretraining.sft import sft_loss
+from marft_agents.pretraining.sft_data import collate
+from marft_agents.pretraining.sft_eval import evaluate_chain, evaluate_solo
 from marft_envs.tasks.math import MathChain, MathSolo
 from marft_envs.tasks.math.problems import Problem
 

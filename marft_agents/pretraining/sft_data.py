@@ -32,7 +32,7 @@ import torch
 
 from marft_agents import lm
 from marft_agents.chat import messages, prompt_ids
-from marft_agents.models.pretrain_config import PretrainConfig
+from marft_agents.pretraining.pretrain_config import PretrainConfig
 from marft_envs.tasks.math.base import load_profile
 from marft_envs.tasks.math.chain import MathChain
 from marft_envs.tasks.math.problems import Problem

@@ -14,9 +14,9 @@ import torch
 from tqdm.auto import tqdm
 
 from marft_agents import lm
-from marft_agents.models.pretrain_config import PretrainConfig
-from marft_agents.models.sft_data import Batch, SFTData
-from marft_agents.models.sft_eval import evaluate_chain
+from marft_agents.pretraining.pretrain_config import PretrainConfig
+from marft_agents.pretraining.sft_data import Batch, SFTData
+from marft_agents.pretraining.sft_eval import evaluate_chain
 
 
 def sft_loss(model, batch: Batch) -> torch.Tensor:

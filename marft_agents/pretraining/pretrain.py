@@ -1,13 +1,13 @@
 """Supervised pre-training of the embedded tiny model on the synthetic MATH tasks (``marft pretrain``).
 
 Builds a tokenizer and a tiny Llama (:mod:`marft_agents.models.tiny`), or continues a checkpoint
-(``init``), trains it on SFT examples from the real envs (:mod:`marft_agents.models.sft_data`) with
-the loop of :mod:`marft_agents.models.sft`, evaluates it on held-out problems
-(:mod:`marft_agents.models.sft_eval`) and saves it with a ``pretrain.json`` that records how it was
+(``init``), trains it on SFT examples from the real envs (:mod:`marft_agents.pretraining.sft_data`) with
+the loop of :mod:`marft_agents.pretraining.sft`, evaluates it on held-out problems
+(:mod:`marft_agents.pretraining.sft_eval`) and saves it with a ``pretrain.json`` that records how it was
 made (the command, the settings, the library versions, the run it continued) and how it scored.
 How the shipped checkpoint was made, and what it measured, is in ``docs/agents.md``.
 
-    python -m marft_agents.models.pretrain --out runs/tiny --seed 0
+    python -m marft_agents.pretraining.pretrain --out runs/tiny --seed 0
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from pathlib import Path
 import torch
 import transformers
 
-from marft_agents.models.pretrain_config import BUILD_FIELDS, PretrainConfig
-from marft_agents.models.sft import sft_loss, train
-from marft_agents.models.sft_data import ROLES, Batch, SFTData, collate, last_value, role_examples, tokenizer_corpus, unfinished
-from marft_agents.models.sft_eval import evaluate_chain, evaluate_solo
 from marft_agents.models.tiny import build_model, build_tokenizer, count_parameters
 from marft_agents.policy import EMBEDDED, embedded_model_path, load_base
+from marft_agents.pretraining.pretrain_config import BUILD_FIELDS, PretrainConfig
+from marft_agents.pretraining.sft import sft_loss, train
+from marft_agents.pretraining.sft_data import ROLES, Batch, SFTData, collate, last_value, role_examples, tokenizer_corpus, unfinished
+from marft_agents.pretraining.sft_eval import evaluate_chain, evaluate_solo
 from marft_envs.tasks.math.synthetic import LEVELS
 
 __all__ = [
@@ -177,7 +177,7 @@ def _role_weights(text: str) -> dict[str, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The options of ``marft pretrain`` (also ``python -m marft_agents.models.pretrain``)."""
+    """The options of ``marft pretrain`` (also ``python -m marft_agents.pretraining.pretrain``)."""
     p = argparse.ArgumentParser(prog="marft pretrain", description=__doc__.split("\n")[0])
     d = PretrainConfig()
     p.add_argument("--out", required=True, help="directory to write the checkpoint and pretrain.json to")
