@@ -104,45 +104,13 @@ def _train(
             f"group size {group}, so no group of episodes is split across updates"
         )
     check_signal_options(config.signal, probe, group_size=group, workers=config.distributed.workers, algo=config.algo)
-    start, latest = 0, None
-    if resume:
-        latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
-        if latest is None:
-            raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; start again with --overwrite")
-        state = ckpt.load_checkpoint(latest)
-        try:
-            algo.load_state_dict(state["algo"])
-        except (KeyError, RuntimeError) as err:
-            raise ValueError(
-                f"{latest} does not fit this run's agents and adapters ({type(err).__name__}: "
-                f"{str(err).splitlines()[0][:120]}): resume with the run's own env and model"
-            ) from None
-        start = state["update"]
-        if (run_dir / "metrics.jsonl").exists():
-            run_folder.read_metrics(run_dir / "metrics.jsonl", before=start)  # a bad line is named now
+    latest, state = _load_resume_state(run_dir, algo) if resume else (None, {})
+    start = state.get("update", 0)
     pool = start_workers(config, policy, algo, start) if config.distributed.workers else None
     stop.take_back()  # ray.init replaces the SIGTERM handler with its own exit
 
     # -- every check passed: from here on the run writes into run_dir ---------------------------------
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        held.enter_context(RunLock(run_dir))
-        # again, now that no other run can write here: one may have started or ended while this one loaded
-        run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
-        if resume and ckpt.latest_checkpoint(run_dir / "checkpoints") != latest:
-            raise ValueError(
-                f"--resume: {run_dir / 'checkpoints' / ckpt.LATEST} changed while this run was loading "
-                "(another run wrote into the folder): run the command again"
-            )
-        if overwrite:
-            run_folder.clear(run_dir)
-        if latest is not None:
-            ckpt.remove_partial_files(latest.parent)  # what a kill during a checkpoint write left
-        run_files.write_text(run_dir, "config.json", json.dumps(to_dict(config), indent=2))
-    except run_files.RunWriteError:
-        raise  # already one line naming the file (and a full disk)
-    except OSError as err:
-        raise ConfigError(f"cannot write run_dir {run_dir}: {err.strerror or err}") from None
+    _open_run_dir(run_dir, held, config, resume=resume, overwrite=overwrite, latest=latest)
     n_envs = 1 if pool else min(config.episodes_per_update, 128)  # workers have their own envs
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     # closed at the end of the run; a run that fails midway leaves it to the engine's finalizer
@@ -234,16 +202,7 @@ def _train(
             bar.set_postfix(solved=f"{metrics['train/solved']:.2f}", refresh=False)
         due = (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates
         if due or stop.requested is not None:
-            ckpt.save_checkpoint(
-                run_dir / "checkpoints",
-                update + 1,
-                {
-                    "algo": algo.state_dict(),
-                    "rng": ckpt.rng_state(rng),
-                    "config": to_dict(config),
-                    **({"signal": collector.state_dict()} if collector.state_dict() else {}),
-                },
-            )
+            _save_checkpoint(run_dir, update + 1, algo, rng, config, collector)
         if stop.requested is not None:
             log.close()
             getattr(bar, "close", lambda: None)()  # the one line that follows starts on a line of its own
@@ -259,22 +218,83 @@ def _train(
     else:
         eval_after = _evaluate_all(evaluate_fn, policy, config, eval_args, run_dir, "eval_after")
     generator.close()
-    summary = {
-        "env": config.env,
-        "algo": config.algo,
-        "model": config.model,
-        "updates": config.updates,
-        "episodes_per_update": config.episodes_per_update,
-        "eval_before": eval_before,
-        "eval_after": eval_after,
-        "headline": dict(zip(("metric", "label"), report.headline(eval_before))),
-        "improvement": eval_after["accuracy"] - eval_before["accuracy"],
-        "improvement_mean_return": eval_after["mean_return"] - eval_before["mean_return"],
-        "warnings": warnings,
-        "signal": signal_summary,
-        "wall_time_s": time.perf_counter() - started,
-        "resumed_from_update": start if latest is not None else None,
-    }
+    return _finish(
+        run_dir,
+        quiet,
+        {
+            "env": config.env,
+            "algo": config.algo,
+            "model": config.model,
+            "updates": config.updates,
+            "episodes_per_update": config.episodes_per_update,
+            "eval_before": eval_before,
+            "eval_after": eval_after,
+            "headline": dict(zip(("metric", "label"), report.headline(eval_before))),
+            "improvement": eval_after["accuracy"] - eval_before["accuracy"],
+            "improvement_mean_return": eval_after["mean_return"] - eval_before["mean_return"],
+            "warnings": warnings,
+            "signal": signal_summary,
+            "wall_time_s": time.perf_counter() - started,
+            "resumed_from_update": start if latest is not None else None,
+        },
+    )
+
+
+def _load_resume_state(run_dir: Path, algo) -> tuple[Path, dict]:
+    """``--resume``: the latest checkpoint and its state, loaded into ``algo``; refused in one line if it does not fit."""
+    latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
+    if latest is None:
+        raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; start again with --overwrite")
+    state = ckpt.load_checkpoint(latest)
+    try:
+        algo.load_state_dict(state["algo"])
+    except (KeyError, RuntimeError) as err:
+        raise ValueError(
+            f"{latest} does not fit this run's agents and adapters ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:120]}): resume with the run's own env and model"
+        ) from None
+    if (run_dir / "metrics.jsonl").exists():
+        run_folder.read_metrics(run_dir / "metrics.jsonl", before=state["update"])  # a bad line is named now
+    return latest, state
+
+
+def _open_run_dir(
+    run_dir: Path, held: contextlib.ExitStack, config: TrainConfig, *, resume: bool, overwrite: bool, latest: Path | None
+) -> None:
+    """Take the folder's lock (held until the run ends), check it again, clear it if asked, write config.json."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        held.enter_context(RunLock(run_dir))
+        # again, now that no other run can write here: one may have started or ended while this one loaded
+        run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
+        if resume and ckpt.latest_checkpoint(run_dir / "checkpoints") != latest:
+            raise ValueError(
+                f"--resume: {run_dir / 'checkpoints' / ckpt.LATEST} changed while this run was loading "
+                "(another run wrote into the folder): run the command again"
+            )
+        if overwrite:
+            run_folder.clear(run_dir)
+        if latest is not None:
+            ckpt.remove_partial_files(latest.parent)  # what a kill during a checkpoint write left
+        run_files.write_text(run_dir, "config.json", json.dumps(to_dict(config), indent=2))
+    except run_files.RunWriteError:
+        raise  # already one line naming the file (and a full disk)
+    except OSError as err:
+        raise ConfigError(f"cannot write run_dir {run_dir}: {err.strerror or err}") from None
+
+
+def _save_checkpoint(run_dir: Path, update: int, algo, rng: np.random.Generator, config: TrainConfig, collector) -> None:
+    """Everything ``--resume`` needs after ``update`` updates: the learner, the RNG, the config, the sampler's state."""
+    signal = collector.state_dict()
+    ckpt.save_checkpoint(
+        run_dir / "checkpoints",
+        update,
+        {"algo": algo.state_dict(), "rng": ckpt.rng_state(rng), "config": to_dict(config), **({"signal": signal} if signal else {})},
+    )
+
+
+def _finish(run_dir: Path, quiet: bool, summary: dict[str, Any]) -> dict[str, Any]:
+    """Write summary.json and the curves, print the results table (unless ``quiet``); returns the summary."""
     run_files.write_text(run_dir, "summary.json", json.dumps(summary, indent=2))
     try:
         from marft_agents.plotting import plot_run
