@@ -152,3 +152,14 @@ def test_marft_envs_is_torch_free_even_inside_functions():
             )
             found += [f"{path.name}: {n}" for n in names if n.split(".")[0] in heavy]
     assert not found, f"marft_envs must stay torch-free (put such code in marft_agents): {found}"
+
+
+def test_model_loading_is_the_bottom_layer_of_marft_agents():
+    # The policy and the engines load models through marft_agents.models; the training programs that
+    # use the policy (marft pretrain) live in marft_agents.pretraining, so no import runs back up.
+    graph = import_graph()
+    loading = {name for name in graph if name.startswith("marft_agents.models")}
+    assert loading >= {"marft_agents.models.named", "marft_agents.models.tiny"}
+    for name in loading:
+        above = {t for t in graph[name] if t.startswith("marft_agents.") and t not in loading}
+        assert not above, f"{name} imports {sorted(above)}, which sit above model loading"
