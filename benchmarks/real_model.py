@@ -58,12 +58,12 @@ def env_kwargs(problems: str) -> dict:
     return {"profile": PROFILE, "problems": problems}
 
 
-def untuned_policy(problems: str):
+def untuned_policy(problems: str, threads: int = 1):
     import marft_envs
     from marft_agents.config import TrainConfig
     from marft_agents.trainer import build_policy
 
-    config = TrainConfig(model=MODEL, env=ENV, env_kwargs=env_kwargs(problems), threads=1)
+    config = TrainConfig(model=MODEL, env=ENV, env_kwargs=env_kwargs(problems), threads=threads)
     return build_policy(config, marft_envs.make(ENV, **config.env_kwargs).possible_agents)
 
 
@@ -149,7 +149,7 @@ def sft_examples(problems: str, seed: int, n: int) -> list[tuple[dict, str, dict
     return examples
 
 
-def run_sft(out: Path, problems: str, seed: int, seconds: float | None, lr: float = 3e-4, updates: int = 0) -> dict:
+def run_sft(out: Path, problems: str, seed: int, seconds: float | None, lr: float = 3e-4, updates: int = 0, threads: int = 1) -> dict:
     """The supervised control: both adapters trained on gold targets for ``seconds``, then evaluated.
 
     ``seconds=None`` runs beside a MARFT run of ``updates`` updates: it trains until that run has
@@ -157,9 +157,9 @@ def run_sft(out: Path, problems: str, seed: int, seconds: float | None, lr: floa
     """
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     torch.manual_seed(seed)
-    policy = untuned_policy(problems)
+    policy = untuned_policy(problems, threads)
     reasoner, actor = policy.adapters
     tok = policy.tokenizer
     optimizers = {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in (reasoner, actor)}
