@@ -161,9 +161,9 @@ def test_resumed_run_ends_with_the_same_metrics(tiny_model_dir, tmp_path, algo):
         )
         c.algo_args.minibatch_size = 4  # a config holds the chosen algorithm's section only
         if algo == "cory":
-            c.cory.swap_interval, c.cory.reset_on_swap, c.cory.kl_target = 2, True, 1.0
+            c.algo_args.swap_interval, c.algo_args.reset_on_swap, c.algo_args.kl_target = 2, True, 1.0
         else:
-            c.marft_token.sequential.enabled = True  # random order: draws from the run's generator
+            c.algo_args.sequential.enabled = True  # random order: draws from the run's generator
         return c
 
     def metrics(run_dir):

@@ -15,7 +15,10 @@ def setup(model_dir, mode="lora", env_id="marft/MathChain-v0", **cfg):
     envs = [marft_envs.make(env_id) for _ in range(8)]
     model, tokenizer = load_base(str(model_dir))
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents, mode=mode)
-    algo = MARFT(policy, MARFTConfig(minibatch_size=2, **cfg), temperature=1.0)
+    config = MARFTConfig(minibatch_size=2)
+    for name, value in cfg.items():  # set after construction: a test may step outside the ranges (kl_gate=-1)
+        setattr(config, name, value)
+    algo = MARFT(policy, config, temperature=1.0)
     torch.manual_seed(0)
     episodes = RolloutEngine(policy, Sampling(1.0, 8)).collect(envs, range(8))
     return policy, algo, episodes
