@@ -148,50 +148,32 @@ def train_run(run_dir: Path, **fields) -> dict:
     return result
 
 
+def math_run(out: Path, name: str, seed: int, **fields) -> dict:
+    """One run on the shared MATH setting (the chain, MARFT, E1's budget), with ``fields`` changed."""
+    setting = {
+        "env": CHAIN,
+        "env_kwargs": math_kwargs(),
+        "algo": "marft",
+        "updates": UPDATES,
+        "episodes_per_update": EPISODES,
+        "max_new_tokens": TOKENS,
+        "temperature": chosen_temperature(out),
+        "eval_episodes": EVAL_N,
+    }
+    return train_run(out / f"{name}_s{seed}", seed=seed, **{**setting, **fields})
+
+
 def e1(out: Path, seed: int) -> dict:
-    return train_run(
-        out / f"e1_marft_s{seed}",
-        env=CHAIN,
-        env_kwargs=math_kwargs(),
-        algo="marft",
-        seed=seed,
-        updates=UPDATES,
-        episodes_per_update=EPISODES,
-        max_new_tokens=TOKENS,
-        temperature=chosen_temperature(out),
-        eval_episodes=EVAL_N,
-    )
+    return math_run(out, "e1_marft", seed)
 
 
 def e1_format(out: Path, seed: int) -> dict:
     """Ablation of E1's signal: the same MARFT run with the gold-free format reward (``format_reward=0.1``)."""
-    return train_run(
-        out / f"e1_format_s{seed}",
-        env=CHAIN,
-        env_kwargs={**math_kwargs(), "format_reward": 0.1},
-        algo="marft",
-        seed=seed,
-        updates=UPDATES,
-        episodes_per_update=EPISODES,
-        max_new_tokens=TOKENS,
-        temperature=chosen_temperature(out),
-        eval_episodes=EVAL_N,
-    )
+    return math_run(out, "e1_format", seed, env_kwargs={**math_kwargs(), "format_reward": 0.1})
 
 
 def e2(out: Path, seed: int) -> dict:
-    return train_run(
-        out / f"e2_ppo_s{seed}",
-        env=SOLO,
-        env_kwargs=math_kwargs(),
-        algo="ppo",
-        seed=seed,
-        updates=UPDATES,
-        episodes_per_update=EPISODES,
-        max_new_tokens=2 * TOKENS,
-        temperature=chosen_temperature(out),
-        eval_episodes=EVAL_N,
-    )
+    return math_run(out, "e2_ppo", seed, env=SOLO, algo="ppo", max_new_tokens=2 * TOKENS)
 
 
 def e3_sft(out: Path) -> Path:
@@ -203,39 +185,14 @@ def e3_sft(out: Path) -> Path:
 
 
 def e3(out: Path, seed: int) -> dict:
-    return train_run(
-        out / f"e3_marft_s{seed}",
-        env=CHAIN,
-        env_kwargs=math_kwargs(),
-        algo="marft",
-        seed=seed,
-        updates=E3_UPDATES,
-        episodes_per_update=EPISODES,
-        max_new_tokens=TOKENS,
-        temperature=chosen_temperature(out),
-        eval_episodes=EVAL_N,
-        init_from=str(e3_sft(out)),
-    )
+    return math_run(out, "e3_marft", seed, updates=E3_UPDATES, init_from=str(e3_sft(out)))
 
 
 def e3_low_lr(out: Path, seed: int) -> dict:
     """Ablation of E3: the same run with a 10x smaller learning rate for the adapters (3e-5)."""
     from marft_agents.algorithms.marft import MARFTConfig
 
-    return train_run(
-        out / f"e3_lowlr_s{seed}",
-        env=CHAIN,
-        env_kwargs=math_kwargs(),
-        algo="marft",
-        algo_args=MARFTConfig(lr=3e-5),
-        seed=seed,
-        updates=E3_UPDATES,
-        episodes_per_update=EPISODES,
-        max_new_tokens=TOKENS,
-        temperature=chosen_temperature(out),
-        eval_episodes=EVAL_N,
-        init_from=str(e3_sft(out)),
-    )
+    return math_run(out, "e3_lowlr", seed, algo_args=MARFTConfig(lr=3e-5), updates=E3_UPDATES, init_from=str(e3_sft(out)))
 
 
 def e4(out: Path, seed: int) -> dict:
