@@ -70,7 +70,7 @@ test-vllm: $(VLLM_STAMP)
 	mkdir -p .tmp/vllm
 	TMPDIR=$(CURDIR)/.tmp/vllm $(VLLM_BIN)/python -m pytest -q -m vllm
 
-# marft_envs.adapters (TRL, TextArena, reasoning-gym; docs/adapters.md) in their own venv: the extra pins
+# marft_envs.adapters (TRL, TextArena, reasoning-gym, GEM, OpenEnv; docs/adapters.md) in their own venv: the extra pins
 # exact versions of libraries the main venv does not need. None of them pulls torchvision/torchaudio/
 # torchcodec (checked with trl 1.16.0, textarena 0.7.4, reasoning-gym 0.1.25); the uninstall keeps it so.
 ADAPTERS_VENV := .venv-adapters
@@ -81,6 +81,7 @@ $(ADAPTERS_STAMP): pyproject.toml
 	test -x $(ADAPTERS_BIN)/python || $(PYTHON) -m venv $(ADAPTERS_VENV)
 	$(ADAPTERS_BIN)/python -m pip install --quiet --upgrade pip
 	$(ADAPTERS_BIN)/python -m pip install --quiet torch==2.13.0 -e '.[dev,adapters]'
+	$(ADAPTERS_BIN)/python -m pip install --quiet --no-deps gem-llm==0.1.0
 	$(ADAPTERS_BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(ADAPTERS_STAMP)
 

@@ -7,6 +7,10 @@
   ``marft/TextArena-<Game>-v0``.
 - :mod:`marft_envs.adapters.reasoning_gym` (inward): reasoning-gym's tasks as ``marft/ReasoningGym-v0``
   (one agent) and ``marft/ReasoningGym-Chain-v0`` (reasoner -> actor).
+- :mod:`marft_envs.adapters.gem` (both ways): any FlexEnv as a GEM ``MultiAgentEnv``
+  (``gem_multiagent_env``), and GEM's single-agent envs as ``marft/GEM-v0``.
+- :mod:`marft_envs.adapters.openenv` (outward): any FlexEnv behind an OpenEnv server.
+- :mod:`marft_envs.adapters.isolated_random`: the private ``random`` state TextArena's and GEM's envs run on.
 
 Nothing here is imported by ``import marft_envs``: each module imports its library when it is used.
 """

@@ -34,11 +34,10 @@ Version history:
 from __future__ import annotations
 
 import importlib.util
-import random
-from collections.abc import Callable
 from typing import Any
 
 from marft_envs import outcomes
+from marft_envs.adapters.isolated_random import IsolatedRandom
 from marft_envs.core import FlexEnv, RoundResult
 from marft_envs.graph import DependencyGraph
 from marft_envs.registration import register
@@ -89,14 +88,14 @@ class TextArenaGame(FlexEnv):
         self.metadata = {**type(self).metadata, "name": f"marft/TextArena-{game}"}
         self.game_id, self.num_players, self.recent, self.max_rounds = game, num_players, recent, max_rounds
         self._prompt_kind = textarena.ObservationType.PROMPT
-        self._random_state: object | None = None
+        self.library_random = IsolatedRandom()  # TextArena draws from the global `random` (module docstring)
 
     # -- the task -----------------------------------------------------------------------------
 
     def reset_task(self, options: dict[str, Any]) -> None:
         seed = int(self.np_random.integers(2**31 - 1))
-        self._random_state = None  # TextArena's reset seeds `random` itself
-        self._isolated(lambda: self.game.reset(num_players=self.num_players, seed=seed))
+        self.library_random.forget()  # TextArena's reset seeds `random` itself
+        self.library_random.run(lambda: self.game.reset(num_players=self.num_players, seed=seed))
         self.prompts: dict[str, list[str]] = {a: [] for a in self.possible_agents}
         self.messages: dict[str, list[str]] = {a: [] for a in self.possible_agents}
         self.moved: list[str] = []  # agents whose action this round was a real TextArena move
@@ -127,7 +126,7 @@ class TextArenaGame(FlexEnv):
         if self.done or agent != self.to_move():
             return  # not this agent's turn (see the module docstring): the reply is ignored
         self.moved.append(agent)
-        self._isolated(lambda: self.game.step(action))
+        self.library_random.run(lambda: self.game.step(action))
         self._collect()
 
     def end_round(self, actions: dict[str, str]) -> RoundResult:
@@ -175,17 +174,6 @@ class TextArenaGame(FlexEnv):
     def _line(self, sender: int, message: str) -> str:
         name = "GAME" if sender < 0 else f"Player {sender}"
         return f"[{name}] {message.strip()}"
-
-    def _isolated(self, call: Callable[[], Any]) -> Any:
-        """Run a TextArena call on this env's own ``random`` state, leaving the process's untouched."""
-        outside = random.getstate()
-        if self._random_state is not None:
-            random.setstate(self._random_state)
-        try:
-            return call()
-        finally:
-            self._random_state = random.getstate()
-            random.setstate(outside)
 
 
 def register_envs() -> list[str]:

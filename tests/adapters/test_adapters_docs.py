@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.adapters
-for module in ("trl", "textarena", "reasoning_gym"):
+for module in ("trl", "textarena", "reasoning_gym", "gem", "openenv"):
     pytest.importorskip(module)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def test_adapters_page_code_runs(tmp_path):
             after = every[k + 1] if k + 1 < len(every) else None
             blocks.append(b)
             outputs.append(after.code if after is not None and after.lang == "text" and "output" in after.tags else None)
-    assert len(blocks) == 4
+    assert len(blocks) == 7
     workdir, results = tmp_path / "cwd", tmp_path / "printed.json"
     workdir.mkdir()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}

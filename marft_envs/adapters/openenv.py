@@ -1,0 +1,189 @@
+"""Any marft env behind an OpenEnv server (openenv-core==0.3.0): ``{agent, text}`` in, the next agent's view out.
+
+OpenEnv serves one ``Environment`` (``reset``/``step``/``state``) over HTTP and WebSocket with
+FastAPI. :class:`FlexEnvironment` is that ``Environment`` for a FlexEnv; :func:`create_server_app`
+builds the app and :func:`serve` runs it (on 127.0.0.1 unless told otherwise)::
+
+    python -m marft_envs.adapters.openenv marft/MathChain-v0 --port 8000
+    openenv validate --url http://127.0.0.1:8000
+
+The wire format:
+
+- **action** (:class:`FlexAction`): ``{"agent": "reasoner_0", "text": "..."}``, for an agent that
+  may act now (its round-graph parents have acted this round).
+- **observation** (:class:`FlexObservation`): ``agent``, the next agent to act (the first ready
+  one; ``null`` once the episode is over), with its ``instructions`` and ``text``; ``ready``, every
+  agent that may act now; ``rewards``, each agent's reward from the round this step ended (empty on
+  a step inside a round); ``reward``, their mean (the team's); ``done`` once no agent is left; and
+  ``error``: a refused action (unknown agent, one not ready, not a string) leaves the episode as it
+  was and says why here, in one line.
+- **state** (:class:`FlexState`): the episode id, steps, ``round``, active ``agents`` and the env's
+  global ``state_text``.
+
+Over plain HTTP each request gets a fresh env (OpenEnv's contract); an episode is played over a
+WebSocket session (``openenv``'s ``EnvClient``/``GenericEnvClient``), one FlexEnv per session.
+
+Version history:
+    v0: first release (openenv-core 0.3.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from marft_envs.core import FlexEnv
+from marft_envs.errors import EnvUsageError
+from marft_envs.registration import make
+
+LAZY = ("FlexAction", "FlexObservation", "FlexState", "FlexEnvironment")
+"""The module's classes: they subclass openenv's, so they are built when first asked for (this module
+imports without openenv, as every marft module does; using it without openenv says what to install)."""
+_built: dict[str, type] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name in LAZY:
+        return _classes()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _classes() -> dict[str, type]:
+    if _built:
+        return _built
+    if importlib.util.find_spec("openenv") is None:
+        raise ImportError("the OpenEnv adapter needs openenv: pip install 'marft[adapters]' (openenv-core==0.3.0)")
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+    from pydantic import Field
+
+    class FlexAction(Action):
+        """One agent's message."""
+
+        agent: str = Field(..., description="The agent acting: one the last observation listed as ready")
+        text: str = Field(..., description="Its message (the env grades it)")
+
+    class FlexObservation(Observation):
+        """The next agent's view, the round's rewards, and why an action was refused (if it was)."""
+
+        agent: str | None = Field(default=None, description="The next agent to act; null once the episode is over")
+        instructions: str = Field(default="", description="That agent's role prompt")
+        text: str = Field(default="", description="What that agent sees now")
+        ready: list[str] = Field(default_factory=list, description="Every agent that may act now")
+        rewards: dict[str, float] = Field(default_factory=dict, description="Per-agent rewards of the round this step ended")
+        error: str | None = Field(default=None, description="Why the action was refused; the episode is unchanged")
+
+    class FlexState(State):
+        """Where the episode is."""
+
+        round: int = Field(default=0, description="Rounds finished")
+        agents: list[str] = Field(default_factory=list, description="Agents still in the episode")
+        state_text: str = Field(default="", description="The env's global state, as text")
+
+    class FlexEnvironment(Environment):
+        """A FlexEnv behind OpenEnv's ``Environment`` API, one agent's message per step."""
+
+        SUPPORTS_CONCURRENT_SESSIONS = True  # each session builds its own FlexEnv; they share nothing
+
+        def __init__(self, env: FlexEnv):
+            super().__init__()
+            self.flex = env
+            self._state = FlexState(episode_id=None, step_count=0)
+
+        def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> FlexObservation:
+            self.flex.reset(seed=seed, options=kwargs.get("options"))
+            self._state = FlexState(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
+            self._sync_state()
+            return self._view()
+
+        def step(self, action: FlexAction, timeout_s: float | None = None, **kwargs: Any) -> FlexObservation:
+            ready = self.flex.ready_agents()
+            if action.agent not in ready:
+                why = "the episode is over: reset" if not self.flex.agents else f"agents that may act now: {ready}"
+                return self._view(error=f"agent {action.agent!r} may not act now; {why}")
+            try:
+                result = self.flex.step({action.agent: action.text})
+            except EnvUsageError as err:  # e.g. a text past the action space's length: refused, nothing changed
+                return self._view(error=str(err).splitlines()[0])
+            self._state.step_count += 1
+            self._sync_state()
+            rewards = {} if result is None else {a: float(r) for a, r in result.rewards.items()}
+            return self._view(rewards=rewards)
+
+        @property
+        def state(self) -> FlexState:
+            return self._state
+
+        def get_metadata(self) -> EnvironmentMetadata:
+            return EnvironmentMetadata(
+                name=self.flex.name,
+                description=f"marft env {self.flex.name}: agents {self.flex.possible_agents}, one {{agent, text}} action per step",
+                version="0",
+            )
+
+        def close(self) -> None:
+            self.flex.close()
+
+        def _sync_state(self) -> None:
+            self._state.round = self.flex.round
+            self._state.agents = list(self.flex.agents)
+            self._state.state_text = self.flex.state()
+
+        def _view(self, rewards: dict[str, float] | None = None, error: str | None = None) -> FlexObservation:
+            ready = self.flex.ready_agents()
+            nxt = ready[0] if ready else None
+            seen = self.flex.observe(nxt) if nxt else {"instructions": "", "text": ""}
+            rewards = rewards or {}
+            return FlexObservation(
+                agent=nxt,
+                instructions=seen["instructions"],
+                text=seen["text"],
+                ready=ready,
+                rewards=rewards,
+                reward=sum(rewards.values()) / len(rewards) if rewards else 0.0,
+                done=not self.flex.agents,
+                error=error,
+            )
+
+    _built.update(FlexAction=FlexAction, FlexObservation=FlexObservation, FlexState=FlexState, FlexEnvironment=FlexEnvironment)
+    return _built
+
+
+def environment_factory(env_id: str, **env_kwargs: Any) -> Callable[[], Any]:
+    """What OpenEnv's ``create_app`` takes: a function building a fresh ``FlexEnvironment``."""
+    environment = _classes()["FlexEnvironment"]
+    make(env_id, **env_kwargs).close()  # a bad id or kwarg fails here, in one line, not at the first request
+    return lambda: environment(make(env_id, **env_kwargs))
+
+
+def create_server_app(env_id: str, max_concurrent_envs: int = 8, **env_kwargs: Any):
+    """The FastAPI app serving ``env_id`` (OpenEnv's ``create_app``, without its web UI)."""
+    from openenv.core.env_server.http_server import create_fastapi_app
+
+    classes = _classes()
+    return create_fastapi_app(
+        environment_factory(env_id, **env_kwargs), classes["FlexAction"], classes["FlexObservation"], max_concurrent_envs
+    )
+
+
+def serve(env_id: str, host: str = "127.0.0.1", port: int = 8000, **env_kwargs: Any) -> None:
+    """Run the server until interrupted (loopback by default: pass ``host`` to listen elsewhere)."""
+    import uvicorn
+
+    uvicorn.run(create_server_app(env_id, **env_kwargs), host=host, port=port, log_level="warning")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve a marft env over OpenEnv's HTTP/WebSocket API")
+    parser.add_argument("env_id", help="a registered id, e.g. marft/MathChain-v0")
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: loopback only)")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    serve(args.env_id, host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()
