@@ -103,6 +103,21 @@ def test_agent_round_grouping_compares_one_agent_in_one_round():
     assert_close(prob, torch.tensor([-h] * 4 + [h] * 2))
 
 
+def test_agent_round_equals_problem_on_one_round_with_a_team_reward():
+    # The 2-agent chain of benchmarks/tree_sampling.py has one round. reward_to_go gives every step
+    # of a round the round's total, so each (problem, agent, round 0) group holds exactly the
+    # problem's episode returns, as the problem group does, whoever the reward was paid to: the two
+    # groupings give the same advantages, bit for bit (and that benchmark the same run).
+    team = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0]  # problem 0: one of four solved; problem 1: all four
+    episodes = [episode(k, [[("reasoner_0", r), ("actor_0", 0.0)]]) for k, r in enumerate(team)]
+    by_agent = grpo_advantages(episodes, group_size=4, grouping="agent_round", gamma=1.0, eps=EPS)
+    by_problem = grpo_advantages(episodes, group_size=4, grouping="problem", gamma=1.0, eps=EPS)
+    # problem 0: returns [1, 0, 0, 0] -> mean 0.25, std sqrt(0.1875) = 0.4330 (population, as group_relative)
+    top, low = 0.75 / (math.sqrt(0.1875) + EPS), -0.25 / (math.sqrt(0.1875) + EPS)
+    assert_close(by_problem, torch.tensor([top, top, low, low, low, low, low, low] + [0.0] * 8))
+    assert_close(by_agent, by_problem)
+
+
 def test_config_errors_say_what_to_do(tiny_model_dir):
     model, tokenizer = load_base(str(tiny_model_dir))
     policy = LaMASPolicy(model, tokenizer, ["solver_0"])
