@@ -72,6 +72,11 @@ def gem_multiagent_env(env: FlexEnv | str, mode: str = "sequential", **env_kwarg
 _CLASSES: tuple | None = None
 
 
+def _prompt(seen: dict[str, Any]) -> str:
+    """A GEM observation: the agent's instructions, a blank line, and what it sees now."""
+    return f"{seen['instructions']}\n\n{seen['text']}"
+
+
 def _classes() -> tuple:
     """Build the GEM subclasses once gem is importable (subclassing needs gem's base classes)."""
     global _CLASSES
@@ -110,11 +115,14 @@ def _classes() -> tuple:
             self.rewards = dict.fromkeys(self.agents, 0.0)
             self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
             self.infos = {a: self._info(a) for a in self.agents}
-            return {a: self.observe(a) for a in self.agents}, dict(self.infos)
+            return self._observations(), dict(self.infos)
 
         def observe(self, agent: str) -> str:
-            seen = self.flex.observe(agent)
-            return f"{seen['instructions']}\n\n{seen['text']}"
+            return _prompt(self.flex.observe(agent))
+
+        def _observations(self) -> dict[str, str]:
+            # from self.infos, which hold each agent's view already: the FlexEnv is asked once per step
+            return {a: _prompt(self.infos[a]) for a in self.agents}
 
         def _info(self, agent: str) -> dict[str, Any]:
             seen = self.flex.observe(agent)
@@ -130,7 +138,7 @@ def _classes() -> tuple:
             self.terminations = {a: bool(self.flex.terminations.get(a, False)) for a in self.agents}
             self.truncations = {a: bool(self.flex.truncations.get(a, False)) for a in self.agents}
             self.infos = {a: self._info(a) for a in self.agents}
-            return ({a: self.observe(a) for a in self.agents}, rewards, dict(self.terminations), dict(self.truncations), dict(self.infos))
+            return (self._observations(), rewards, dict(self.terminations), dict(self.truncations), dict(self.infos))
 
         def spawn(self, same_state: bool = False, **kwargs: Any):
             """An independent env; with ``same_state`` in this one's exact state (the FlexEnv's ``branch()``),
