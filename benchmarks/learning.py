@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/learning.py temperature        # pre-RL rule: the training temperature
     .venv/bin/python benchmarks/learning.py e1 --seeds 0,1,2   # MARFT on the 2-agent chain, untuned start
     .venv/bin/python benchmarks/learning.py e1_format --seeds 0  # ablation: E1 plus the format reward
+    .venv/bin/python benchmarks/learning.py e1_reasoner_only --seeds 0,1  # ablation: only the reasoner learns
     .venv/bin/python benchmarks/learning.py e2 --seeds 0,1,2   # single-agent PPO on MathSolo, equal work
     .venv/bin/python benchmarks/learning.py e3 --seeds 0,1,2   # SFT warm start, then MARFT from its adapters
     .venv/bin/python benchmarks/learning.py e3_low_lr --seeds 0  # ablation: E3 at lr 3e-5
@@ -25,6 +26,12 @@ Every rule below was written before any RL run of this script, and none was chan
   transcripts, before this ran): the untuned actor seldom boxes (it re-derives in prose and the
   grader's last-number fallback reads a wrong number), so E1 plus the gold-free format reward
   (``env_kwargs.format_reward=0.1``: 0.1 for a complete ``\\boxed{}``, right or wrong), all else equal.
+* **E1 ablation** (phase ``e1_reasoner_only``; chosen after E1's three seeds, whose per-role
+  diagnostics showed the reasoner's own answers +8.7 ± 2.1 points and the actor's keeping of the
+  reasoner's right answers -16 ± 5, before it ran): only the reasoner learns. MARFT's agent-by-agent
+  training with ``marft.agent_iteration_interval=UPDATES``, so the round-robin never reaches the
+  actor (its adapter stays untuned; the critic still learns); all else as E1. It measures how much
+  of the team's loss is the actor's updates. Seeds 0 and 1 (what fitted).
 * **E2**: ``algo=ppo`` on ``marft/MathSolo-v0`` with the same problems and profile: the same
   updates and episodes, and ``2 x 48`` new tokens per action, the chain's two actions' worth.
   Greedy held-out accuracy on the same 112 problems (its own eval with 96 tokens).
@@ -172,6 +179,13 @@ def e1_format(out: Path, seed: int) -> dict:
     return math_run(out, "e1_format", seed, env_kwargs={**math_kwargs(), "format_reward": 0.1})
 
 
+def e1_reasoner_only(out: Path, seed: int) -> dict:
+    """Ablation of E1's credit: the same MARFT run in which only the first agent (the reasoner) ever learns."""
+    from marft_agents.algorithms.marft import MARFTConfig
+
+    return math_run(out, "e1_reasoner", seed, algo_args=MARFTConfig(agent_iteration_interval=UPDATES))
+
+
 def e2(out: Path, seed: int) -> dict:
     return math_run(out, "e2_ppo", seed, env=SOLO, algo="ppo", max_new_tokens=2 * TOKENS)
 
@@ -283,6 +297,7 @@ def report(out: Path) -> str:
     for name, prefix in (
         ("E1 MARFT, chain", "e1_marft"),
         ("E1 ablation: + format reward", "e1_format"),
+        ("E1 ablation: only the reasoner learns", "e1_reasoner"),
         ("E2 PPO, solo", "e2_ppo"),
         ("E3 MARFT from SFT", "e3_marft"),
         ("E3 ablation: lr 3e-5", "e3_lowlr"),
@@ -303,7 +318,7 @@ def _plot(out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    prefixes = ("e1_marft", "e1_format", "e2_ppo", "e3_marft", "e3_lowlr", "e4_grpo")
+    prefixes = ("e1_marft", "e1_format", "e1_reasoner", "e2_ppo", "e3_marft", "e3_lowlr", "e4_grpo")
     fig, axes = plt.subplots(1, len(prefixes), figsize=(4 * len(prefixes), 3.2), squeeze=False)
     for ax, prefix in zip(axes[0], prefixes):
         for d in sorted(out.glob(f"{prefix}_s*")):
@@ -326,7 +341,7 @@ def _smoke() -> None:
     real_model.MODEL, real_model.EVAL_N, real_model.MAX_NEW_TOKENS, real_model.EPISODES = "embedded", 8, 8, 8
 
 
-PHASES = {"e1": e1, "e1_format": e1_format, "e2": e2, "e3": e3, "e3_low_lr": e3_low_lr, "e4": e4}
+PHASES = {"e1": e1, "e1_format": e1_format, "e1_reasoner_only": e1_reasoner_only, "e2": e2, "e3": e3, "e3_low_lr": e3_low_lr, "e4": e4}
 
 
 def main(argv=None) -> int:
