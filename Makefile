@@ -26,10 +26,11 @@ demo: $(STAMP)
 demo-envs: $(STAMP)
 	$(BIN)/python -m marft_envs.demo
 
-# One torch thread per test process (unless OMP_NUM_THREADS is set): the tests' models are tiny, and on
-# shared cores torch's spinning threads made the suite several times slower (up to 10x when cores are oversubscribed).
+# One test process per core (pytest-xdist; a test file's tests stay in one process, so its module
+# fixtures are built once), each with one torch thread unless OMP_NUM_THREADS is set: the tests' models are
+# tiny, and on shared cores torch's spinning threads made the suite several times slower.
 test: $(STAMP)
-	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # ruff check with the rules in pyproject.toml ([tool.ruff]), and the formatter's check (nothing would be re-wrapped).
 lint: $(STAMP)
