@@ -10,6 +10,8 @@
 - :mod:`marft_envs.adapters.gem` (both ways): any FlexEnv as a GEM ``MultiAgentEnv``
   (``gem_multiagent_env``), and GEM's single-agent envs as ``marft/GEM-v0``.
 - :mod:`marft_envs.adapters.openenv` (outward): any FlexEnv behind an OpenEnv server.
+- :mod:`marft_envs.adapters.verifiers` (outward): any FlexEnv as a verifiers v1 ``Env`` (``verifiers_env``), one
+  ``AgentConfig`` per agent, run through verifiers' own loaders and validation.
 - :mod:`marft_envs.adapters.isolated_random`: the private ``random`` state TextArena's and GEM's envs run on.
 
 Nothing here is imported by ``import marft_envs``: each module imports its library when it is used.
