@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo demo-envs test test-real-model test-slow test-vllm vllm-venv test-adapters lint bench clean
+.PHONY: demo demo-envs test test-real-model test-slow test-vllm vllm-venv test-adapters test-verifiers lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -90,5 +90,22 @@ $(ADAPTERS_STAMP): pyproject.toml
 test-adapters: $(ADAPTERS_STAMP)
 	TRL_EXPERIMENTAL_SILENCE=1 $(ADAPTERS_BIN)/python -m pytest -q -m adapters
 
+# The verifiers v1 adapter (marft_envs/adapters/verifiers.py) in its own venv: marft's envs (no torch),
+# verifiers 0.4.0 and pytest (about 1.5 minutes to build on 2 cores). verifiers keeps its runtimes'
+# working dirs under $$HOME/.cache/verifiers, so HOME points into the checkout for the tests.
+VERIFIERS_VENV := .venv-verifiers
+VERIFIERS_BIN := $(VERIFIERS_VENV)/bin
+VERIFIERS_STAMP := $(VERIFIERS_VENV)/.installed
+
+$(VERIFIERS_STAMP): pyproject.toml
+	test -x $(VERIFIERS_BIN)/python || $(PYTHON) -m venv $(VERIFIERS_VENV)
+	$(VERIFIERS_BIN)/python -m pip install --quiet --upgrade pip
+	$(VERIFIERS_BIN)/python -m pip install --quiet -e '.[verifiers]' 'pytest>=8' 'pytest-timeout>=2.3'
+	touch $(VERIFIERS_STAMP)
+
+test-verifiers: $(VERIFIERS_STAMP)
+	mkdir -p .tmp/verifiers/home
+	HOME=$(CURDIR)/.tmp/verifiers/home TMPDIR=$(CURDIR)/.tmp/verifiers $(VERIFIERS_BIN)/python -m pytest -q -m adapters tests/adapters/test_verifiers.py
+
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(ADAPTERS_VENV) .tmp .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(ADAPTERS_VENV) $(VERIFIERS_VENV) .tmp .pytest_cache .hypothesis build *.egg-info
