@@ -5,15 +5,10 @@ verifiers' own validation, and docs/adapters.md's verifiers section."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
@@ -21,13 +16,13 @@ pytestmark = pytest.mark.adapters
 pytest.importorskip("verifiers")
 
 import verifiers.v1 as vf  # noqa: E402
+from docs_blocks import ROOT, run_tagged_blocks  # noqa: E402
 from verifiers.v1.cli.validate import run_validate  # noqa: E402
 from verifiers.v1.configs.cli.validate import ValidateConfig  # noqa: E402
 
 from marft_envs.adapters.verifiers import plugin, verifiers_env  # noqa: E402
 from marft_envs.registration import make  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 GOLD = {"gold_policy": "marft_envs.tasks.math.scripted:chain_policy", "gold_policy_kwargs": {"slip": 0.0}}
 
 
@@ -190,34 +185,7 @@ def test_verifiers_validation_passes_gold_and_noop(tmp_path):
     assert (row["gold"]["reason"], row["noop"]["reason"]) == ("unchecked", "valid"), row
 
 
-def docs_test_module():
-    """tests/test_docs.py, for its block parser and runner (tests/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("marft_docs_test", ROOT / "tests" / "test_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_docs_section_runs(tmp_path):
-    docs, page = docs_test_module(), ROOT / "docs" / "adapters.md"
-    every = docs.code_blocks(page)
-    runs = [(b, every[k + 1] if k + 1 < len(every) else None) for k, b in enumerate(every) if b.lang == "python" and "verifiers" in b.tags]
-    assert len(runs) == 1
-    (block, after), results = runs[0], tmp_path / "printed.json"
-    workdir = tmp_path / "cwd"
-    workdir.mkdir()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", docs._RUNNER, str(page), str(results)],
-        input=json.dumps([(block.line, block.code)]),
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, f"{proc.stdout[-3000:]}\n{proc.stderr[-4000:]}"
-    (out,) = json.loads(results.read_text())
-    assert after is not None and after.lang == "text" and "output" in after.tags
-    assert docs._normalise(out) == docs._normalise(after.code), f"{page}:{block.line} prints\n{out}"
+    page = ROOT / "docs" / "adapters.md"
+    ((block, expected, printed),) = run_tagged_blocks(page, "verifiers", tmp_path)
+    assert expected is not None and printed == expected, f"{page}:{block.line} prints\n{printed}"
