@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # MARFT on the 2-agent MathChain with the embedded tiny model: held-out accuracy before and after,
-# runs/demo/summary.json and runs/demo/curves.png (about 12 minutes on 2 idle cores; 12 min 18 s on a fresh clone, Intel Xeon, AVX-512/AMX).
+# runs/demo/summary.json and runs/demo/curves.png (about 12 minutes on 2 idle cores; 11 min 26 s and 12 min 18 s on two fresh clones, Intel Xeon, AVX-512/AMX).
 demo: $(STAMP)
 	$(BIN)/marft train --preset demo --overwrite
 
