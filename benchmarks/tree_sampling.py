@@ -40,7 +40,8 @@ gave ``agent_round`` the same run as ``problem``, token for token, as docs/algor
 must on one round: every step of an episode scores the episode's return, so the groups are the same
 (``tests/agents/test_grpo.py::test_agent_round_equals_problem_on_one_round_with_a_team_reward``).
 Seed 1 ran ``tree`` only (``problem_dynamic`` took 40 min, and the session's time ran out), and
-``agent_round`` is no longer a default variant here.
+``agent_round`` is no longer a default variant here. ``problem`` seed 1 ran in the next session
+(``--updates 8 --seeds 1 --variants problem``), as the plan above had it.
 
 The real run needs the machine to itself (hours on CPU; minutes on one GPU): fetch the model once
 (``marft models fetch smollm2-135m-instruct``) and run it alone.
