@@ -359,7 +359,16 @@ def _smoke() -> None:
     real_model.MODEL, real_model.EVAL_N, real_model.MAX_NEW_TOKENS, real_model.EPISODES = "embedded", 8, 8, 8
 
 
-PHASES = {"e1": e1, "e1_format": e1_format, "e1_reasoner_only": e1_reasoner_only, "e1_reasoner_long": e1_reasoner_long, "e2": e2, "e3": e3, "e3_low_lr": e3_low_lr, "e4": e4}
+PHASES = {
+    "e1": e1,
+    "e1_format": e1_format,
+    "e1_reasoner_only": e1_reasoner_only,
+    "e1_reasoner_long": e1_reasoner_long,
+    "e2": e2,
+    "e3": e3,
+    "e3_low_lr": e3_low_lr,
+    "e4": e4,
+}
 
 
 def main(argv=None) -> int:

@@ -23,6 +23,9 @@ measure. A ``baseline`` child only imports torch, transformers, peft and the pol
 to read the increments. ``--generate-only`` stops after one ``policy.generate`` per agent (the earlier
 version of this benchmark). Configurations are interleaved (the order rotates each repeat); medians.
 
+Each child holds glibc's mmap threshold fixed, as a run does (``marft_agents/allocator.py``);
+``--glibc-dynamic`` leaves glibc's dynamic default, for the comparison.
+
 Goal: 4 agents with LoRA peak at most 1.3x one agent. Results go to ``benchmarks/results/memory.json``
 (``memory-<model>.json`` for a named model).
 """
@@ -65,10 +68,24 @@ def _peak_mb() -> float:
 
 
 def child(
-    config: str, model_name: str, tokenizer_dir: str, *, dtype: str, update: bool, episodes: int, max_new_tokens: int, threads: int
+    config: str,
+    model_name: str,
+    tokenizer_dir: str,
+    *,
+    dtype: str,
+    update: bool,
+    episodes: int,
+    max_new_tokens: int,
+    threads: int,
+    allocator_setting: bool = True,
 ) -> dict:
     """Run one configuration in this (fresh) process and return its measurements."""
     import torch
+
+    from marft_agents import allocator
+
+    if allocator_setting:  # what a run does (``build_policy``): glibc's mmap threshold held fixed
+        allocator.hold_mmap_threshold()
 
     torch.set_num_threads(threads)
     import peft  # noqa: F401  (the baseline pays for every import the others pay for)
@@ -141,6 +158,7 @@ def run_child(config: str, model_name: str, tokenizer_dir: str, args) -> dict:
     ]
     cmd += ["--model", model_name] if model_name else []
     cmd += ["--generate-only"] if args.generate_only else []
+    cmd += ["--glibc-dynamic"] if args.glibc_dynamic else []
     env = dict(os.environ)
     if args.mmap_threshold:  # a fixed threshold: glibc returns every freed block above it to the system at once
         env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
@@ -178,6 +196,12 @@ def main(argv: list[str] | None = None) -> dict:
         help="MALLOC_MMAP_THRESHOLD_ for the children, in bytes (0: glibc's default, a dynamic "
         "threshold that lets freed activations stay in the heap and count in the RSS)",
     )
+    parser.add_argument(
+        "--glibc-dynamic",
+        action="store_true",
+        help="leave glibc's dynamic mmap threshold as it is (the children otherwise hold it fixed, as a run "
+        "does: marft_agents/allocator.py)",
+    )
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"a subset of {','.join(CONFIGS)}")
     parser.add_argument("--out", default=None, help="default: benchmarks/results/memory[-<named model>].json")
     parser.add_argument("--child", choices=list(CONFIGS), help=argparse.SUPPRESS)
@@ -198,6 +222,7 @@ def main(argv: list[str] | None = None) -> dict:
                     episodes=args.episodes,
                     max_new_tokens=args.max_new_tokens,
                     threads=args.threads,
+                    allocator_setting=not args.glibc_dynamic,
                 )
             )
         )
@@ -296,7 +321,7 @@ def main(argv: list[str] | None = None) -> dict:
         "goal_lora4_over_lora1": GOAL,
         "lora4_over_lora1": peak["lora-4"]["median"] / peak["lora-1"]["median"] if "lora-4" in peak else None,
         "copies4_over_lora1": peak["copies-4"]["median"] / peak["lora-1"]["median"] if "copies-4" in peak else None,
-        "mmap_threshold": args.mmap_threshold or "glibc default",
+        "mmap_threshold": args.mmap_threshold or ("glibc's dynamic default" if args.glibc_dynamic else "held (marft_agents/allocator.py)"),
         "per_repeat_over_lora1": per_rep,
         "rows": rows,
         "runs": runs,

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/rollout_throughput.py [--model embedded|PATH|random|smollm2-135m-instruct]
         [--repeats 3] [--batch-sizes 16,64] [--max-new-tokens 48] [--threads 1] [--skip-30m]
-        [--lora-targets q_proj,v_proj|all] [--dtype float32|bfloat16]
+        [--lora-targets q_proj,v_proj|all] [--dtype float32|bfloat16] [--merge-lora]
 
 What is measured, for each model and batch size ``B``:
 
@@ -14,6 +14,9 @@ What is measured, for each model and batch size ``B``:
   exactly the prompts the engine generated from, in the same two batches of ``B``, left padded, with
   the same sampling knobs (``marft_agents.lm.sampling_config``: temperature 1, everything else off,
   the same ``max_new_tokens``) and the same torch seed.
+
+- **merged** (``--merge-lora``): the engine with ``generation.merge_lora`` (each adapter merged into a
+  copy of the base's weights for the call), a third side in the rotation.
 
 Both sides count only real response tokens (up to and including the first end-of-turn token). The
 LoRA adapters start at zero (B = 0), so with the same seed both sides sample the same tokens; the
@@ -58,6 +61,7 @@ from transformers import AutoTokenizer  # noqa: E402
 import marft_envs  # noqa: E402
 from marft_agents import lm  # noqa: E402
 from marft_agents.config import TrainConfig  # noqa: E402
+from marft_agents.engines.hf import HFEngine  # noqa: E402
 from marft_agents.policy import EMBEDDED, LaMASPolicy, Sampling, embedded_model_path, load_base  # noqa: E402
 from marft_agents.rollout import RolloutEngine  # noqa: E402
 
@@ -115,8 +119,8 @@ def resolve_model(choice: str | None, tmp: Path) -> tuple[str, str]:
 # ---- the two sides ----------------------------------------------------------------------------------
 
 
-def run_engine(policy: LaMASPolicy, envs: list, max_new_tokens: int, seed: int) -> dict:
-    engine = RolloutEngine(policy, Sampling(temperature=1.0, max_new_tokens=max_new_tokens))
+def run_engine(policy: LaMASPolicy, envs: list, max_new_tokens: int, seed: int, merge_lora: bool = False) -> dict:
+    engine = RolloutEngine(policy, Sampling(temperature=1.0, max_new_tokens=max_new_tokens), engine=HFEngine(policy, merge_lora=merge_lora))
     torch.manual_seed(seed)
     c0, t0 = time.process_time(), time.perf_counter()
     episodes = engine.collect(envs, range(len(envs)))
@@ -167,6 +171,7 @@ def bench_model(
     repeats: int,
     max_new_tokens: int,
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
+    merge_lora: bool = False,
 ) -> dict:
     """Interleaved engine/bare runs for one model; returns the JSON record (and prints progress)."""
     bare = copy.deepcopy(model).eval().requires_grad_(False)  # same weights, no peft wrapper
@@ -191,11 +196,15 @@ def bench_model(
         run_bare(bare, warm["prompts"], pad_id, eos_id, max_new_tokens, seed)
         pairs = []
         for r in range(repeats):
-            order = ("engine", "bare") if r % 2 == 0 else ("bare", "engine")
+            sides = ("engine", "merged", "bare") if merge_lora else ("engine", "bare")
+            order = sides[r % len(sides) :] + sides[: r % len(sides)]  # rotates each repeat
             res = {}
             for side in order:
                 if side == "engine":
                     res["engine"] = run_engine(policy, envs, max_new_tokens, seed)
+                elif side == "merged":
+                    res["merged"] = run_engine(policy, envs, max_new_tokens, seed, merge_lora=True)
+                    res["merged"].pop("prompts")
                 else:
                     res["bare"] = run_bare(bare, warm["prompts"], pad_id, eos_id, max_new_tokens, seed)
             same_prompts = res["engine"].pop("prompts") == warm["prompts"]
@@ -205,6 +214,16 @@ def bench_model(
             res["ratio_cpu"] = (res["engine"]["tokens"] / (res["engine"]["wall_s"] * res["engine"]["cpu_over_wall"])) / (
                 res["bare"]["tokens"] / (res["bare"]["wall_s"] * res["bare"]["cpu_over_wall"])
             )
+            if merge_lora:
+                res["ratio_merged"] = res["merged"]["tok_per_s"] / res["bare"]["tok_per_s"]
+                res["ratio_cpu_merged"] = (res["merged"]["tokens"] / (res["merged"]["wall_s"] * res["merged"]["cpu_over_wall"])) / (
+                    res["bare"]["tokens"] / (res["bare"]["wall_s"] * res["bare"]["cpu_over_wall"])
+                )
+                print(
+                    f"  B={b:3d} rep {r}: merged {res['merged']['tok_per_s']:7.0f} tok/s ({res['merged']['tokens']} tok), "
+                    f"ratio {res['ratio_merged']:.3f} (per CPU s {res['ratio_cpu_merged']:.3f})",
+                    flush=True,
+                )
             res["order"] = list(order)
             pairs.append(res)
             print(
@@ -239,6 +258,10 @@ def bench_model(
             "same_prompts_every_repeat": all(p["same_prompts_as_warmup"] for p in pairs),
             "pairs": pairs,
         }
+        if merge_lora:
+            case["ratio_merged_over_bare"] = spread([p["ratio_merged"] for p in pairs])
+            case["ratio_cpu_merged_over_bare"] = spread([p["ratio_cpu_merged"] for p in pairs])
+            case["tokens_merged"] = [p["merged"]["tokens"] for p in pairs]
         record["cases"].append(case)
     return record
 
@@ -287,6 +310,7 @@ def main(argv: list[str] | None = None) -> dict:
         help="modules the engine's LoRA adapters wrap ('all': the trainer's default, every linear layer)",
     )
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the base's dtype")
+    parser.add_argument("--merge-lora", action="store_true", help="also the engine with generation.merge_lora (a third side, interleaved)")
     parser.add_argument("--out", default=None, help="default: benchmarks/results/rollout_throughput[-<named model>].json")
     args = parser.parse_args(argv)
     from marft_agents.models import named
@@ -307,7 +331,7 @@ def main(argv: list[str] | None = None) -> dict:
             tuple(TrainConfig().lora_targets) if args.lora_targets == "all" else tuple(t.strip() for t in args.lora_targets.split(","))
         )
         name = "tiny" if args.model in (None, EMBEDDED, "random") or Path(args.model).exists() else args.model
-        records.append(bench_model(name, label, model, tokenizer, batch_sizes, args.repeats, args.max_new_tokens, targets))
+        records.append(bench_model(name, label, model, tokenizer, batch_sizes, args.repeats, args.max_new_tokens, targets, args.merge_lora))
         if not args.skip_30m:
             from marft_agents.models.tiny import build_model
 
@@ -318,7 +342,9 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{MID_SHAPE['num_heads']} heads, FF {MID_SHAPE['intermediate_size']}, "
                 f"vocab {len(tok)} (tokenizer of {label.split(':')[0].split(' (')[0]})"
             )
-            records.append(bench_model("30M", mid_label, mid, tok, batch_sizes, args.repeats, args.max_new_tokens, targets))
+            records.append(
+                bench_model("30M", mid_label, mid, tok, batch_sizes, args.repeats, args.max_new_tokens, targets, args.merge_lora)
+            )
     print()
     print(table(records, goal))
     result = {

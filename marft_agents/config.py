@@ -226,6 +226,11 @@ def validate(config: TrainConfig) -> None:
             "generation.engine=vllm serves LoRA adapters on one base: use adapter_mode=lora or shared "
             "(or generation.engine=hf with adapter_mode=copies)"
         )
+    if config.generation.merge_lora and (config.generation.engine != "hf" or config.distributed.workers > 0):
+        raise ConfigError(
+            "generation.merge_lora merges adapters for the in-process hf engine: use it with generation.engine=hf "
+            "and distributed.workers=0, or set generation.merge_lora=false"
+        )
     if config.dtype not in BASE_DTYPES:  # no float16: without loss scaling its small gradients underflow
         raise ConfigError(f"dtype must be one of {list(BASE_DTYPES)}, got {shown(config.dtype)}")
     if config.dtype == "bfloat16" and config.adapter_mode == "copies":  # bf16 copies would round Adam's small steps away

@@ -21,5 +21,7 @@ class EngineConfig:
     """vllm on CPU: cores its OpenMP threads bind to, 0-(N-1) (VLLM_CPU_OMP_THREADS_BIND; 0: every core)."""
     max_loras: int = ranged(0, NON_NEGATIVE)
     """vllm: adapters one generate call may mix (0: the policy's number of adapters, the least that works)."""
+    merge_lora: bool = False
+    """hf: generate with the adapter merged into a copy of the base's weights (one matmul per layer instead of three; the base comes back bit-identical); samples move by float rounding, so off by default."""
     tis_cap: float | None = ranged(None, AT_LEAST_ONE)
     """Truncated importance sampling for engine/trainer numeric mismatch: the trainer recomputes behaviour log-probs and weights each term by min(pi_trainer/pi_engine, tis_cap) (>= 1; None: off; docs/engines.md)."""

@@ -189,6 +189,37 @@ class LaMASPolicy:
             yield self.base
         self._keep_trainable()
 
+    @contextmanager
+    def merged(self, adapter: str):
+        """Run with ``adapter`` merged into the base's weights and the LoRA branches off; yields the model.
+
+        For generation (``generation.merge_lora``): each adapted layer then costs one matmul instead of
+        three. The merged weights are new tensors swapped in for the base's, and the base's own tensors
+        are swapped back untouched on exit, so the base comes back bit-identical (merging in place and
+        subtracting again would not: ``(W + d) - d != W`` in floating point). Full copies have no
+        branch to merge: the copy runs as :meth:`active` runs it.
+        """
+        if self.mode == "copies":
+            with self.active(adapter) as model:
+                yield model
+            return
+        from peft.tuners.lora import LoraLayer
+
+        originals = []
+        try:
+            with torch.no_grad():
+                for module in self.base.modules():
+                    if isinstance(module, LoraLayer) and adapter in module.lora_A:
+                        weight = module.get_base_layer().weight
+                        delta = module.get_delta_weight(adapter)  # scaling * B @ A, in the adapter's dtype
+                        originals.append((weight, weight.data))
+                        weight.data = (weight.data.float() + delta.float()).to(weight.dtype)
+            with self.reference() as model:  # every adapter's branch off: the merged weights carry it
+                yield model
+        finally:
+            for weight, data in originals:
+                weight.data = data
+
     def _keep_trainable(self) -> None:
         # peft freezes every adapter but the active one on set_adapter and on leaving
         # disable_adapter; we train each adapter in turn, so all of them stay trainable.
@@ -205,9 +236,9 @@ class LaMASPolicy:
     # -- generation ----------------------------------------------------------------------------
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], adapter: str, sampling: Sampling) -> Generation:
-        """One batched ``generate`` call for ``prompts`` with ``adapter`` active."""
-        with self.active(adapter) as model:
+    def generate(self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False) -> Generation:
+        """One batched ``generate`` call for ``prompts`` with ``adapter`` active (``merge``: merged, :meth:`merged`)."""
+        with self.merged(adapter) if merge else self.active(adapter) as model:
             responses, token_logps = lm.generate(
                 model,
                 prompts,

@@ -29,12 +29,13 @@ def make_engine(
     max_loras: int = 0,
     seed: int = 0,
     max_new_tokens: int = 48,
+    merge_lora: bool = False,
 ) -> Engine:
     """The engine ``name`` for ``policy``; the other arguments are the vllm engine's (see ``EngineConfig``)."""
     if name == "hf":
         from marft_agents.engines.hf import HFEngine
 
-        return HFEngine(policy)
+        return HFEngine(policy, merge_lora=merge_lora)
     if name == "vllm":
         from marft_agents.engines.vllm import VLLMEngine
 
