@@ -39,7 +39,13 @@ class HFEngine(Engine):
         token_logps: list[torch.Tensor] = [torch.empty(0) for _ in requests]
         texts: list[str] = ["" for _ in requests]
         for adapter, indices in groups.items():
-            gen = self.policy.generate([requests[i].prompt for i in indices], adapter, sampling, merge=self.merge_lora)
+            prompts = [requests[i].prompt for i in indices]
+            # other policies (e.g. the pretraining's) have no merge keyword: pass it only when asked for
+            gen = (
+                self.policy.generate(prompts, adapter, sampling, merge=True)
+                if self.merge_lora
+                else self.policy.generate(prompts, adapter, sampling)
+            )
             self.calls += 1
             for k, i in enumerate(indices):
                 responses[i], token_logps[i], texts[i] = gen.responses[k], gen.token_logps[k], gen.texts[k]
