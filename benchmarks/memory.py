@@ -193,8 +193,8 @@ def main(argv: list[str] | None = None) -> dict:
         "--mmap-threshold",
         type=int,
         default=0,
-        help="MALLOC_MMAP_THRESHOLD_ for the children, in bytes (0: glibc's default, a dynamic "
-        "threshold that lets freed activations stay in the heap and count in the RSS)",
+        help="MALLOC_MMAP_THRESHOLD_ for the children, in bytes (0: none set, so the children hold 128 KiB "
+        "as a run does, or with --glibc-dynamic keep glibc's dynamic threshold)",
     )
     parser.add_argument(
         "--glibc-dynamic",

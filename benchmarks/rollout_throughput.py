@@ -162,6 +162,11 @@ def spread(xs: list[float]) -> dict:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "values": xs}
 
 
+def per_cpu_second(side: dict) -> float:
+    """Tokens per CPU second: on shared cores wall time is mostly waiting for a core, CPU time is the work."""
+    return side["tokens"] / (side["wall_s"] * side["cpu_over_wall"])
+
+
 def bench_model(
     name: str,
     label: str,
@@ -210,15 +215,10 @@ def bench_model(
             same_prompts = res["engine"].pop("prompts") == warm["prompts"]
             res["same_prompts_as_warmup"] = same_prompts
             res["ratio"] = res["engine"]["tok_per_s"] / res["bare"]["tok_per_s"]
-            # tokens per CPU second: on shared cores wall time is mostly waiting for a core, CPU time is the work
-            res["ratio_cpu"] = (res["engine"]["tokens"] / (res["engine"]["wall_s"] * res["engine"]["cpu_over_wall"])) / (
-                res["bare"]["tokens"] / (res["bare"]["wall_s"] * res["bare"]["cpu_over_wall"])
-            )
+            res["ratio_cpu"] = per_cpu_second(res["engine"]) / per_cpu_second(res["bare"])
             if merge_lora:
                 res["ratio_merged"] = res["merged"]["tok_per_s"] / res["bare"]["tok_per_s"]
-                res["ratio_cpu_merged"] = (res["merged"]["tokens"] / (res["merged"]["wall_s"] * res["merged"]["cpu_over_wall"])) / (
-                    res["bare"]["tokens"] / (res["bare"]["wall_s"] * res["bare"]["cpu_over_wall"])
-                )
+                res["ratio_cpu_merged"] = per_cpu_second(res["merged"]) / per_cpu_second(res["bare"])
                 print(
                     f"  B={b:3d} rep {r}: merged {res['merged']['tok_per_s']:7.0f} tok/s ({res['merged']['tokens']} tok), "
                     f"ratio {res['ratio_merged']:.3f} (per CPU s {res['ratio_cpu_merged']:.3f})",

@@ -72,6 +72,18 @@ def timed(fn, repeats: int) -> dict:
     return {"wall_s": statistics.median(walls), "cpu_s": statistics.median(cpus), "walls": walls}
 
 
+def rates(measured: dict, tokens: int, peak: float) -> dict:
+    """``measured`` (wall seconds, counted FLOPs) with its tokens, GFLOP/s, share of ``peak`` and tokens/s."""
+    gflops = measured["flops"] / measured["wall_s"] / 1e9
+    return {
+        **measured,
+        "tokens": tokens,
+        "gflops": gflops,
+        "fraction_of_fp32_peak": gflops / peak,
+        "tokens_per_s": tokens / measured["wall_s"],
+    }
+
+
 def counted(fn) -> int:
     with FlopCounterMode(display=False) as counter:
         fn()
@@ -141,30 +153,20 @@ def main(argv=None) -> int:
     episodes = collect()
     steps = [s for e in episodes for s in e.steps]
     generated = sum(len(s.response) for s in steps)
-    gen = {**timed(collect, args.repeats), "flops": counted(collect), "generated_tokens": generated}
-    gen["gflops"] = gen["flops"] / gen["wall_s"] / 1e9
-    gen["fraction_of_fp32_peak"] = gen["gflops"] / peak
-    gen["tokens_per_s"] = generated / gen["wall_s"]
+    gen = rates({**timed(collect, args.repeats), "flops": counted(collect)}, generated, peak)
     result["generation"] = gen
     print("generation", json.dumps({k: v for k, v in gen.items() if k != "walls"}), flush=True)
 
     algo = MARFT(policy, MARFTConfig(), temperature=0.7)
     rng = np.random.default_rng(0)
-    learn = {**timed(lambda: algo.update(episodes, 0, rng), args.repeats), "flops": counted(lambda: algo.update(episodes, 0, rng))}
     tokens = sum(len(s.prompt) + len(s.response) for s in steps)
-    learn.update(
-        gflops=learn["flops"] / learn["wall_s"] / 1e9,
-        fraction_of_fp32_peak=learn["flops"] / learn["wall_s"] / 1e9 / peak,
-        tokens=tokens,
-        tokens_per_s=tokens / learn["wall_s"],
-    )
+    learn = {**timed(lambda: algo.update(episodes, 0, rng), args.repeats), "flops": counted(lambda: algo.update(episodes, 0, rng))}
+    learn = rates(learn, tokens, peak)
     result["learner"] = learn
     print("learner", json.dumps({k: v for k, v in learn.items() if k != "walls"}), flush=True)
 
     run, packed_tokens = packed_forward_backward(policy, steps, policy.adapters[0])
-    bare = {**timed(run, args.repeats), "flops": counted(run), "tokens": packed_tokens}
-    bare.update(gflops=bare["flops"] / bare["wall_s"] / 1e9, tokens_per_s=packed_tokens / bare["wall_s"])
-    bare["fraction_of_fp32_peak"] = bare["gflops"] / peak
+    bare = rates({**timed(run, args.repeats), "flops": counted(run)}, packed_tokens, peak)
     result["bare_forward_backward"] = bare
     result["learner_over_bare_tokens_per_s"] = learn["tokens_per_s"] / bare["tokens_per_s"]
     print("bare", json.dumps({k: v for k, v in bare.items() if k != "walls"}), flush=True)
