@@ -8,6 +8,11 @@ log-probs and the version of the adapter weights that sampled it. When a round e
 its rewards are attached to that round's agent-steps. (The critic's features are computed by the
 learner, not here: the engine only generates.)
 
+An agent whose action the env will ignore this round (``env.needs_action(agent)`` False, e.g. a
+Booking-v0 worker the coordinator left out) gets no request: its agent-step has an empty response and
+``skipped=True``, and the env receives ``""``. ``skip_ignored=False`` generates for it anyway (the
+token-level learners do: their per-token backup needs a token on every step).
+
 Plain PettingZoo AEC envs work too (``AECAsLayered``): one agent at a time, each step its own round.
 """
 
@@ -63,6 +68,9 @@ class AgentStep:
     score: float | None = None
     """Tree sampling: the value the sibling group compares (its round's team reward, or the mean of its
     continuations'); None in a plain rollout."""
+    skipped: bool = False
+    """The env said this action would not be read (``FlexEnv.needs_action``): nothing was generated, the
+    response is empty, and learners take no policy loss on it (its reward and value still count)."""
 
 
 @dataclass
@@ -126,13 +134,17 @@ class AECAsLayered:
 class RolloutEngine:
     """Collect whole episodes from many envs, handing each layer of ready agents to one generation engine."""
 
-    def __init__(self, policy: LaMASPolicy, sampling: Sampling, record_state: bool = False, engine: Engine | None = None):
+    def __init__(
+        self, policy: LaMASPolicy, sampling: Sampling, record_state: bool = False, engine: Engine | None = None, skip_ignored: bool = True
+    ):
         from marft_agents.engines.hf import HFEngine
 
         self.policy = policy
         self.sampling = sampling
         self.record_state = record_state
         """Also keep each env's ``state_text()`` with every agent-step (for centralised critics)."""
+        self.skip_ignored = skip_ignored
+        """Generate nothing for an agent whose action the env will ignore (``needs_action`` False)."""
         self.engine = engine if engine is not None else HFEngine(policy)
         """What generates (default: the policy's own model through transformers)."""
         self.generate_calls = 0
@@ -170,6 +182,7 @@ class RolloutEngine:
             # One layer: every ready agent of every live env, each request with its agent's adapter.
             batch: list[tuple[int, str, Any]] = []  # (env slot, agent, observation) of each request
             requests: list[Request] = []
+            ignored: list[tuple[int, str, Any, list[int]]] = []  # (slot, agent, observation, prompt): not generated
             states: dict[int, str] = {}
             t0 = time.perf_counter()
             for slot in live:
@@ -178,12 +191,16 @@ class RolloutEngine:
                     states[slot] = env.state()  # valid text, whatever the task's state_text() holds
                 for agent in env.ready_agents():
                     observation = env.observe(agent)
+                    prompt = self.policy.prompt(observation)  # kept when skipped too: the critic values it
+                    if self.skip_ignored and not _needs_action(env, agent):
+                        ignored.append((slot, agent, observation, prompt))
+                        continue
                     batch.append((slot, agent, observation))
-                    requests.append(Request(self.policy.prompt(observation), self.policy.adapter_of[agent], episode=live[slot][0]))
+                    requests.append(Request(prompt, self.policy.adapter_of[agent], episode=live[slot][0]))
             self.timings["prompts"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             calls = self.engine.calls
-            gen = self.engine.generate(requests, self.sampling)
+            gen = self.engine.generate(requests, self.sampling) if requests else None
             self.generate_calls += self.engine.calls - calls
             self.timings["generate"] += time.perf_counter() - t0
             # Envs step in adapter-group order (each adapter's requests, adapters in order of first
@@ -206,6 +223,22 @@ class RolloutEngine:
                         state=states.get(slot),
                         version=self.engine.version,
                         observation=_text_fields(observation),
+                    )
+                )
+            for slot, agent, observation, prompt in ignored:
+                layer[slot].append(
+                    AgentStep(
+                        episode=live[slot][0],
+                        round=envs[slot].round,
+                        agent=agent,
+                        prompt=prompt,
+                        response=[],
+                        token_logps=torch.zeros(0),
+                        text="",
+                        state=states.get(slot),
+                        version=self.engine.version,
+                        observation=_text_fields(observation),
+                        skipped=True,
                     )
                 )
             t0 = time.perf_counter()
@@ -235,6 +268,12 @@ class RolloutEngine:
             self.timings["env"] += time.perf_counter() - t0
         finished.sort(key=lambda e: e.index)
         return finished
+
+
+def _needs_action(env: Any, agent: str) -> bool:
+    """The env's ``needs_action(agent)``; True for envs without the query (plain AEC envs)."""
+    query = getattr(env, "needs_action", None)
+    return True if query is None else bool(query(agent))
 
 
 def check_on_policy(episodes: Sequence[Episode], version: int) -> None:

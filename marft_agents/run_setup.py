@@ -103,4 +103,6 @@ def start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int):
             f"algo={config.algo} changes the envs before each collection, which rollout workers do not do yet: use distributed.workers=0"
         )
     close_open_pools()  # one run at a time: the workers of a run that failed midway in this process end now
-    return WorkerPool(worker_spec(config, record_state=algo.needs_state), config.distributed, policy, version)
+    return WorkerPool(
+        worker_spec(config, record_state=algo.needs_state, skip_ignored=algo.skips_ignored), config.distributed, policy, version
+    )

@@ -40,6 +40,7 @@ def recompute_behaviour(policy: LaMASPolicy, steps: Sequence[AgentStep], tempera
     """
     if temperature <= 0:
         raise ValueError("the TIS recompute needs sampled steps (temperature > 0): greedy steps have no log-probs")
+    steps = [s for s in steps if not s.skipped]  # nothing was sampled for them: nothing to score
     order = sorted(range(len(steps)), key=lambda i: (policy.adapter_of[steps[i].agent], steps[i].agent))
     diffs: list[torch.Tensor] = []
     for start in range(0, len(order), batch_size):

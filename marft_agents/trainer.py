@@ -126,7 +126,11 @@ def _train(
         if pool
         else algo.collector(
             RolloutEngine(  # a learner may collect its own way (tree sampling)
-                policy, Sampling(config.temperature, config.max_new_tokens), record_state=algo.needs_state, engine=generator
+                policy,
+                Sampling(config.temperature, config.max_new_tokens),
+                record_state=algo.needs_state,
+                engine=generator,
+                skip_ignored=algo.skips_ignored,
             )
         )
     )

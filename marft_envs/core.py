@@ -143,6 +143,15 @@ class FlexEnv:
         must see (running a tool call, a coordinator's plan) belong here.
         """
 
+    def needs_action(self, agent: str) -> bool:
+        """Whether ``agent``'s action this round will be read; True by default. A pure query.
+
+        A task whose rounds may ignore a ready agent's action (``marft/Booking-v0``: the coordinator's
+        plan leaves a worker out) returns False for it once that is decided. The agent must still act
+        (the round waits for it), but a rollout engine may skip generating and send ``""`` instead.
+        """
+        return True
+
     def heldout_options(self, n: int, seed: int) -> list[dict[str, Any]]:
         """Reset options of (up to) ``n`` fixed held-out episodes; evaluation resets episode ``i`` with seed ``seed + i``.
 

@@ -40,6 +40,9 @@ class Learner(ABC):
 
     needs_state: ClassVar[bool] = False
     """Whether the rollout engine must record the env's global state (``state_text()``) with every step."""
+    skips_ignored: ClassVar[bool] = True
+    """Whether the rollout engine may skip generating actions the env will ignore (``needs_action``);
+    token-level learners say False: their per-token backup needs a token on every step."""
     eval_env_kwargs: ClassVar[dict[str, Any]] = {}
     """Env options that evaluation applies on top of the run's (e.g. CORY: each policy alone)."""
     group_size: int
@@ -182,8 +185,12 @@ def flatten(episodes: list[Episode]) -> list[AgentStep]:
 
 
 def steps_of(policy: LaMASPolicy, steps: list[AgentStep], adapter: str) -> list[int]:
-    """Indices of the steps played by ``adapter`` (several agents in ``"shared"`` mode)."""
-    return [i for i, s in enumerate(steps) if policy.adapter_of[s.agent] == adapter]
+    """Indices of the steps played by ``adapter`` (several agents in ``"shared"`` mode) that it generated.
+
+    Skipped steps (``AgentStep.skipped``: the env ignored the action, nothing was sampled) are left
+    out: there is no action to take a policy loss on. They stay in the batch for values and returns.
+    """
+    return [i for i, s in enumerate(steps) if policy.adapter_of[s.agent] == adapter and not s.skipped]
 
 
 def by_adapter(policy: LaMASPolicy, episodes: list[Episode]) -> tuple[list[AgentStep], dict[str, list[int]]]:
@@ -208,7 +215,8 @@ def pack(steps: list[AgentStep]) -> TokenBatch:
     """Pad the steps' behaviour log-probs into ``(N, R)`` tensors."""
     lengths = torch.tensor([len(s.response) for s in steps], dtype=torch.long)  # (N,)
     if len(steps) and int(lengths.min()) < 1:
-        raise ValueError("token-level training needs every response to have at least one token")
+        skipped = " (some are skipped steps: collect with RolloutEngine(..., skip_ignored=False))" if any(s.skipped for s in steps) else ""
+        raise ValueError(f"token-level training needs every response to have at least one token{skipped}")
     old = torch.nn.utils.rnn.pad_sequence([s.token_logps.float() for s in steps], batch_first=True)  # (N, R)
     mask = torch.arange(old.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)  # (N, R)
     return TokenBatch(old_logp=old, mask=mask, lengths=lengths)

@@ -95,6 +95,8 @@ def pioneer_at(agents: list[str], update: int, swap_interval: int) -> str:
 class CORY(Learner):
     """CORY: two adapters, cooperative reward, per-agent KL-penalised token PPO, role swaps."""
 
+    skips_ignored = False  # the per-token backup needs a token on every step
+
     eval_env_kwargs = {"reference": False, "pioneer": "solver_1"}
     """Evaluate each policy alone on query-only prompts (the headline answer is ``solver_0``'s)."""
 

@@ -66,6 +66,8 @@ class MARFTTokenConfig(ChainSettings):
 class MARFTToken(CriticLearner):
     """Token-level MARFT: per-token critic, GAE over all agents' tokens, PPO-clip per token."""
 
+    skips_ignored = False  # the per-token backup needs a token on every step
+
     config: MARFTTokenConfig
 
     def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: float, tis_cap: float | None = None):

@@ -60,7 +60,7 @@ def close_open_pools() -> None:
         pool.close()
 
 
-def worker_spec(config: Any, record_state: bool) -> WorkerSpec:
+def worker_spec(config: Any, record_state: bool, skip_ignored: bool = True) -> WorkerSpec:
     """The :class:`WorkerSpec` of a run's ``TrainConfig`` (its model, adapters, env and sampling)."""
     import dataclasses
 
@@ -77,6 +77,7 @@ def worker_spec(config: Any, record_state: bool) -> WorkerSpec:
         seed=config.seed,
         threads=max(1, int(config.distributed.cpus_per_worker)),
         record_state=record_state,
+        skip_ignored=skip_ignored,
         imports=tuple(config.imports),
         engine=dataclasses.asdict(config.generation),
     )

@@ -54,6 +54,8 @@ class WorkerSpec:
     """torch threads in the worker."""
     record_state: bool = False
     """Keep the env's global state with every agent-step (centralised critics)."""
+    skip_ignored: bool = True
+    """Generate nothing for actions the env will ignore (``RolloutEngine(skip_ignored=)``)."""
     imports: tuple[str, ...] = ()
     """Modules imported first (they register the run's envs or algorithms)."""
     engine: dict[str, Any] = field(default_factory=lambda: {"engine": "hf"})
@@ -164,7 +166,13 @@ class RolloutWorker:
         if hasattr(self.engine, "seed_episodes"):
             self.engine.seed_episodes({i: episode_seed(self.spec.seed, version, i) for i in indices})
         sampling = Sampling(0.0 if greedy else self.spec.temperature, max_new_tokens or self.spec.max_new_tokens)
-        rollout = RolloutEngine(self.policy, sampling, record_state=self.spec.record_state and not greedy, engine=self.engine)
+        rollout = RolloutEngine(
+            self.policy,
+            sampling,
+            record_state=self.spec.record_state and not greedy,
+            engine=self.engine,
+            skip_ignored=self.spec.skip_ignored,
+        )
         seed_of = dict(zip(indices, seeds)).__getitem__
         option_of = dict(zip(indices, options or [None] * len(indices))).__getitem__
         episodes = rollout.collect(envs, indices, seed_of=seed_of, options_of=option_of, progress=None if greedy else _fault_hook())

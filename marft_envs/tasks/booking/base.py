@@ -226,6 +226,10 @@ class BookingTask(FlexEnv):
         """Whether ``agent``'s action this round counts (a coordinator may leave workers out); None: not decided yet."""
         return True
 
+    def needs_action(self, agent: str) -> bool:
+        # Only a decided "not scheduled" lets an engine skip generating: _execute ignores the action.
+        return self.is_scheduled(agent) is not False
+
     def run_plan(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Run a coordinator's plan; only the coordinated env has one."""
         raise ActionError("this team has no coordinator")

@@ -9,7 +9,8 @@ acts first (every worker depends on it) and calls ``plan``::
 Its plan sets the rest of the round's dependency graph: ``booking_0`` then sees the calendar's and
 the location agent's results of this round before it acts. Workers left out of ``act`` are not
 scheduled: they are still asked for an action (every active agent acts every round) but it is
-ignored, and their observation says so. A plan that is not valid (an agent outside ``act`` in
+ignored, and their observation says so (``needs_action`` is False for them, so the rollout engine
+sends ``""`` without generating). A plan that is not valid (an agent outside ``act`` in
 ``depends_on``, a cycle, not the plan tool) is an error: nobody is scheduled and the round is lost.
 The coordinator's own credit is the share of its plans that were valid and scheduled someone.
 
