@@ -23,8 +23,9 @@ measure. A ``baseline`` child only imports torch, transformers, peft and the pol
 to read the increments. ``--generate-only`` stops after one ``policy.generate`` per agent (the earlier
 version of this benchmark). Configurations are interleaved (the order rotates each repeat); medians.
 
-Each child holds glibc's mmap threshold fixed, as a run does (``marft_agents/allocator.py``);
-``--glibc-dynamic`` leaves glibc's dynamic default, for the comparison.
+Each child keeps glibc's dynamic mmap threshold, as a run does; ``--hold-mmap-threshold`` holds it
+at 128 KiB (``marft_agents/allocator.py``), the lower peak that costs ~1.4x CPU time per update
+(docs/real-models.md, "Memory at a training peak").
 
 Goal: 4 agents with LoRA peak at most 1.3x one agent. Results go to ``benchmarks/results/memory.json``
 (``memory-<model>.json`` for a named model).
@@ -77,14 +78,14 @@ def child(
     episodes: int,
     max_new_tokens: int,
     threads: int,
-    allocator_setting: bool = True,
+    allocator_setting: bool = False,
 ) -> dict:
     """Run one configuration in this (fresh) process and return its measurements."""
     import torch
 
     from marft_agents import allocator
 
-    if allocator_setting:  # what a run does (``build_policy``): glibc's mmap threshold held fixed
+    if allocator_setting:  # --hold-mmap-threshold: glibc's mmap threshold held fixed (runs do not)
         allocator.hold_mmap_threshold()
 
     torch.set_num_threads(threads)
@@ -158,7 +159,7 @@ def run_child(config: str, model_name: str, tokenizer_dir: str, args) -> dict:
     ]
     cmd += ["--model", model_name] if model_name else []
     cmd += ["--generate-only"] if args.generate_only else []
-    cmd += ["--glibc-dynamic"] if args.glibc_dynamic else []
+    cmd += ["--hold-mmap-threshold"] if args.hold_mmap_threshold else []
     env = dict(os.environ)
     if args.mmap_threshold:  # a fixed threshold: glibc returns every freed block above it to the system at once
         env["MALLOC_MMAP_THRESHOLD_"] = str(args.mmap_threshold)
@@ -193,14 +194,13 @@ def main(argv: list[str] | None = None) -> dict:
         "--mmap-threshold",
         type=int,
         default=0,
-        help="MALLOC_MMAP_THRESHOLD_ for the children, in bytes (0: none set, so the children hold 128 KiB "
-        "as a run does, or with --glibc-dynamic keep glibc's dynamic threshold)",
+        help="MALLOC_MMAP_THRESHOLD_ for the children, in bytes (0: none set, so the children keep glibc's "
+        "dynamic threshold as a run does, or hold 128 KiB with --hold-mmap-threshold)",
     )
     parser.add_argument(
-        "--glibc-dynamic",
+        "--hold-mmap-threshold",
         action="store_true",
-        help="leave glibc's dynamic mmap threshold as it is (the children otherwise hold it fixed, as a run "
-        "does: marft_agents/allocator.py)",
+        help="hold glibc's mmap threshold at 128 KiB in the children (marft_agents/allocator.py; runs keep glibc's dynamic threshold)",
     )
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"a subset of {','.join(CONFIGS)}")
     parser.add_argument("--out", default=None, help="default: benchmarks/results/memory[-<named model>].json")
@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> dict:
                     episodes=args.episodes,
                     max_new_tokens=args.max_new_tokens,
                     threads=args.threads,
-                    allocator_setting=not args.glibc_dynamic,
+                    allocator_setting=args.hold_mmap_threshold,
                 )
             )
         )
@@ -321,7 +321,8 @@ def main(argv: list[str] | None = None) -> dict:
         "goal_lora4_over_lora1": GOAL,
         "lora4_over_lora1": peak["lora-4"]["median"] / peak["lora-1"]["median"] if "lora-4" in peak else None,
         "copies4_over_lora1": peak["copies-4"]["median"] / peak["lora-1"]["median"] if "copies-4" in peak else None,
-        "mmap_threshold": args.mmap_threshold or ("glibc's dynamic default" if args.glibc_dynamic else "held (marft_agents/allocator.py)"),
+        "mmap_threshold": args.mmap_threshold
+        or ("held (marft_agents/allocator.py)" if args.hold_mmap_threshold else "glibc's dynamic default"),
         "per_repeat_over_lora1": per_rep,
         "rows": rows,
         "runs": runs,

@@ -13,6 +13,12 @@ one leaves: 4 agents peaked at 1.45x one agent, against 1.29x with the threshold
 what the ``MALLOC_MMAP_THRESHOLD_`` environment variable does when set before the process starts.
 It changes no number a run computes, only where freed memory goes. A threshold the user set in the
 environment is left alone, and off glibc (macOS, musl) nothing happens.
+
+Runs do not call it: with the threshold held, every freed buffer above 128 KiB is unmapped and the
+next one is faulted in afresh, and a real-model update (8 chain episodes' collection and a MARFT
+update, SmolLM2-135M-Instruct) took 1.4x the CPU time of glibc's default (105-123 s against 76-87 s;
+the learner 1.5-1.7x). It is for memory-bound machines: call it first, or start the process with
+``MALLOC_MMAP_THRESHOLD_=131072``.
 """
 
 from __future__ import annotations

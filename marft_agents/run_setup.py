@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from marft_agents import allocator, reward_signal, run_folder
+from marft_agents import reward_signal, run_folder
 from marft_agents.config import ConfigError, TrainConfig, from_dict, to_dict
 from marft_agents.cpu import resolve_dtype
 from marft_agents.engines import Engine, make_engine
@@ -29,7 +29,6 @@ def seed_everything(seed: int) -> np.random.Generator:
 
 def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
     """The base model and one adapter per agent, as the config says."""
-    allocator.hold_mmap_threshold()  # freed activations go back to the system (marft_agents/allocator.py)
     # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
     dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
     model, tokenizer = load_base(config.model, dtype=getattr(torch, resolve_dtype(dtype, cuda=torch.cuda.is_available())))

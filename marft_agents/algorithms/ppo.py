@@ -69,7 +69,7 @@ class PPO(CriticLearner):
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         (adapter,) = self.policy.adapters
-        metrics = self.policy_step(adapter, steps, idx_of[adapter], advantages, rng) if steps else {}
+        metrics = self.policy_step(adapter, steps, idx_of[adapter], advantages, rng) if idx_of[adapter] else {}
         metrics.update(
             fit_critic(
                 self.critic,

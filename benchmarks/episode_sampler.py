@@ -1,0 +1,107 @@
+"""The per-episode sampler's cost (``distributed.episode_seeds``) against the hf engine's own sampling.
+
+    .venv/bin/python benchmarks/episode_sampler.py [--model smollm2-135m-instruct] [--batch 16]
+        [--max-new-tokens 32] [--repeats 3] [--threads 2]
+
+``EpisodeSeededEngine`` (``marft_agents/distributed/sampling.py``) draws each row's next token with that
+row's episode generator, in a logits processor; the plain ``HFEngine`` lets ``generate`` draw from
+torch's global generator. Both generate from the same ``--batch`` ``marft/MathChain-v0`` reasoner
+prompts (the trainer's LoRA on every linear layer, T 0.7), in interleaved repeats. Reported: each
+call's wall seconds per generated step (``max_new_tokens`` steps, or fewer when every row ended), and
+the sampler's own time alone on ``(batch, vocab)`` random logits — the overhead, as a share of a
+plain step. Results go to ``benchmarks/results/episode_sampler.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+from roofline import cpu  # noqa: E402
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "episode_sampler.json")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+
+    import marft_envs
+    from marft_agents.config import TrainConfig
+    from marft_agents.distributed.sampling import EpisodeSampler, EpisodeSeededEngine
+    from marft_agents.engines.base import Request
+    from marft_agents.engines.hf import HFEngine
+    from marft_agents.policy import Sampling
+    from marft_agents.run_setup import build_policy
+
+    kwargs = {"profile": "general-v0", "problems": "synthetic:0"}
+    env = marft_envs.make("marft/MathChain-v0", **kwargs)
+    policy = build_policy(
+        TrainConfig(model=args.model, env="marft/MathChain-v0", env_kwargs=kwargs, threads=args.threads), env.possible_agents
+    )
+    requests = []
+    for i in range(args.batch):
+        env.reset(seed=1_000 + i)
+        requests.append(Request(policy.prompt(env.observe("reasoner_0")), policy.adapter_of["reasoner_0"], episode=i))
+    sampling = Sampling(temperature=0.7, max_new_tokens=args.max_new_tokens)
+    plain, seeded = HFEngine(policy), EpisodeSeededEngine(policy)
+
+    def timed(engine) -> float:
+        if engine is seeded:
+            seeded.seed_episodes({i: 7 + i for i in range(args.batch)})
+        torch.manual_seed(0)
+        t = time.perf_counter()
+        gen = engine.generate(requests, sampling)
+        steps = max(len(r) for r in gen.responses)
+        return (time.perf_counter() - t) / steps
+
+    timed(plain)  # warm-up
+    runs = {"plain": [], "seeded": []}
+    for r in range(args.repeats):
+        for name in ("plain", "seeded") if r % 2 == 0 else ("seeded", "plain"):
+            runs[name].append(timed(plain if name == "plain" else seeded))
+
+    vocab = policy.base.get_output_embeddings().weight.shape[0]
+    sampler = EpisodeSampler([torch.Generator().manual_seed(i) for i in range(args.batch)], 0.7, 4, policy.eos_token_id)
+    ids, scores = torch.zeros(args.batch, 8, dtype=torch.long), torch.randn(args.batch, vocab)
+    sampler(ids, scores)
+    t = time.perf_counter()
+    for _ in range(20):
+        sampler(ids, scores)
+    alone = (time.perf_counter() - t) / 20
+
+    step = statistics.median(runs["plain"])
+    result = {
+        "cpu": cpu(),
+        "threads": args.threads,
+        "model": args.model,
+        "batch": args.batch,
+        "vocab": vocab,
+        "s_per_step": runs,
+        "seeded_over_plain": statistics.median(runs["seeded"]) / step,
+        "sampler_alone_s": alone,
+        "sampler_share_of_plain_step": alone / step,
+    }
+    print(json.dumps({k: v for k, v in result.items() if k != "cpu"}, indent=1))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
