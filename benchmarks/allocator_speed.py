@@ -17,9 +17,11 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from roofline import ENV, KWARGS, MODEL  # noqa: E402  (the same setting)
 
 import marft_envs  # noqa: E402
 from marft_agents import allocator  # noqa: E402
@@ -29,8 +31,6 @@ from marft_agents.policy import Sampling  # noqa: E402
 from marft_agents.rollout import RolloutEngine  # noqa: E402
 from marft_agents.run_setup import build_policy  # noqa: E402
 
-KW = {"profile": "general-v0", "problems": "synthetic:0"}
-
 
 def main(argv: list[str]) -> int:
     variant, episodes = argv[0], int(argv[1])
@@ -39,8 +39,8 @@ def main(argv: list[str]) -> int:
     if variant == "held":
         allocator.hold_mmap_threshold()
     torch.set_num_threads(2)
-    envs = [marft_envs.make("marft/MathChain-v0", **KW) for _ in range(episodes)]
-    config = TrainConfig(model="smollm2-135m-instruct", env="marft/MathChain-v0", env_kwargs=KW, threads=2)
+    envs = [marft_envs.make(ENV, **KWARGS) for _ in range(episodes)]
+    config = TrainConfig(model=MODEL, env=ENV, env_kwargs=KWARGS, threads=2)
     policy = build_policy(config, envs[0].possible_agents)
     algo = MARFT(policy, MARFTConfig(), temperature=0.7)
     out = []

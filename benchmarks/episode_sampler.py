@@ -27,7 +27,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from roofline import cpu  # noqa: E402
+from roofline import ENV, KWARGS, cpu  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -49,11 +49,8 @@ def main(argv=None) -> int:
     from marft_agents.policy import Sampling
     from marft_agents.run_setup import build_policy
 
-    kwargs = {"profile": "general-v0", "problems": "synthetic:0"}
-    env = marft_envs.make("marft/MathChain-v0", **kwargs)
-    policy = build_policy(
-        TrainConfig(model=args.model, env="marft/MathChain-v0", env_kwargs=kwargs, threads=args.threads), env.possible_agents
-    )
+    env = marft_envs.make(ENV, **KWARGS)
+    policy = build_policy(TrainConfig(model=args.model, env=ENV, env_kwargs=KWARGS, threads=args.threads), env.possible_agents)
     requests = []
     for i in range(args.batch):
         env.reset(seed=1_000 + i)

@@ -4,7 +4,7 @@
     .venv-adapters/bin/python benchmarks/peer_trl.py [--pairs 3] [--steps 3] [--threads 1]
     .venv-adapters/bin/python benchmarks/peer_trl.py --smoke   # the embedded model, tiny budgets: not a result
 
-The work (docs/real-models.md, "Side by side with TRL"): ``marft/MathSolo-v0`` (``profile=general-v0``,
+The work (docs/real-models.md, "Against TRL on the same GRPO work"): ``marft/MathSolo-v0`` (``profile=general-v0``,
 ``problems=synthetic:0``), SmolLM2-135M-Instruct in float32, LoRA r 8 / alpha 16 on all seven linear
 layers, 16 completions per step (4 problems x 4), 48 new tokens, T 0.7 with no top-k/top-p, lr 3e-4,
 KL 0.04 to the base, one epoch and one optimizer step per step, the env's grader as the reward.
@@ -47,15 +47,11 @@ TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 
 
 def model_path(model: str) -> str:
-    """A local folder for a named or embedded model (TRL loads from a path)."""
-    from marft_agents.models.named import check, lookup
+    """A local folder for a named or embedded model (TRL loads from a path); other names unchanged."""
+    from marft_agents.models.named import resolve
+    from marft_agents.policy import EMBEDDED, embedded_model_path
 
-    if model == "embedded":
-        from marft_agents.policy import embedded_model_path
-
-        return str(embedded_model_path())
-    lookup(model)
-    return str(check(model))
+    return str(embedded_model_path()) if model == EMBEDDED else resolve(model)
 
 
 def trl_side(args) -> dict:
