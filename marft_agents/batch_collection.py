@@ -94,6 +94,11 @@ class BatchCollector:
             metrics.update(self.sampler.metrics())  # the levels' success before this batch is recorded
         return episodes, metrics
 
+    def start(self, update: int) -> Any:
+        """Start playing ``update``'s batch on the rollout workers now (``distributed.overlap``); ``.result()`` waits for it."""
+        indices = draw_indices(0, update, self.episodes_per_update, self.updates)
+        return self.engine.start_collect(self.envs, indices, seed_of=self._env_seed)
+
     def _play(self, indices: range, update: int, draw: int) -> list[Episode]:
         options = {}  # rollout workers take no reset options; they are refused with the signal options
         if self.sampler is not None:
@@ -101,11 +106,13 @@ class BatchCollector:
             options["options_of"] = lambda i: {"difficulty": levels[i]}
         if isinstance(self.generator, EpisodeSeededEngine):  # the seeds a worker would use for these episodes
             self.generator.seed_episodes({i: episode_seed(self.seed, update, i) for i in indices})
-        # episodes of one group share a seed, hence a problem
-        episodes = self.engine.collect(self.envs, indices, seed_of=lambda i: self.seed * 1_000_003 + i // self.group, **options)
+        episodes = self.engine.collect(self.envs, indices, seed_of=self._env_seed, **options)
         if self.sampler is not None:
             self.sampler.record(episodes)
         return episodes
+
+    def _env_seed(self, index: int) -> int:
+        return self.seed * 1_000_003 + index // self.group  # episodes of one group share a seed, hence a problem
 
     def state_dict(self) -> dict:
         """What a checkpoint keeps: the curriculum's windows (nothing without one)."""

@@ -253,6 +253,11 @@ def validate(config: TrainConfig) -> None:
         check_signal(config.signal)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    if config.distributed.overlap and config.generation.tis_cap is None:  # the batch is one update stale
+        raise ConfigError(
+            "distributed.overlap=true trains on episodes played with the weights of one update before: set "
+            "generation.tis_cap (e.g. 2.0), whose importance weights correct for it, or distributed.overlap=false"
+        )
 
 
 def _fields(config: TrainConfig) -> list[tuple[str, Any, dataclasses.Field, type]]:

@@ -168,13 +168,21 @@ def _train(
     rewarded = start > 0  # on resume, the earlier updates were checked when they ran
     warned_no_signal = start > 0
     stop.deferring = True  # a signal from here on lets the update finish and checkpoints it
+    pending = None  # distributed.overlap: this update's batch, played on the workers while the last one trained
     for update in bar:
         timings = Timings()
         t0 = time.perf_counter()
         engine.reset_timings()
-        algo.before_collect(envs, update)
-        episodes, sampling = collector.collect(update)  # signal.* options: marft_agents/batch_collection.py
-        check_on_policy(episodes, update)
+        if pending is not None:  # played with the weights of one update before; TIS corrects for it
+            episodes, sampling = pending.result(), {"time/waited_s": time.perf_counter() - t0}
+            check_on_policy(episodes, update - 1)
+        else:
+            algo.before_collect(envs, update)
+            episodes, sampling = collector.collect(update)  # signal.* options: marft_agents/batch_collection.py
+            check_on_policy(episodes, update)
+        due = (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates
+        # not across a checkpoint, so a run resumed from it plays on exactly as one that was never stopped
+        pending = collector.start(update + 1) if config.distributed.overlap and not due else None
         timings.generation = engine.timings["generate"]
         timings.prompts = engine.timings["prompts"]
         timings.env = engine.timings["env"]
@@ -187,7 +195,10 @@ def _train(
         metrics = {**algo.update(episodes, update, rng), **tis}
         timings.training = time.perf_counter() - t1
         t2 = time.perf_counter()
-        generator.sync(update + 1)
+        if pending is not None:  # the workers load them once the batch they are playing is done
+            generator.sync(update + 1, wait=False)
+        else:
+            generator.sync(update + 1)
         timings.sync = time.perf_counter() - t2
         metrics.update(_update_metrics(episodes, timings, engine.timings, time.perf_counter() - t0))
         metrics.update({**reward_signal.signal_metrics(episodes, group), **sampling})
@@ -204,7 +215,6 @@ def _train(
             _say(warnings[-1], bar)
         if hasattr(bar, "set_postfix"):
             bar.set_postfix(solved=f"{metrics['train/solved']:.2f}", refresh=False)
-        due = (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates
         if due or stop.requested is not None:
             _save_checkpoint(run_dir, update + 1, algo, rng, config, collector)
         if stop.requested is not None:

@@ -33,6 +33,8 @@ class DistributedConfig:
     """Times Ray restarts a worker that died or hung (each time its episodes are played again)."""
     temp_dir: str = ""
     """Ray's session folder for a local cluster, at most 40 characters (empty: a fresh /tmp/marft-ray-* removed at the end)."""
+    overlap: bool = False
+    """Play update k+1's episodes on the workers while the trainer learns from update k's (one update stale; needs generation.tis_cap)."""
     episode_seeds: bool = False
     """workers=0: sample each episode from its own seeded generator as workers do, so the run equals a workers>0 run (off: torch's one generator)."""
 
@@ -43,6 +45,11 @@ def check(settings: DistributedConfig, engine: str = "hf") -> None:
         raise ValueError(
             f"distributed.episode_seeds=true samples with the hf engine's per-episode generators; "
             f"generation.engine={engine} seeds its own requests: drop one of the two"
+        )
+    if settings.overlap and not settings.workers:
+        raise ValueError(
+            "distributed.overlap=true plays the next batch on rollout workers while this process trains: "
+            "set distributed.workers (e.g. 1), or distributed.overlap=false"
         )
     if settings.address and settings.address != "auto" and ":" not in settings.address:
         raise ValueError(

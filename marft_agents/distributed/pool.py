@@ -155,14 +155,19 @@ class WorkerPool:
         """Zero the seconds of the parts of a collection (the in-process keys summed over workers, and ours)."""
         self.timings = {"generate": 0.0, "prompts": 0.0, "env": 0.0, "collect": 0.0, "gather": 0.0}
 
-    def sync(self, version: int) -> None:
-        """Publish the policy's adapter weights as ``version``: one ``ray.put``, then every worker loads them."""
+    def sync(self, version: int, *, wait: bool = True) -> None:
+        """Publish the policy's adapter weights as ``version``: one ``ray.put``, then every worker loads them.
+
+        ``wait=False`` returns at once: a worker still playing a batch loads them after it.
+        """
         import ray
 
         self.version = version
         states = {a: self.policy.adapter_state(a) for a in self.policy.adapters}
         self._weights = ray.put(states)
         loads = [w.load.remote(version, [self._weights]) for w in self.workers]
+        if not wait:
+            return
         done, _ = ray.wait(loads, num_returns=len(loads), timeout=self.settings.timeout_s)
         for ref in done:
             try:
@@ -175,8 +180,16 @@ class WorkerPool:
 
         ``envs`` (the trainer's own) are not used: every worker has its own.
         """
+        return self.start_collect(envs, episodes, seed_of=seed_of).result()
+
+    def start_collect(self, envs: Any, episodes: range | list[int], *, seed_of=lambda e: e) -> PendingBatch:
+        """Start playing training episodes now, under the weights published last; ``.result()`` waits for them.
+
+        A :meth:`sync` meanwhile does not change them: they were started with (and record) the earlier
+        version, and a block played again after a failure is played with it too (``distributed.overlap``).
+        """
         indices = list(episodes)
-        return self._play(indices, [seed_of(i) for i in indices], None, None, greedy=False)
+        return PendingBatch(self, indices, [seed_of(i) for i in indices], None, None, greedy=False)
 
     def evaluate(
         self,
@@ -197,73 +210,9 @@ class WorkerPool:
         plan = eval_plan(env_id, env_kwargs or {}, rounds)
         options = episode_options(plan, marft_envs.make(env_id, **plan.env_kwargs), n)
         indices = list(range(len(options)))
-        episodes = self._play(
-            indices, [HELDOUT_SEED + i for i in indices], options, plan.env_kwargs, greedy=True, max_new_tokens=max_new_tokens
-        )
+        seeds = [HELDOUT_SEED + i for i in indices]
+        episodes = PendingBatch(self, indices, seeds, options, plan.env_kwargs, greedy=True, max_new_tokens=max_new_tokens).result()
         return eval_result(episodes, plan, samples)
-
-    def _play(
-        self,
-        indices: list[int],
-        seeds: list[int],
-        options: list | None,
-        env_kwargs: dict | None,
-        greedy: bool,
-        max_new_tokens: int | None = None,
-    ) -> list[Episode]:
-        """Every block of episodes played to the end (again, where a worker failed), gathered in index order."""
-        import ray
-
-        blocks = split(indices, len(self.workers))
-        position = {i: k for k, i in enumerate(indices)}
-        t0, fetching = time.perf_counter(), 0.0
-
-        def submit(k: int):
-            block = blocks[k]
-            return self.workers[k].collect.remote(
-                self.version,
-                [self._weights],
-                block,
-                [seeds[position[i]] for i in block],
-                None if options is None else [options[position[i]] for i in block],
-                env_kwargs,
-                greedy,
-                max_new_tokens,
-            )
-
-        running = {k: (submit(k), time.monotonic()) for k, block in enumerate(blocks) if block}
-        results: dict[int, Any] = {}
-        while running:
-            refs = {ref: k for k, (ref, _) in running.items()}
-            deadline = min(started for _, started in running.values()) + self.settings.timeout_s
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
-            for ref in ready:
-                k = refs[ref]
-                t = time.perf_counter()
-                try:
-                    results[k] = ray.get(ref)  # the episodes' transfer and unpickling: the gather
-                    fetching += time.perf_counter() - t
-                    del running[k]
-                except ray.exceptions.RayActorError as err:
-                    running[k] = self._retry(k, submit, f"died ({first_line(err)[:160]})")
-            now = time.monotonic()
-            for k, (ref, started) in list(running.items()):
-                if ref not in ready and now - started >= self.settings.timeout_s:
-                    ray.kill(self.workers[k], no_restart=False)  # Ray restarts it; the late result is dropped
-                    running[k] = self._retry(k, submit, f"did not finish within distributed.timeout_s={self.settings.timeout_s:g}")
-        t1 = time.perf_counter()
-        out: list[Episode] = []
-        for k in sorted(results):
-            episodes, timings = results[k]
-            out.extend(episodes)
-            for name, seconds in timings.items():
-                self.timings[name] = self.timings.get(name, 0.0) + seconds
-        out.sort(key=lambda e: e.index)
-        if [e.index for e in out] != sorted(indices):
-            raise WorkerError(f"the workers returned episodes {[e.index for e in out][:8]}..., not {indices[:8]}...")
-        self.timings["collect"] += t1 - t0 - fetching
-        self.timings["gather"] += fetching + time.perf_counter() - t1
-        return out
 
     def _retry(self, k: int, submit, why: str):
         """Submit block ``k`` again once worker ``k`` is restarted (it plays the block from its seeds), or stop."""
@@ -308,3 +257,76 @@ class WorkerPool:
             _open_pools.remove(self)
         if getattr(self, "_connection", None) is not None:
             disconnect(self._connection)
+
+
+class PendingBatch:
+    """A batch of episodes the workers are playing, under the weights it was started with; ``result()`` gathers it."""
+
+    def __init__(
+        self,
+        pool: WorkerPool,
+        indices: list[int],
+        seeds: list[int],
+        options: list | None,
+        env_kwargs: dict | None,
+        greedy: bool,
+        max_new_tokens: int | None = None,
+    ):
+        self.pool = pool
+        self.indices = indices
+        self.version = pool.version
+        """The weights' version every episode of the batch is played with (and records)."""
+        self._weights = pool._weights  # held here: a later sync must not change a block played again
+        self._blocks = split(indices, len(pool.workers))
+        position = {i: k for k, i in enumerate(indices)}
+        self._args = [
+            (block, [seeds[position[i]] for i in block], None if options is None else [options[position[i]] for i in block])
+            for block in self._blocks
+        ]
+        self._env_kwargs, self._greedy, self._max_new_tokens = env_kwargs, greedy, max_new_tokens
+        self._t0 = time.perf_counter()
+        self._running = {k: (self._submit(k), time.monotonic()) for k, block in enumerate(self._blocks) if block}
+
+    def _submit(self, k: int):
+        block, seeds, options = self._args[k]
+        return self.pool.workers[k].collect.remote(
+            self.version, [self._weights], block, seeds, options, self._env_kwargs, self._greedy, self._max_new_tokens
+        )
+
+    def result(self) -> list[Episode]:
+        """Every block played to the end (again, where a worker failed), gathered in index order."""
+        import ray
+
+        pool, running, fetching = self.pool, self._running, 0.0
+        results: dict[int, Any] = {}
+        while running:
+            refs = {ref: k for k, (ref, _) in running.items()}
+            deadline = min(started for _, started in running.values()) + pool.settings.timeout_s
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            for ref in ready:
+                k = refs[ref]
+                t = time.perf_counter()
+                try:
+                    results[k] = ray.get(ref)  # the episodes' transfer and unpickling: the gather
+                    fetching += time.perf_counter() - t
+                    del running[k]
+                except ray.exceptions.RayActorError as err:
+                    running[k] = pool._retry(k, self._submit, f"died ({first_line(err)[:160]})")
+            now = time.monotonic()
+            for k, (ref, started) in list(running.items()):
+                if ref not in ready and now - started >= pool.settings.timeout_s:
+                    ray.kill(pool.workers[k], no_restart=False)  # Ray restarts it; the late result is dropped
+                    running[k] = pool._retry(k, self._submit, f"did not finish within distributed.timeout_s={pool.settings.timeout_s:g}")
+        t1 = time.perf_counter()
+        out: list[Episode] = []
+        for k in sorted(results):
+            episodes, timings = results[k]
+            out.extend(episodes)
+            for name, seconds in timings.items():
+                pool.timings[name] = pool.timings.get(name, 0.0) + seconds
+        out.sort(key=lambda e: e.index)
+        if [e.index for e in out] != sorted(self.indices):
+            raise WorkerError(f"the workers returned episodes {[e.index for e in out][:8]}..., not {self.indices[:8]}...")
+        pool.timings["collect"] += t1 - self._t0 - fetching
+        pool.timings["gather"] += fetching + time.perf_counter() - t1
+        return out

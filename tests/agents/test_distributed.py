@@ -147,6 +147,8 @@ def test_the_scaling_out_page_is_linked():
         ({"max_restarts": -2}, "distributed.max_restarts must be >= 0"),
         ({"address": "headnode"}, "must be host:port"),
         ({"temp_dir": "/tmp/" + "x" * 60}, "Ray's socket paths"),
+        ({"overlap": True}, "distributed.overlap=true plays the next batch on rollout workers"),
+        ({"overlap": True, "workers": 1}, "set generation.tis_cap"),
     ],
 )
 def test_bad_distributed_settings_are_refused_in_one_line(override, message):
@@ -243,6 +245,28 @@ def test_failures_past_max_restarts_stop_the_batch_with_one_line(pool):
     finally:
         pool.settings = SETTINGS
     assert "\n" not in str(err.value) and "not trained on" in str(err.value)
+
+
+def test_a_batch_started_before_a_publish_keeps_its_weights_even_when_played_again(pool, policy, baseline):
+    """distributed.overlap: the next batch plays under the old version while the trainer publishes a new one."""
+    saved = {a: policy.adapter_state(a) for a in policy.adapters}
+    failures = sum(pool.failures)
+    pool.fault.write_text("die")  # one worker dies mid-batch: its block is played again after the publish
+    pending = pool.start_collect(None, range(8), seed_of=lambda i: 100 + i)
+    try:
+        with torch.no_grad():
+            for a in policy.adapters:
+                for p in policy.parameters(a):
+                    p.add_(0.05 * torch.randn_like(p))
+        pool.sync(1, wait=False)
+        assert pending.version == 0
+        assert same_episodes(pending.result(), baseline)  # version 0's episodes, bit for bit
+        assert not pool.fault.exists() and sum(pool.failures) >= failures + 1  # it died, and its block was played again
+        assert {s.version for e in pool.collect(None, range(2)) for s in e.steps} == {1}  # the next batch: the new weights
+    finally:
+        for a, state in saved.items():
+            policy.load_adapter_state(a, state)
+        pool.sync(0)
 
 
 def test_greedy_evaluation_through_workers_equals_in_process_before_and_after_a_publish(pool, policy):

@@ -229,3 +229,33 @@ def test_two_runs_with_the_same_seed_write_the_same_metrics(cli_run, ray_connect
     summary = train(config, progress=False, quiet=True)
     assert metrics_without_times(tmp_path / "again") == metrics_without_times(cli_run)
     assert summary["eval_after"] == json.loads((cli_run / "summary.json").read_text())["eval_after"]
+
+
+OVERLAP = ["distributed.workers=1", "distributed.overlap=true", "generation.tis_cap=2", "episodes_per_update=4", "eval_episodes=4"]
+"""distributed.overlap on the embedded model: one worker plays the next batch while this process trains."""
+
+
+def test_an_overlapped_run_trains_on_batches_one_update_stale_except_across_a_checkpoint(ray_connected, tmp_path):
+    config = load(None, [*OVERLAP, "updates=3", "checkpoint_every=2", f"run_dir={tmp_path / 'run'}"])
+    train(config, progress=False, quiet=True)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    # update 1's batch was played during update 0; update 2's was not: a checkpoint came after update 1
+    assert ["time/waited_s" in r for r in rows] == [False, True, False]
+    # the stale batch was scored by weights one update newer than sampled it: TIS saw the difference
+    assert rows[1]["tis/abs_logp_diff_max"] > max(1e-4, 10 * rows[0]["tis/abs_logp_diff_max"])
+    trained = ckpt.load_checkpoint(tmp_path / "run" / "checkpoints" / "update_000003.pt")["algo"]["adapters"]
+    for adapter, state in trained.items():  # LoRA's B starts at zero: every adapter learnt
+        assert any(bool(t.abs().sum() > 0) for name, t in state.items() if "lora_B" in name), adapter
+
+
+@pytest.mark.slow  # two overlapped runs (~40 s)
+def test_an_overlapped_run_resumed_from_a_checkpoint_ends_as_one_never_stopped(ray_connected, tmp_path):
+    whole = load(None, [*OVERLAP, "updates=4", "checkpoint_every=2", f"run_dir={tmp_path / 'whole'}"])
+    train(whole, progress=False, quiet=True)
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "whole", run_dir)
+    for name in ("update_000004.pt",):
+        (run_dir / "checkpoints" / name).unlink()
+    (run_dir / "checkpoints" / ckpt.LATEST).write_text("update_000002.pt")
+    train(load(None, [*OVERLAP, "updates=4", "checkpoint_every=2", f"run_dir={run_dir}"]), resume=True, progress=False, quiet=True)
+    assert metrics_without_times(run_dir) == metrics_without_times(tmp_path / "whole")
