@@ -33,9 +33,9 @@ from marft_agents.run_setup import build_policy  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("held", "dynamic") or not argv[1].isdigit():
+        raise SystemExit("usage: allocator_speed.py held|dynamic EPISODES (e.g. allocator_speed.py dynamic 8)")
     variant, episodes = argv[0], int(argv[1])
-    if variant not in ("held", "dynamic"):
-        raise SystemExit("usage: allocator_speed.py held|dynamic EPISODES")
     if variant == "held":
         allocator.hold_mmap_threshold()
     torch.set_num_threads(2)

@@ -111,7 +111,7 @@ class TrainConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},
-    # The demo: 2-agent MathChain on synthetic problems with the embedded model, MARFT, < 12 min on 2 cores.
+    # The demo: 2-agent MathChain on synthetic problems with the embedded model, MARFT, 12-20 min on 2 cores (README).
     "demo": {"run_dir": "runs/demo"},
 }
 
