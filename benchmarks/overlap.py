@@ -34,6 +34,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 RESULTS = Path(__file__).parent / "results"
 VARIANTS = {
     "in-process": {"threads": 0},
@@ -137,7 +138,12 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         disconnect(connection)
 
-    print(f"{args.model}, {args.episodes} episodes per update, {args.updates} updates, {os.cpu_count()} cores")
+    from roofline import cpu  # the CPU's model and flags, beside the figures
+
+    machine = cpu()
+    print(
+        f"{args.model}, {args.episodes} episodes per update, {args.updates} updates; {machine['model']}, {machine['cores']} cores, {' '.join(machine['flags'])}"
+    )
     print(f"{'variant':>11} {'episodes/s':>11} {'update s':>9} {'learner s':>10} {'waited s':>9} {'wall s':>8} {'CPU s':>8} {'eval':>13}")
     for v, rs in runs.items():
         for r in rs:
@@ -145,7 +151,7 @@ def main(argv: list[str] | None = None) -> dict:
                 f"{v:>11} {r['episodes_per_s']:>11.3f} {r['update_s']:>9.2f} {r['training_s']:>10.2f} {r['waited_s']:>9.2f} "
                 f"{r['command_wall_s']:>8.1f} {r['command_cpu_s']:>8.1f} {r['eval_before']:>6.3f}->{r['eval_after']:.3f}"
             )
-    record = {"args": vars(args), "cores": os.cpu_count(), "runs": runs}
+    record = {"args": vars(args), "cpu": machine, "runs": runs}
     RESULTS.mkdir(exist_ok=True)
     name = "overlap" if args.model == "embedded" else f"overlap-{Path(args.model).name}"
     (RESULTS / f"{name}.json").write_text(json.dumps(record, indent=2))
