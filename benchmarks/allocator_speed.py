@@ -1,4 +1,4 @@
-"""Speed of a real-model update with glibc's mmap threshold held (``marft_agents/allocator.py``) or dynamic.
+"""Speed of a real-model update with glibc's mmap threshold held (``marft_agents/training/allocator.py``) or dynamic.
 
     .venv/bin/python benchmarks/allocator_speed.py held 8      # one process per variant: the setting is process-wide
     .venv/bin/python benchmarks/allocator_speed.py dynamic 8
@@ -26,10 +26,10 @@ from roofline import ENV, KWARGS, MODEL  # noqa: E402  (the same setting)
 import marft_envs  # noqa: E402
 from marft_agents import allocator  # noqa: E402
 from marft_agents.algorithms.marft import MARFT, MARFTConfig  # noqa: E402
-from marft_agents.config import TrainConfig  # noqa: E402
-from marft_agents.policy import Sampling  # noqa: E402
-from marft_agents.rollout import RolloutEngine  # noqa: E402
-from marft_agents.run_setup import build_policy  # noqa: E402
+from marft_agents.models.policy import Sampling  # noqa: E402
+from marft_agents.rollout.layered import RolloutEngine  # noqa: E402
+from marft_agents.training.config import TrainConfig  # noqa: E402
+from marft_agents.training.setup import build_policy  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/compare.py [--updates 100] [--workers 2] [--seeds 0,1,2] [--quick]
 
-Every run is ``marft_agents.trainer.train`` in its own subprocess with one torch thread
+Every run is ``marft_agents.training.trainer.train`` in its own subprocess with one torch thread
 (``--workers`` at a time: two 1-thread processes beat one 2-thread process on these machines), the
 embedded model, ``--updates`` updates and **64 generated responses per update**: 32 two-agent
 episodes for the chains and CORY, 64 one-agent episodes for single-agent PPO, 32 two-solver
@@ -92,8 +92,8 @@ def worker(spec: dict, out: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "sft.json").write_text(json.dumps(result, indent=2))
         return
-    from marft_agents.config import from_dict
-    from marft_agents.trainer import train
+    from marft_agents.training.config import from_dict
+    from marft_agents.training.trainer import train
 
     config = from_dict({**spec["overrides"], "run_dir": str(run_dir)})  # dotted keys set nested fields
     train(config, progress=False, quiet=True)
@@ -104,8 +104,8 @@ def kl_to_reference(run_dir: str) -> float:
     """Mean over sampled actions of ``sum_t log pi - log pi_ref`` (k1 estimate of KL(pi || ref) per action)."""
     import marft_envs
     from marft_agents.cli import policy_from_run
-    from marft_agents.policy import Sampling
-    from marft_agents.rollout import RolloutEngine
+    from marft_agents.models.policy import Sampling
+    from marft_agents.rollout.layered import RolloutEngine
 
     policy, config = policy_from_run(run_dir)
     envs = [marft_envs.make(config.env, **config.env_kwargs) for _ in range(32)]
@@ -124,10 +124,10 @@ def kl_to_reference(run_dir: str) -> float:
 def sft_control(seconds: float, seed: int) -> dict:
     """More SFT of the shipped checkpoint for ``seconds``, then the same held-out evaluation as the runs."""
     import marft_envs
-    from marft_agents.evaluation import evaluate
-    from marft_agents.policy import LaMASPolicy, load_base
+    from marft_agents.models.policy import LaMASPolicy, load_base
     from marft_agents.pretraining.pretrain import PretrainConfig
     from marft_agents.pretraining.pretrain import train as sft_train
+    from marft_agents.rollout.evaluation import evaluate
 
     model, tokenizer = load_base("embedded")
     # whole solutions only (unfinished_rate 0), constant 2e-4 (the from-scratch run's final rate,
@@ -272,7 +272,7 @@ def plots(results: list[dict], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from marft_agents.plotting import trailing_mean
+    from marft_agents.runs.plots import trailing_mean
 
     ok = [r for r in results if r["status"] == "ok"]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(13, 5))

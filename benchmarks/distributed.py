@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/distributed.py [--workers 0,1,2] [--updates 3] [--episodes 16] [--model embedded]
 
-Runs the real training loop (``marft_agents.trainer.train``, MARFT on ``marft/MathChain-v0``, the
+Runs the real training loop (``marft_agents.training.trainer.train``, MARFT on ``marft/MathChain-v0``, the
 ``TrainConfig`` defaults otherwise) for ``--updates`` updates with ``distributed.workers`` = each of
 ``--workers`` (0: in process), one torch thread in the trainer and in each worker, on one local Ray
 cluster started here (in a short temp dir, removed at the end). From ``metrics.jsonl``, per update
@@ -64,8 +64,8 @@ def parts_of(row: dict, workers: int) -> dict[str, float]:
 def run(workers: int, args, out: Path) -> dict:
     import torch
 
-    from marft_agents.config import TrainConfig
-    from marft_agents.trainer import train
+    from marft_agents.training.config import TrainConfig
+    from marft_agents.training.trainer import train
 
     torch.set_num_threads(1)
     config = TrainConfig(

@@ -34,8 +34,8 @@ import torch  # noqa: E402
 import marft_envs  # noqa: E402
 from marft_agents.algorithms import build_learner, config_class  # noqa: E402
 from marft_agents.engines import make_engine  # noqa: E402
-from marft_agents.policy import LaMASPolicy, Sampling, load_base  # noqa: E402
-from marft_agents.rollout import RolloutEngine  # noqa: E402
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base  # noqa: E402
+from marft_agents.rollout.layered import RolloutEngine  # noqa: E402
 
 ENV = "marft/MathChain-v0"
 

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/episode_sampler.py [--model smollm2-135m-instruct] [--batch 16]
         [--max-new-tokens 32] [--repeats 3] [--threads 2]
 
-``EpisodeSeededEngine`` (``marft_agents/distributed/sampling.py``) draws each row's next token with that
+``EpisodeSeededEngine`` (``marft_agents/engines/seeded.py``) draws each row's next token with that
 row's episode generator, in a logits processor; the plain ``HFEngine`` lets ``generate`` draw from
 torch's global generator. Both generate from the same ``--batch`` ``marft/MathChain-v0`` reasoner
 prompts (the trainer's LoRA on every linear layer, T 0.7), in interleaved repeats. Reported: each
@@ -42,12 +42,12 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     import marft_envs
-    from marft_agents.config import TrainConfig
-    from marft_agents.distributed.sampling import EpisodeSampler, EpisodeSeededEngine
     from marft_agents.engines.base import Request
     from marft_agents.engines.hf import HFEngine
-    from marft_agents.policy import Sampling
-    from marft_agents.run_setup import build_policy
+    from marft_agents.engines.seeded import EpisodeSampler, EpisodeSeededEngine
+    from marft_agents.models.policy import Sampling
+    from marft_agents.training.config import TrainConfig
+    from marft_agents.training.setup import build_policy
 
     env = marft_envs.make(ENV, **KWARGS)
     policy = build_policy(TrainConfig(model=args.model, env=ENV, env_kwargs=KWARGS, threads=args.threads), env.possible_agents)

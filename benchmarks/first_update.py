@@ -33,8 +33,8 @@ def main() -> None:
     import torch
     from compare import run_specs
 
-    from marft_agents.config import from_dict
-    from marft_agents.trainer import train
+    from marft_agents.training.config import from_dict
+    from marft_agents.training.trainer import train
 
     torch.set_num_threads(1)
     results = {}

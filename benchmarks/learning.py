@@ -104,10 +104,10 @@ def temperature_rule(out: Path) -> dict:
     import torch
 
     import marft_envs
-    from marft_agents.config import TrainConfig
-    from marft_agents.policy import Sampling
-    from marft_agents.rollout import RolloutEngine
-    from marft_agents.trainer import build_policy
+    from marft_agents.models.policy import Sampling
+    from marft_agents.rollout.layered import RolloutEngine
+    from marft_agents.training.config import TrainConfig
+    from marft_agents.training.trainer import build_policy
 
     torch.set_num_threads(THREADS)
     config = TrainConfig(model=MODEL, env=CHAIN, env_kwargs=math_kwargs(), threads=THREADS, dtype=DTYPE)
@@ -138,8 +138,8 @@ def chosen_temperature(out: Path) -> float:
 
 def train_run(run_dir: Path, **fields) -> dict:
     """One ``marft train`` run (resumed if it has a checkpoint, skipped if it finished); returns its summary."""
-    from marft_agents.config import TrainConfig
-    from marft_agents.trainer import train
+    from marft_agents.training.config import TrainConfig
+    from marft_agents.training.trainer import train
 
     summary = run_dir / "summary.json"
     if summary.is_file():

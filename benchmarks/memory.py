@@ -24,7 +24,7 @@ to read the increments. ``--generate-only`` stops after one ``policy.generate`` 
 version of this benchmark). Configurations are interleaved (the order rotates each repeat); medians.
 
 Each child keeps glibc's dynamic mmap threshold, as a run does; ``--hold-mmap-threshold`` holds it
-at 128 KiB (``marft_agents/allocator.py``), the lower peak that costs ~1.4x CPU time per update
+at 128 KiB (``marft_agents/training/allocator.py``), the lower peak that costs ~1.4x CPU time per update
 (docs/real-models.md, "Memory at a training peak").
 
 Goal: 4 agents with LoRA peak at most 1.3x one agent. Results go to ``benchmarks/results/memory.json``
@@ -83,7 +83,7 @@ def child(
     """Run one configuration in this (fresh) process and return its measurements."""
     import torch
 
-    from marft_agents import allocator
+    from marft_agents.training import allocator
 
     if allocator_setting:  # --hold-mmap-threshold: glibc's mmap threshold held fixed (runs do not)
         allocator.hold_mmap_threshold()
@@ -94,9 +94,9 @@ def child(
 
     import marft_envs
     from marft_agents.algorithms.marft import MARFT, MARFTConfig
-    from marft_agents.config import TrainConfig
-    from marft_agents.policy import LaMASPolicy, Sampling, load_base
-    from marft_agents.rollout import RolloutEngine
+    from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+    from marft_agents.rollout.layered import RolloutEngine
+    from marft_agents.training.config import TrainConfig
 
     stages = {"imports": _rss_mb()}
     out = {"config": config}
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--hold-mmap-threshold",
         action="store_true",
-        help="hold glibc's mmap threshold at 128 KiB in the children (marft_agents/allocator.py; runs keep glibc's dynamic threshold)",
+        help="hold glibc's mmap threshold at 128 KiB in the children (marft_agents/training/allocator.py; runs keep glibc's dynamic threshold)",
     )
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"a subset of {','.join(CONFIGS)}")
     parser.add_argument("--out", default=None, help="default: benchmarks/results/memory[-<named model>].json")
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from rollout_throughput import resolve_model
 
-    from marft_agents.policy import EMBEDDED, embedded_model_path
+    from marft_agents.models.policy import EMBEDDED, embedded_model_path
 
     out_path = Path(args.out or RESULTS / (f"memory-{model_name}.json" if model_name else "memory.json"))
     started = time.perf_counter()
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> dict:
         "lora4_over_lora1": peak["lora-4"]["median"] / peak["lora-1"]["median"] if "lora-4" in peak else None,
         "copies4_over_lora1": peak["copies-4"]["median"] / peak["lora-1"]["median"] if "copies-4" in peak else None,
         "mmap_threshold": args.mmap_threshold
-        or ("held (marft_agents/allocator.py)" if args.hold_mmap_threshold else "glibc's dynamic default"),
+        or ("held (marft_agents/training/allocator.py)" if args.hold_mmap_threshold else "glibc's dynamic default"),
         "per_repeat_over_lora1": per_rep,
         "rows": rows,
         "runs": runs,

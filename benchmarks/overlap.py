@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/overlap.py [--model embedded] [--updates 30] [--episodes 16] [--eval-episodes 200] [--repeats 1]
 
-Three ways to run the same training (``marft_agents.trainer.train``: MARFT on ``marft/MathChain-v0``,
+Three ways to run the same training (``marft_agents.training.trainer.train``: MARFT on ``marft/MathChain-v0``,
 the ``TrainConfig`` defaults otherwise, seed 0), one after another on this machine:
 
 - ``in-process``: ``distributed.workers=0``, the trainer with this machine's cores as threads (the default);
@@ -52,8 +52,8 @@ def machine_cpu_s() -> float:
 def run(variant: str, args, out: Path) -> dict:
     import torch
 
-    from marft_agents.config import load
-    from marft_agents.trainer import train
+    from marft_agents.training.config import load
+    from marft_agents.training.trainer import train
 
     overrides = {
         "model": args.model,
@@ -93,7 +93,7 @@ def plot(record: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from marft_agents.plotting import SMOOTH, trailing_mean
+    from marft_agents.runs.plots import SMOOTH, trailing_mean
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for variant, runs in record["runs"].items():

@@ -11,8 +11,8 @@ KL 0.04 to the base, one epoch and one optimizer step per step, the env's grader
 
 - **TRL**: ``trl.GRPOTrainer`` with ``per_device_train_batch_size=16, num_generations=4,
   max_completion_length=48, beta=0.04, top_k=0, top_p=1, num_iterations=1, use_cpu=True``, the
-  same LoRA as ``peft_config``, prompts from :func:`marft_agents.trl_rollout.solo_dataset` and the
-  reward from :func:`marft_agents.trl_rollout.solo_reward`. A step is timed from the trainer's
+  same LoRA as ``peft_config``, prompts from :func:`marft_agents.rollout.trl.solo_dataset` and the
+  reward from :func:`marft_agents.rollout.trl.solo_reward`. A step is timed from the trainer's
   ``on_step_begin`` to ``on_step_end`` (its generation, scoring and optimizer step).
 - **marft**: the library's GRPO learner (``GRPOConfig(group_size=4, minibatch_size=16)``) over a
   ``RolloutEngine`` collection of 16 episodes (4 problems x 4), as ``marft train --algo grpo`` runs
@@ -49,7 +49,7 @@ TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 def model_path(model: str) -> str:
     """A local folder for a named or embedded model (TRL loads from a path); other names unchanged."""
     from marft_agents.models.named import resolve
-    from marft_agents.policy import EMBEDDED, embedded_model_path
+    from marft_agents.models.policy import EMBEDDED, embedded_model_path
 
     return str(embedded_model_path()) if model == EMBEDDED else resolve(model)
 
@@ -60,7 +60,7 @@ def trl_side(args) -> dict:
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-    from marft_agents.trl_rollout import solo_dataset, solo_reward
+    from marft_agents.rollout.trl import solo_dataset, solo_reward
 
     path = model_path(args.model)
     steps, rewards = [], []
@@ -120,10 +120,10 @@ def marft_side(args) -> dict:
 
     import marft_envs
     from marft_agents.algorithms.grpo import GRPO, GRPOConfig
-    from marft_agents.config import TrainConfig
-    from marft_agents.policy import Sampling
-    from marft_agents.rollout import RolloutEngine
-    from marft_agents.run_setup import build_policy
+    from marft_agents.models.policy import Sampling
+    from marft_agents.rollout.layered import RolloutEngine
+    from marft_agents.training.config import TrainConfig
+    from marft_agents.training.setup import build_policy
 
     n = PROMPTS * G
     envs = [marft_envs.make(ENV, **KWARGS) for _ in range(n)]

@@ -10,7 +10,7 @@ the untuned base model's; a single LoRA target keeps peft's per-call overhead sm
 - ``gsm8k`` / ``math500``: ``marft/MathSolo-v0`` with ``problems=/work/shared/data/gsm8k/test.jsonl``
   (``.../math/math500_test.jsonl``) and ``profile="general-v0"``, on ``--n`` problems: the env's fixed
   held-out subset, i.e. the first ``n`` of a permutation of the file drawn with
-  ``marft_agents.evaluation.HELDOUT_SEED`` (what ``marft eval`` would pick);
+  ``marft_agents.rollout.evaluation.HELDOUT_SEED`` (what ``marft eval`` would pick);
 - ``gsm8k-default`` / ``math500-default``: the same with the default profile, on the first ``--n-default``
   problems of the same subset (a paired contrast);
 - ``booking``: ``marft/Booking-v0`` and ``code``: ``marft/CodeRepairSolo-v0``, their default profiles,
@@ -38,10 +38,9 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import torch
 
 import marft_envs
-from marft_agents.evaluation import HELDOUT_SEED, eval_plan, summarize
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.report import transcript
-from marft_agents.rollout import RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.evaluation import HELDOUT_SEED, eval_plan, summarize, transcript
+from marft_agents.rollout.layered import RolloutEngine
 
 RESULTS = Path(__file__).parent / "results"
 DATA = Path("/work/shared/data")

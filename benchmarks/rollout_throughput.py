@@ -12,7 +12,7 @@ What is measured, for each model and batch size ``B``:
   and env stepping — everything between "reset the envs" and "episodes ready";
 - **bare**: a plain ``model.generate`` (the same weights without the peft wrapper, no logits kept) on
   exactly the prompts the engine generated from, in the same two batches of ``B``, left padded, with
-  the same sampling knobs (``marft_agents.lm.sampling_config``: temperature 1, everything else off,
+  the same sampling knobs (``marft_agents.models.lm.sampling_config``: temperature 1, everything else off,
   the same ``max_new_tokens``) and the same torch seed.
 
 - **merged** (``--merge-lora``): the engine with ``generation.merge_lora`` (each adapter merged into a
@@ -60,10 +60,10 @@ from transformers import AutoTokenizer  # noqa: E402
 
 import marft_envs  # noqa: E402
 from marft_agents import lm  # noqa: E402
-from marft_agents.config import TrainConfig  # noqa: E402
 from marft_agents.engines.hf import HFEngine  # noqa: E402
-from marft_agents.policy import EMBEDDED, LaMASPolicy, Sampling, embedded_model_path, load_base  # noqa: E402
-from marft_agents.rollout import RolloutEngine  # noqa: E402
+from marft_agents.models.policy import EMBEDDED, LaMASPolicy, Sampling, embedded_model_path, load_base  # noqa: E402
+from marft_agents.rollout.layered import RolloutEngine  # noqa: E402
+from marft_agents.training.config import TrainConfig  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "marft/MathChain-v0"

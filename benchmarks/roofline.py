@@ -8,7 +8,7 @@ new tokens at T 0.7: the "16 episodes of the 2-agent chain" of issue 22.
 
 1. **Peak**: the best of ``--repeats`` timed ``torch.mm`` on square 2048 matrices and on the model's
    own shapes (4096 tokens through the 576 -> 1536 MLP, its transpose, and the 576 -> 49152 output
-   layer), in float32, and in bfloat16 where the CPU has native bf16 (``marft_agents/cpu.py``).
+   layer), in float32, and in bfloat16 where the CPU has native bf16 (``marft_agents/models/dtype.py``).
 2. **Generation**: ``RolloutEngine.collect`` of the episodes; its FLOPs counted by
    ``torch.utils.flop_counter.FlopCounterMode`` (matmuls and attention) on a copy of the same call,
    its time from a run without the counter.
@@ -49,7 +49,7 @@ PACK = 256
 
 def cpu() -> dict:
     """The CPU's model name and the flags that matter for matmuls."""
-    from marft_agents.cpu import cpu_flags
+    from marft_agents.models.dtype import cpu_flags
 
     name = "unknown"
     try:
@@ -127,11 +127,11 @@ def main(argv=None) -> int:
 
     import marft_envs
     from marft_agents.algorithms.marft import MARFT, MARFTConfig
-    from marft_agents.config import TrainConfig
-    from marft_agents.cpu import native_bf16
-    from marft_agents.policy import Sampling
-    from marft_agents.rollout import RolloutEngine
-    from marft_agents.run_setup import build_policy
+    from marft_agents.models.dtype import native_bf16
+    from marft_agents.models.policy import Sampling
+    from marft_agents.rollout.layered import RolloutEngine
+    from marft_agents.training.config import TrainConfig
+    from marft_agents.training.setup import build_policy
 
     result: dict = {"cpu": cpu(), "threads": args.threads, "episodes": args.episodes, "torch": torch.__version__}
     result["peak"] = {"float32": matmul_peak(torch.float32, args.repeats)}

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/update_split.py [--model embedded|PATH|random] [--updates 5] [--threads 1]
 
-Runs the real training loop, ``marft_agents.trainer.train``, in the demo-like setting
+Runs the real training loop, ``marft_agents.training.trainer.train``, in the demo-like setting
 (``marft/MathChain-v0``, 2 agents, one LoRA adapter each, 64 episodes per update,
 ``max_new_tokens`` 48, the default temperature, LoRA targets and MARFT hyper-parameters of
 ``TrainConfig``) for a few updates into a temporary run folder (held-out evaluation cut to a few
@@ -37,8 +37,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from marft_agents.config import TrainConfig  # noqa: E402
-from marft_agents.trainer import train  # noqa: E402
+from marft_agents.training.config import TrainConfig  # noqa: E402
+from marft_agents.training.trainer import train  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from rollout_throughput import resolve_model  # noqa: E402

@@ -177,14 +177,14 @@ def _quiet_loading() -> None:
 
 
 def cmd_train(args) -> int:
-    from marft_agents.interrupts import StopOnSignal
+    from marft_agents.training.interrupts import StopOnSignal
 
     with StopOnSignal():  # a signal while loading: one line and 130/143 too (train() installs its own)
         return _cmd_train(args)
 
 
 def _cmd_train(args) -> int:
-    from marft_agents import config as cfg
+    from marft_agents.training import config as cfg
 
     if args.help_config:
         config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo, imports=args.imports)
@@ -197,9 +197,9 @@ def _cmd_train(args) -> int:
     config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo, imports=args.imports)
     _check_env(config.env)
     _quiet_loading()
-    from marft_agents.interrupts import RunInterrupted
-    from marft_agents.run_files import FULL_DISK, RunWriteError
-    from marft_agents.trainer import train
+    from marft_agents.runs.files import FULL_DISK, RunWriteError
+    from marft_agents.training.interrupts import RunInterrupted
+    from marft_agents.training.trainer import train
 
     try:
         train(config, resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress)
@@ -213,8 +213,8 @@ def _cmd_train(args) -> int:
 
 def next_step(argv: list[str], run_dir: str) -> str:
     """The command that continues a stopped run (``--resume``), or starts it again where none can."""
-    from marft_agents import checkpoint as ckpt
-    from marft_agents import run_folder
+    from marft_agents.runs import checkpoint as ckpt
+    from marft_agents.runs import folder as run_folder
 
     # argv as typed, less the mode flags (argparse takes any unambiguous prefix of them)
     rest = [a for a in argv[argv.index("train") + 1 :] if not (len(a) > 3 and ("--resume".startswith(a) or "--overwrite".startswith(a)))]
@@ -228,9 +228,9 @@ def cmd_eval(args) -> int:
     import torch
 
     import marft_envs
-    from marft_agents.config import MAX_EVAL_EPISODES, TrainConfig, validate, with_overrides
-    from marft_agents.evaluation import evaluate
-    from marft_agents.trainer import build_engine, build_policy
+    from marft_agents.rollout.evaluation import evaluate
+    from marft_agents.training.config import MAX_EVAL_EPISODES, TrainConfig, validate, with_overrides
+    from marft_agents.training.trainer import build_engine, build_policy
     from marft_envs.plugins import import_modules
 
     import_modules(args.imports)
@@ -273,7 +273,7 @@ def cmd_eval(args) -> int:
             engine=engine,
             samples=args.transcripts_n if args.transcripts else 0,
         )
-    from marft_agents.report import headline, write_transcripts
+    from marft_agents.runs.report import headline, write_transcripts
 
     if args.transcripts:
         print(f"transcripts: {write_transcripts(Path(args.transcripts), result.pop('samples'))}")
@@ -304,9 +304,9 @@ def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] =
     import torch
 
     import marft_envs
-    from marft_agents import checkpoint as ckpt
-    from marft_agents.config import from_dict, validate, with_overrides
-    from marft_agents.trainer import build_policy
+    from marft_agents.runs import checkpoint as ckpt
+    from marft_agents.training.config import from_dict, validate, with_overrides
+    from marft_agents.training.trainer import build_policy
 
     saved = Path(run_dir) / "config.json"
     if not saved.is_file():
@@ -335,7 +335,7 @@ def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] =
 
 
 def cmd_show(args) -> int:
-    from marft_agents.report import show
+    from marft_agents.runs.report import show
 
     print(show(args.run_dir, args.which, args.n, reward=args.reward))
     return 0
@@ -348,7 +348,7 @@ def cmd_models(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from marft_agents.plotting import plot_run
+    from marft_agents.runs.plots import plot_run
 
     print(plot_run(args.run_dir))
     return 0

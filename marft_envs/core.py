@@ -165,7 +165,7 @@ class FlexEnv:
 
         An env that returns levels accepts ``reset(options={"difficulty": d})`` for each ``d`` of them
         and plays an episode at that level; trainers use it to draw levels by the team's running
-        success (``signal.curriculum``, ``marft_agents/curriculum.py``). Empty: the env declares none.
+        success (``signal.curriculum``, ``marft_agents/signal/curriculum.py``). Empty: the env declares none.
         """
         return ()
 

@@ -72,7 +72,7 @@ def config_class(name: str) -> type:
 def build_learner(name: str, policy: Any, config: Any, temperature: float, tis_cap: float | None = None) -> Any:
     """The learner for ``name`` on ``policy`` with its config section ``config``.
 
-    ``tis_cap`` turns on the truncated importance-sampling correction (``marft_agents/tis.py``) in the
+    ``tis_cap`` turns on the truncated importance-sampling correction (``marft_agents/algorithms/tis.py``) in the
     learner's loss; the trainer recomputes the behaviour log-probs it needs.
     """
     config_cls, learner_cls = lookup(name)

@@ -28,11 +28,11 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from marft_agents.config_fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
-from marft_agents.losses import ensure_finite
-from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import AgentStep, Episode
-from marft_agents.sequential import SequentialConfig
+from marft_agents.algorithms.losses import ensure_finite
+from marft_agents.algorithms.sequential import SequentialConfig
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 
 
 class Learner(ABC):

@@ -31,14 +31,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.advantages import at_last_token, normalize, spread, token_advantages
+from marft_agents.algorithms.advantages import at_last_token, normalize, spread, token_advantages
 from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, pack
-from marft_agents.config_fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
-from marft_agents.critic import ValueHead, fit_critic, token_features
-from marft_agents.losses import masked_mean, mean_stats, ppo_clip_loss
-from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import AgentStep, Episode
-from marft_agents.tis import token_weights, weight_stats
+from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
+from marft_agents.algorithms.losses import masked_mean, mean_stats, ppo_clip_loss
+from marft_agents.algorithms.tis import token_weights, weight_stats
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 
 
 @dataclass

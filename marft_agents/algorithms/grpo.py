@@ -10,7 +10,7 @@
      plain GRPO outcome advantage of a whole LaMAS trajectory;
    - ``grouping="agent_round"``: the agent-steps of one agent in one round on one problem form a
      group; a later round's steps are compared only with steps of the same round;
-   - ``grouping="tree"``: tree sampling (``marft_agents/tree_rollout.py``): the trainer plays one tree
+   - ``grouping="tree"``: tree sampling (``marft_agents/rollout/tree.py``): the trainer plays one tree
      per problem, ``group_size`` candidates at every agent node from one context; the candidates of
      one node (key ``(problem, round, agent, node)``, the exact same prompt) form a group and are
      compared by their ``score`` (their round's team reward, or the mean of their continuations').
@@ -29,14 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.advantages import agent_scaled, group_relative, spread
+from marft_agents.algorithms.advantages import agent_scaled, group_relative, spread
 from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, steps_of
-from marft_agents.config_fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
-from marft_agents.losses import grpo_loss, masked_mean, mean_stats
-from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import AgentStep, Episode, RolloutEngine
-from marft_agents.tis import token_weights, weight_stats
-from marft_agents.tree_rollout import PICKS, TreeRollout
+from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
+from marft_agents.algorithms.tis import token_weights, weight_stats
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
+from marft_agents.rollout.tree import PICKS, TreeRollout
+from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 from marft_envs.branching import NotBranchableError, require_branching
 
 GROUPINGS = ("problem", "agent_round", "tree")
@@ -101,7 +101,7 @@ def tree_groups(steps: list[AgentStep]) -> tuple[torch.Tensor, torch.Tensor]:
     """``(scores, group ids)`` ``(N,)`` of tree-sampled steps; refuses steps a tree rollout did not tag."""
     if any(s.group is None or s.score is None for s in steps):
         raise ValueError(
-            "grpo.grouping=tree needs episodes from a tree rollout (marft_agents.tree_rollout.TreeRollout): "
+            "grpo.grouping=tree needs episodes from a tree rollout (marft_agents.rollout.tree.TreeRollout): "
             "some agent-steps have no sibling group or score"
         )
     ids: dict[tuple, int] = {}

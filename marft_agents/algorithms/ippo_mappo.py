@@ -28,13 +28,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from marft_agents.advantages import chain_gae, normalize, spread
+from marft_agents.algorithms.advantages import chain_gae, normalize, spread
 from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, apply, by_adapter, check_reduction, minibatches
-from marft_agents.critic import ValueHead, features, fit_critic
-from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
-from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import AgentStep, Episode
-from marft_agents.tis import action_weights, weight_stats
+from marft_agents.algorithms.critic import ValueHead, features, fit_critic
+from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
+from marft_agents.algorithms.tis import action_weights, weight_stats
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.layered import AgentStep, Episode
 
 IPPOConfig = MAPPOConfig = PPOSettings
 """Hyper-parameters of IPPO and of MAPPO (the same ones; MAPPO only centralises the critic): the shared PPO ones."""

@@ -12,7 +12,7 @@
 5. Agent-by-agent training (the original's ``agent_iteration_interval``): only agent
    ``(update // K) mod N`` learns in update ``update``; ``K = 0`` trains every agent every update.
 6. Optionally (``sequential.enabled``) the learning agents update one after another, each with its
-   advantages weighted by its predecessors' clipped product ratio (``marft_agents/sequential.py``, HAPPO-style).
+   advantages weighted by its predecessors' clipped product ratio (``marft_agents/algorithms/sequential.py``, HAPPO-style).
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from marft_agents.advantages import chain_gae, normalize, spread
+from marft_agents.algorithms.advantages import chain_gae, normalize, spread
 from marft_agents.algorithms.base import ChainSettings, CriticLearner, adapter_optimizers, apply, by_adapter, check_reduction, minibatches
-from marft_agents.critic import ValueHead, features, fit_critic
-from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
-from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import AgentStep, Episode
-from marft_agents.sequential import SequentialWeights, agent_order, round_robin
-from marft_agents.tis import action_weights, weight_stats
+from marft_agents.algorithms.critic import ValueHead, features, fit_critic
+from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
+from marft_agents.algorithms.sequential import SequentialWeights, agent_order, round_robin
+from marft_agents.algorithms.tis import action_weights, weight_stats
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.layered import AgentStep, Episode
 
 MARFTConfig = ChainSettings
 """Hyper-parameters of action-level MARFT: the shared PPO ones plus the multi-agent ones (``ChainSettings``)."""

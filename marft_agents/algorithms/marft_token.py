@@ -8,8 +8,8 @@ acting order:
 - a response's last token:          ``delta_k = r + gamma_agent * V(next agent's first token) - V_k``
 - the round's last agent's last:    ``delta_k = r + gamma * (1 - done) * V(next round's first token) - V_k``
 
-and GAE runs backwards over that sequence with ``lambda`` (:func:`marft_agents.advantages.token_gae`,
-:func:`marft_agents.advantages.token_advantages`).
+and GAE runs backwards over that sequence with ``lambda`` (:func:`marft_agents.algorithms.advantages.token_gae`,
+:func:`marft_agents.algorithms.advantages.token_advantages`).
 
 1. A per-token critic: the value head of action-level MARFT applied to the frozen base's hidden state
    at every response position (``LaMASPolicy.token_features``), computed once per update.
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.advantages import at_last_token, normalize, spread, token_advantages
+from marft_agents.algorithms.advantages import at_last_token, normalize, spread, token_advantages
 from marft_agents.algorithms.base import (
     ChainSettings,
     CriticLearner,
@@ -42,13 +42,13 @@ from marft_agents.algorithms.base import (
     minibatches,
     pack,
 )
-from marft_agents.config_fields import UNIT, ranged
-from marft_agents.critic import ValueHead, fit_critic, token_features
-from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
-from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import AgentStep, Episode
-from marft_agents.sequential import SequentialWeights, agent_order, round_robin
-from marft_agents.tis import token_weights, weight_stats
+from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
+from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
+from marft_agents.algorithms.sequential import SequentialWeights, agent_order, round_robin
+from marft_agents.algorithms.tis import token_weights, weight_stats
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.settings.fields import UNIT, ranged
 
 
 @dataclass

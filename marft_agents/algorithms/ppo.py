@@ -19,13 +19,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from marft_agents.advantages import chain_gae, normalize, spread
+from marft_agents.algorithms.advantages import chain_gae, normalize, spread
 from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, apply, by_adapter, check_reduction, minibatches
-from marft_agents.critic import ValueHead, features, fit_critic
-from marft_agents.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
-from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import AgentStep, Episode
-from marft_agents.tis import action_weights, weight_stats
+from marft_agents.algorithms.critic import ValueHead, features, fit_critic
+from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
+from marft_agents.algorithms.tis import action_weights, weight_stats
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.layered import AgentStep, Episode
 
 PPOConfig = PPOSettings
 """Hyper-parameters of single-agent PPO: the shared PPO ones, with MARFT's defaults for a fair comparison."""

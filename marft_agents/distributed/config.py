@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from marft_agents.config_fields import NON_NEGATIVE, POSITIVE, ranged
-from marft_agents.config_text import shown
+from marft_agents.settings.fields import NON_NEGATIVE, POSITIVE, ranged
+from marft_agents.settings.text import shown
 
 RAY_TEMP_MAX_CHARS = 40
 """Ray puts AF_UNIX sockets at ``<temp_dir>/session_<date>_<pid>/sockets/plasma_store`` (about 62 more

@@ -2,7 +2,7 @@
 
 :class:`WorkerPool` is what the trainer drives in place of its in-process rollout engine and
 generation engine (the same calls: ``collect``, ``sync``, ``close``, ``timings``), plus a greedy
-``evaluate`` with :func:`marft_agents.evaluation.evaluate`'s signature and result.
+``evaluate`` with :func:`marft_agents.rollout.evaluation.evaluate`'s signature and result.
 
 - **Split by episode index.** An update's episodes are cut into ``workers`` contiguous blocks of
   indices; block ``k`` always goes to worker ``k`` and is played the same way wherever it runs (env
@@ -29,9 +29,9 @@ from marft_agents.distributed import ClusterError, WorkerError
 from marft_agents.distributed.cluster import connect, disconnect, first_line
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.worker import RolloutWorker, WorkerSpec
-from marft_agents.evaluation import HELDOUT_SEED, episode_options, eval_plan, eval_result
-from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import Episode
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.evaluation import HELDOUT_SEED, episode_options, eval_plan, eval_result
+from marft_agents.rollout.layered import Episode
 
 FORWARDED_ENV = ("HF_", "MARFT_", "TRANSFORMERS_", "TOKENIZERS_", "OMP_")
 """Prefixes of this process's environment variables the workers also get (offline Hub, test hooks)."""
@@ -203,7 +203,7 @@ class WorkerPool:
         samples: int = 0,
         engine: Any = None,
     ) -> dict:
-        """Greedy held-out evaluation through the workers; :func:`~marft_agents.evaluation.evaluate`'s result.
+        """Greedy held-out evaluation through the workers; :func:`~marft_agents.rollout.evaluation.evaluate`'s result.
 
         ``policy`` and ``engine`` (the trainer's) are not used: the workers have their own.
         """

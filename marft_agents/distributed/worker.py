@@ -4,7 +4,7 @@
 It builds everything from a :class:`WorkerSpec` (the same model and adapters as the trainer's
 policy), loads the adapter weights the trainer publishes (:meth:`RolloutWorker.load`: a version and
 a reference to the weights in Ray's object store) and plays the episodes it is given: training
-episodes sampled per episode (:mod:`marft_agents.distributed.sampling`), or greedy evaluation
+episodes sampled per episode (:mod:`marft_agents.engines.seeded`), or greedy evaluation
 episodes. It keeps no state between calls but its envs and the weights, so a restarted worker plays
 a batch exactly as the first one would have.
 
@@ -71,7 +71,7 @@ class RolloutWorker:
         import torch
 
         import marft_envs
-        from marft_agents.policy import LaMASPolicy, load_base
+        from marft_agents.models.policy import LaMASPolicy, load_base
         from marft_envs.plugins import import_modules, resolve
 
         torch.set_num_threads(max(1, spec.threads))
@@ -98,7 +98,7 @@ class RolloutWorker:
     def _build_engine(self):
         g = self.spec.engine
         if g.get("engine", "hf") == "hf":
-            from marft_agents.distributed.sampling import EpisodeSeededEngine
+            from marft_agents.engines.seeded import EpisodeSeededEngine
 
             return EpisodeSeededEngine(self.policy)
         import tempfile
@@ -156,9 +156,9 @@ class RolloutWorker:
         version, index)``; evaluation episodes (``greedy=True``) use ``options`` and ``env_kwargs``.
         ``max_new_tokens`` overrides the spec's.
         """
-        from marft_agents.distributed.sampling import episode_seed
-        from marft_agents.policy import Sampling
-        from marft_agents.rollout import RolloutEngine
+        from marft_agents.engines.seeded import episode_seed
+        from marft_agents.models.policy import Sampling
+        from marft_agents.rollout.layered import RolloutEngine
 
         self.load(version, weights)
         kwargs = self.spec.env_kwargs if env_kwargs is None else env_kwargs

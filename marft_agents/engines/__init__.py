@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from marft_agents.engines.base import Engine, Request
-from marft_agents.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy
 
 ENGINES = ("hf", "vllm")
 

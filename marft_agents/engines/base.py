@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from marft_agents.policy import Generation, Sampling
+from marft_agents.models.policy import Generation, Sampling
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Request:
 
 
 class Engine(ABC):
-    """Generates layers of requests for a :class:`~marft_agents.policy.LaMASPolicy`'s adapters."""
+    """Generates layers of requests for a :class:`~marft_agents.models.policy.LaMASPolicy`'s adapters."""
 
     name: str = ""
     """The engine's name in ``generation.engine``."""

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from marft_agents.engines.base import Engine, Request
-from marft_agents.policy import Generation, LaMASPolicy, Sampling
+from marft_agents.models.policy import Generation, LaMASPolicy, Sampling
 
 
 class HFEngine(Engine):

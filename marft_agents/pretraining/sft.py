@@ -13,7 +13,7 @@ import time
 import torch
 from tqdm.auto import tqdm
 
-from marft_agents import lm
+from marft_agents.models import lm
 from marft_agents.pretraining.pretrain_config import PretrainConfig
 from marft_agents.pretraining.sft_data import Batch, SFTData
 from marft_agents.pretraining.sft_eval import evaluate_chain

@@ -9,7 +9,7 @@ RL policy sees exactly the token sequences it was trained on:
   ``env.observe("actor_0")`` -> ``\\boxed{31}`` (the last value of the steps, e.g. ``\\boxed{4/3}``);
 - ``solver`` of ``marft/MathSolo-v0``: ``env.observe("solver_0")`` -> the steps, a newline, the box.
 
-Prompt ids come from :func:`marft_agents.chat.prompt_ids` (the tokenizer's chat template); the target
+Prompt ids come from :func:`marft_agents.models.chat.prompt_ids` (the tokenizer's chat template); the target
 is the response ids plus the end-of-turn token. Problems come from the train split only.
 
 **The habit RL has to unlearn.** With ``unfinished_rate`` > 0, that fraction of the reasoner's
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents import lm
-from marft_agents.chat import messages, prompt_ids
+from marft_agents.models import lm
+from marft_agents.models.chat import messages, prompt_ids
 from marft_agents.pretraining.pretrain_config import PretrainConfig
 from marft_envs.tasks.math.base import load_profile
 from marft_envs.tasks.math.chain import MathChain

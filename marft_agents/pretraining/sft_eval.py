@@ -1,8 +1,8 @@
 """Held-out evaluation during and after pre-training, through the same rollout engine as ``marft eval``.
 
 The model being trained is wrapped as a one-adapter policy (:class:`ModelAsPolicy`) and played by
-:class:`marft_agents.rollout.RolloutEngine`; the metrics are those of
-:func:`marft_agents.evaluation.summarize` (``accuracy``, per-role ``own_accuracy`` and
+:class:`marft_agents.rollout.layered.RolloutEngine`; the metrics are those of
+:func:`marft_agents.rollout.evaluation.summarize` (``accuracy``, per-role ``own_accuracy`` and
 ``answer_accuracy_when_right``/``_wrong``, ...), plus what only pre-training reports: accuracy per
 problem level, whether the chain's reasoner finished its steps, and pass@k of sampled runs.
 """
@@ -15,11 +15,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from marft_agents import lm
-from marft_agents.chat import prompt_ids
-from marft_agents.evaluation import summarize
-from marft_agents.policy import Generation, Sampling
-from marft_agents.rollout import Episode, RolloutEngine
+from marft_agents.models import lm
+from marft_agents.models.chat import prompt_ids
+from marft_agents.models.policy import Generation, Sampling
+from marft_agents.rollout.evaluation import summarize
+from marft_agents.rollout.layered import Episode, RolloutEngine
 from marft_envs.tasks.math.chain import MathChain
 from marft_envs.tasks.math.problems import Problem
 from marft_envs.tasks.math.solo import MathSolo

@@ -1,6 +1,6 @@
 """Adapters to and from other projects' APIs, each behind the ``adapters`` extra (docs/adapters.md).
 
-- outward to TRL: :mod:`marft_agents.trl_rollout` (it generates with torch, so it lives in
+- outward to TRL: :mod:`marft_agents.rollout.trl` (it generates with torch, so it lives in
   ``marft_agents``; this package stays torch-free), a ``rollout_func`` and reward functions that
   let TRL's ``GRPOTrainer`` train on marft envs.
 - :mod:`marft_envs.adapters.textarena` (inward): TextArena's multi-player games as FlexEnv ids

@@ -9,7 +9,7 @@ of attempts (the MARFT paper's protocol). ``max_cycles=N``, PettingZoo's name fo
 (or, without feedback, after the first, except in a debate, which runs all its rounds).
 
 ``rounds`` is these families' attempts option: they are registered with ``attempts_option="rounds"``
-and ``eval_kwargs={"split": "test"}``, so held-out evaluation sets it (:mod:`marft_agents.evaluation`).
+and ``eval_kwargs={"split": "test"}``, so held-out evaluation sets it (:mod:`marft_agents.rollout.evaluation`).
 
 Role prompts come from a profile (:mod:`marft_envs.tasks.profiles`); rewards are split between the
 agents by a credit mode (:mod:`marft_envs.rewards.credit`). A family says which package ships its

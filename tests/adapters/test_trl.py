@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import marft_envs  # noqa: E402
-from marft_agents.trl_rollout import MarftRollout, agent_step_dataset, env_reward, parse_slot, slot_prompt, solo_dataset, solo_reward  # noqa: E402
+from marft_agents.rollout.trl import MarftRollout, agent_step_dataset, env_reward, parse_slot, slot_prompt, solo_dataset, solo_reward  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -109,7 +109,7 @@ class FakeTrainer:
 
 
 def test_rollout_rows_follow_the_prompts_and_mask_slots_the_episode_never_reached(monkeypatch, tmp_path):
-    import marft_agents.trl_rollout as adapter
+    import marft_agents.rollout.trl as adapter
 
     _, tokenizer = tiny_model()
     answers = {"reasoner_0": "think", "actor_0": "\\boxed{0}"}
@@ -179,7 +179,7 @@ def test_grpo_trains_with_the_solo_reward(tmp_path):
 
 
 def test_logprobs_are_the_sampling_distributions(tmp_path):
-    import marft_agents.trl_rollout as adapter
+    import marft_agents.rollout.trl as adapter
 
     model, tokenizer = tiny_model()
     trainer = trl.GRPOTrainer(
@@ -214,7 +214,7 @@ def test_the_adapters_venv_keeps_the_cpu_torch_and_no_vision_audio_packages():
 
 
 def test_a_rows_reward_is_the_agents_return_from_its_round_on():
-    from marft_agents.trl_rollout import Episode, Step
+    from marft_agents.rollout.trl import Episode, Step
 
     episode = Episode(seed=0)
     for (agent, round), reward in {("a_0", 0): 0.5, ("b_0", 0): 1.0, ("a_0", 1): 2.0, ("b_0", 1): -1.0}.items():

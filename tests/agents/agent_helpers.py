@@ -5,9 +5,9 @@ from pathlib import Path
 
 import torch
 
-from marft_agents.config import TrainConfig
-from marft_agents.rollout import AgentStep, Episode
-from marft_agents.trainer import train
+from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.training.config import TrainConfig
+from marft_agents.training.trainer import train
 
 
 def episode(index: int, rounds: list[list[tuple[str, float]]]) -> Episode:

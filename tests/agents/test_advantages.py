@@ -1,4 +1,4 @@
-"""Hand-computed checks of marft_agents.advantages (chain GAE, normalisation, GRPO groups).
+"""Hand-computed checks of marft_agents.algorithms.advantages (chain GAE, normalisation, GRPO groups).
 
 Every expected number below is worked out by hand in the comment next to it; none comes from the
 function under test. Notation: agent-steps k = 0..T-1 in acting order, ``A_k = delta_k +
@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from marft_agents.advantages import chain_gae, group_relative, normalize
+from marft_agents.algorithms.advantages import chain_gae, group_relative, normalize
 
 F, T_ = False, True
 

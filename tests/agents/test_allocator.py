@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from marft_agents import allocator
+from marft_agents.training import allocator
 
 glibc = pytest.mark.skipif(allocator._libc() is None, reason="the C library is not glibc")
 
@@ -17,7 +17,7 @@ glibc = pytest.mark.skipif(allocator._libc() is None, reason="the C library is n
 # top cannot be trimmed), and free the big ones. RSS in MiB before, at the peak and after.
 PROBE = """
 import json, os, sys
-from marft_agents import allocator
+from marft_agents.training import allocator
 if sys.argv[1] == "hold":
     assert allocator.hold_mmap_threshold()
 def rss():

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from marft_agents import checkpoint as ckpt
 from marft_agents.cli import main as cli
-from marft_agents.run_lock import RunLock
+from marft_agents.runs import checkpoint as ckpt
+from marft_agents.runs.lock import RunLock
 
 
 def snapshot(folder: Path) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Config fields carry their range (``marft_agents/config_fields.py``): shipped and plugin configs are checked alike."""
+"""Config fields carry their range (``marft_agents/settings/fields.py``): shipped and plugin configs are checked alike."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from marft_agents import algorithms
 from marft_agents.algorithms.base import Learner
 from marft_agents.algorithms.grpo import GRPOConfig
-from marft_agents.config import ConfigError, load, validate
-from marft_agents.config_fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, SEED, TEMPERATURE, UNIT, Ranged, check_value, ranged
+from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, SEED, TEMPERATURE, UNIT, Ranged, check_value, ranged
+from marft_agents.training.config import ConfigError, load, validate
 
 # (rule, value, accepted?)
 TABLE = [
@@ -104,7 +104,7 @@ def test_the_cli_refuses_a_plugin_field_in_one_line(tmp_path):
         "import dataclasses\n"
         "from marft_agents import algorithms\n"
         "from marft_agents.algorithms.base import Learner\n"
-        "from marft_agents.config_fields import POSITIVE, ranged\n\n"
+        "from marft_agents.settings.fields import POSITIVE, ranged\n\n"
         "@dataclasses.dataclass\n"
         "class C:\n"
         '    """Config."""\n\n'

@@ -6,8 +6,8 @@ import torch
 
 import marft_envs
 from marft_agents.algorithms.cory import CORY, CORYConfig, adaptive_kl_coef, pioneer_at
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
 
 
 def test_adaptive_kl_coef_by_hand():
@@ -108,8 +108,8 @@ def test_cory_needs_two_adapters(tiny_model_dir):
 
 
 def test_trainer_evaluates_each_policy_alone(tiny_model_dir, tmp_path, monkeypatch):
-    from marft_agents import trainer
-    from marft_agents.config import TrainConfig
+    from marft_agents.training import trainer
+    from marft_agents.training.config import TrainConfig
 
     seen = []
     real = trainer.evaluate
@@ -142,8 +142,8 @@ def test_resumed_run_ends_with_the_same_metrics(tiny_model_dir, tmp_path, algo):
     # the original's reset) happen in before_collect: a resumed run must replay all of it exactly.
     import json
 
-    from marft_agents.config import TrainConfig
-    from marft_agents.trainer import train
+    from marft_agents.training.config import TrainConfig
+    from marft_agents.training.trainer import train
 
     def config(run_dir, updates):
         c = TrainConfig(

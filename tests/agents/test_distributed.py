@@ -14,15 +14,15 @@ import pytest
 import torch
 
 import marft_envs
-from marft_agents.config import ConfigError, TrainConfig, validate
 from marft_agents.distributed import ClusterError, WorkerError
 from marft_agents.distributed.config import DistributedConfig
-from marft_agents.distributed.sampling import EpisodeSeededEngine, episode_seed
 from marft_agents.engines.base import Request
-from marft_agents.evaluation import evaluate
-from marft_agents.policy import Sampling
-from marft_agents.rollout import AgentStep, Episode, check_on_policy
-from marft_agents.trainer import build_policy
+from marft_agents.engines.seeded import EpisodeSeededEngine, episode_seed
+from marft_agents.models.policy import Sampling
+from marft_agents.rollout.evaluation import evaluate
+from marft_agents.rollout.layered import AgentStep, Episode, check_on_policy
+from marft_agents.training.config import ConfigError, TrainConfig, validate
+from marft_agents.training.trainer import build_policy
 
 ENV = "marft/MathChain-v0"
 
@@ -104,8 +104,8 @@ def test_steps_of_another_version_are_refused():
 
 
 def test_the_trainer_refuses_steps_of_an_older_version(tiny_model_dir, tmp_path, monkeypatch):
-    from marft_agents.rollout import RolloutEngine
-    from marft_agents.trainer import train
+    from marft_agents.rollout.layered import RolloutEngine
+    from marft_agents.training.trainer import train
 
     collect = RolloutEngine.collect
 

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from marft_agents import checkpoint as ckpt
 from marft_agents.cli import main as cli
 from marft_agents.cli import policy_from_run
-from marft_agents.config import load
-from marft_agents.evaluation import evaluate
-from marft_agents.trainer import build_policy, train
+from marft_agents.rollout.evaluation import evaluate
+from marft_agents.runs import checkpoint as ckpt
+from marft_agents.training.config import load
+from marft_agents.training.trainer import build_policy, train
 
 pytest.importorskip("ray")
 

@@ -9,10 +9,10 @@ import torch
 import marft_envs
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.cli import main as cli
-from marft_agents.config import ConfigError, TrainConfig, load, validate
-from marft_agents.policy import Sampling
-from marft_agents.rollout import RolloutEngine
-from marft_agents.trainer import build_policy
+from marft_agents.models.policy import Sampling
+from marft_agents.rollout.layered import RolloutEngine
+from marft_agents.training.config import ConfigError, TrainConfig, load, validate
+from marft_agents.training.trainer import build_policy
 
 
 def snapshot(policy):
@@ -106,13 +106,13 @@ SAPPHIRE = AVX2 | {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}
     ],
 )
 def test_auto_picks_bf16_only_where_the_hardware_has_it(dtype, flags, cuda, resolved):
-    from marft_agents.cpu import resolve_dtype
+    from marft_agents.models.dtype import resolve_dtype
 
     assert resolve_dtype(dtype, cuda=cuda, flags=flags) == resolved
 
 
 def test_explicit_bf16_on_a_cpu_without_it_warns_once_in_one_line():
-    from marft_agents import cpu
+    from marft_agents.models import dtype as cpu
 
     cpu._warn_once.cache_clear()
     with pytest.warns(RuntimeWarning) as caught:

@@ -6,12 +6,12 @@ import pytest
 import torch
 
 import marft_envs
-from marft_agents.config import ConfigError, TrainConfig, load, to_dict, validate
 from marft_agents.engines import Request, make_engine
 from marft_agents.engines.hf import HFEngine
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
-from marft_agents.trainer import train
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
+from marft_agents.training.config import ConfigError, TrainConfig, load, to_dict, validate
+from marft_agents.training.trainer import train
 
 
 def make_policy(model_dir, agents, mode="lora"):

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import marft_envs
-from marft_agents.evaluation import HELDOUT_SEED, PROTOCOLS, eval_plan, evaluate, role_diagnostics, summarize
-from marft_agents.report import summary_table
-from marft_agents.rollout import AgentStep, Episode
+from marft_agents.rollout.evaluation import HELDOUT_SEED, PROTOCOLS, eval_plan, evaluate, role_diagnostics, summarize
+from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.runs.report import summary_table
 from marft_envs import FlexEnv, RoundResult
 
 
@@ -204,7 +204,7 @@ def test_the_default_heldout_options_let_the_seeds_pick_the_episodes():
     ],
 )
 def test_evaluate_says_which_protocol_it_used(env_id, env_kwargs, rounds, expected, tiny_model_dir):
-    from marft_agents.policy import LaMASPolicy, load_base
+    from marft_agents.models.policy import LaMASPolicy, load_base
 
     model, tokenizer = load_base(str(tiny_model_dir))
     policy = LaMASPolicy(model, tokenizer, marft_envs.make(env_id, **env_kwargs).possible_agents)
@@ -221,8 +221,8 @@ def test_max_cycles_does_not_override_the_evaluated_attempts():
 
 
 def test_a_task_that_declares_mean_return_gets_it_as_its_headline():
-    from marft_agents.evaluation import EvalPlan, eval_result
-    from marft_agents.report import headline
+    from marft_agents.rollout.evaluation import EvalPlan, eval_result
+    from marft_agents.runs.report import headline
 
     plan = EvalPlan({}, True, "single_pass", 1, "mean_return")
     result = eval_result([], plan)
@@ -250,7 +250,7 @@ class _E:
     ],
 )
 def test_transcripts_keep_rewarded_and_unrewarded_episodes(rewards, n, kept):
-    from marft_agents.evaluation import pick_transcripts
+    from marft_agents.rollout.evaluation import pick_transcripts
 
     episodes = [_E(i, r) for i, r in enumerate(rewards)]
     assert [e.index for e in pick_transcripts(episodes, n)] == kept

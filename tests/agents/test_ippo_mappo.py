@@ -14,8 +14,8 @@ import marft_envs
 from marft_agents.algorithms.base import flatten
 from marft_agents.algorithms.ippo_mappo import IPPO, MAPPO, IPPOConfig, MAPPOConfig, ValueHeads, agent_streams, per_agent_gae
 from marft_agents.cli import main as cli
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
 
 # ------------------------------------------------------------------------------------------- maths
 

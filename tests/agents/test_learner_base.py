@@ -12,9 +12,9 @@ import torch
 import marft_envs
 from marft_agents import algorithms
 from marft_agents.algorithms.base import Learner, apply, by_adapter, minibatches
-from marft_agents.losses import NonFiniteLossError
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
+from marft_agents.algorithms.losses import NonFiniteLossError
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
 
 
 class Noop(Learner):

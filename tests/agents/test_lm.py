@@ -1,4 +1,4 @@
-"""The causal-LM mechanics (``marft_agents.lm``), and numbers pinned from the embedded model.
+"""The causal-LM mechanics (``marft_agents.models.lm``), and numbers pinned from the embedded model.
 
 The pinned numbers were recorded from the policy before its mechanics moved into ``lm.py``: the
 tokens it generates (greedy and sampled with a fixed seed), their behaviour log-probs, the scores and
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import marft_envs
-from marft_agents import lm
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models import lm
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
 
 
 def test_left_pad_puts_padding_first():

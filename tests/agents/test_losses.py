@@ -1,4 +1,4 @@
-"""Hand-computed checks of marft_agents.losses (PPO clip, value loss, KL, entropy).
+"""Hand-computed checks of marft_agents.algorithms.losses (PPO clip, value loss, KL, entropy).
 
 Every expected number is worked out by hand in the comment next to it; none comes from the function
 under test.
@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from marft_agents.losses import (
+from marft_agents.algorithms.losses import (
     action_logps,
     approx_kl,
     clipped_value_loss,

@@ -7,8 +7,8 @@ import torch
 import marft_envs
 from marft_agents.algorithms.base import flatten
 from marft_agents.algorithms.marft import MARFT, MARFTConfig, compute_advantages
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
 
 
 def setup(model_dir, mode="lora", env_id="marft/MathChain-v0", **cfg):

@@ -11,11 +11,11 @@ import torch
 from torch.testing import assert_close
 
 import marft_envs
-from marft_agents.advantages import token_advantages, token_gae
+from marft_agents.algorithms.advantages import token_advantages, token_gae
 from marft_agents.algorithms.base import pack
 from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
 
 F, T_ = False, True
 

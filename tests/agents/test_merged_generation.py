@@ -8,11 +8,11 @@ import torch
 
 import marft_envs
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
-from marft_agents.config import ConfigError, TrainConfig, load, validate
 from marft_agents.engines import make_engine
-from marft_agents.policy import Sampling
-from marft_agents.rollout import RolloutEngine
-from marft_agents.trainer import build_policy, train
+from marft_agents.models.policy import Sampling
+from marft_agents.rollout.layered import RolloutEngine
+from marft_agents.training.config import ConfigError, TrainConfig, load, validate
+from marft_agents.training.trainer import build_policy, train
 
 AGENTS = ["reasoner_0", "actor_0"]
 

@@ -19,7 +19,7 @@ from real_model_helpers import REAL, real_model_cache
 
 from marft_agents import cli
 from marft_agents.models import named
-from marft_agents.policy import load_base
+from marft_agents.models.policy import load_base
 
 FAKE = "fake-tiny"
 

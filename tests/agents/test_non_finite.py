@@ -7,12 +7,12 @@ import pytest
 import torch
 
 import marft_envs
-from marft_agents import checkpoint as ckpt
+from marft_agents.algorithms.losses import NonFiniteLossError
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.cli import main as cli
-from marft_agents.losses import NonFiniteLossError
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
+from marft_agents.runs import checkpoint as ckpt
 
 
 def nan_scores(policy):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from marft_agents.plotting import plot_run, trailing_mean
+from marft_agents.runs.plots import plot_run, trailing_mean
 
 
 def test_trailing_mean_by_hand():

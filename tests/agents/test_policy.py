@@ -4,8 +4,8 @@ import pytest
 import torch
 
 import marft_envs
-from marft_agents.policy import LaMASPolicy, ModelNotFoundError, Sampling, load_base
-from marft_agents.rollout import AECAsLayered, RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, ModelNotFoundError, Sampling, load_base
+from marft_agents.rollout.layered import AECAsLayered, RolloutEngine
 
 
 def make_policy(model_dir, agents, mode="lora"):

@@ -12,8 +12,8 @@ import marft_envs
 from marft_agents.algorithms.marft import compute_advantages
 from marft_agents.algorithms.ppo import PPO, PPOConfig
 from marft_agents.cli import main as cli
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import AgentStep, RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import AgentStep, RolloutEngine
 
 
 def solo_step(t: int, reward: float, done: bool) -> AgentStep:

@@ -15,11 +15,11 @@ import marft_envs
 from marft_agents.algorithms.grpo import GRPO, GRPOConfig
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.cli import main as cli
-from marft_agents.config import TrainConfig
 from marft_agents.models import named
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
-from marft_agents.trainer import build_policy
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
+from marft_agents.training.config import TrainConfig
+from marft_agents.training.trainer import build_policy
 
 pytestmark = pytest.mark.real_model
 LAYERS = 30  # SmolLM2-135M's decoder layers
@@ -211,7 +211,7 @@ def test_marft_train_by_name_offline_and_resume_bit_identical(tmp_path, monkeypa
         return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
     assert len(metrics(straight)) == 2 and metrics(straight) == metrics(resumed)
-    from marft_agents import checkpoint as ckpt
+    from marft_agents.runs import checkpoint as ckpt
 
     a, b = (ckpt.load_checkpoint(ckpt.latest_checkpoint(run / "checkpoints"))["algo"]["adapters"] for run in (straight, resumed))
     for adapter in a:

@@ -10,11 +10,11 @@ import pytest
 import torch
 from agent_helpers import episode
 
-from marft_agents.advantages import spread
-from marft_agents.curriculum import DifficultySampler, level_weights, running_success, sampler_rng, succeeded
-from marft_agents.dynamic_sampling import collect_informative, draw_indices, pick_groups
-from marft_agents.report import zero_reward_warning
-from marft_agents.reward_signal import groups_of, has_spread, no_signal, no_signal_warning, options_to_try, signal_metrics, summary_of
+from marft_agents.algorithms.advantages import spread
+from marft_agents.runs.report import zero_reward_warning
+from marft_agents.signal.curriculum import DifficultySampler, level_weights, running_success, sampler_rng, succeeded
+from marft_agents.signal.diagnostics import groups_of, has_spread, no_signal, no_signal_warning, options_to_try, signal_metrics, summary_of
+from marft_agents.signal.dynamic import collect_informative, draw_indices, pick_groups
 
 
 def solo(index: int, reward: float):

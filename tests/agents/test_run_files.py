@@ -9,10 +9,10 @@ import signal
 import pytest
 import torch
 
-from marft_agents import checkpoint as ckpt
-from marft_agents import run_files
-from marft_agents.interrupts import RunInterrupted, StopOnSignal
-from marft_agents.run_lock import LOCK, RunLock, RunLockedError
+from marft_agents.runs import checkpoint as ckpt
+from marft_agents.runs import files as run_files
+from marft_agents.runs.lock import LOCK, RunLock, RunLockedError
+from marft_agents.training.interrupts import RunInterrupted, StopOnSignal
 
 
 @pytest.fixture
@@ -178,7 +178,7 @@ def test_take_back_restores_the_handlers_a_library_replaced():
 
 
 def test_a_dangling_link_counts_as_a_run_file(run, outside):
-    from marft_agents import run_folder
+    from marft_agents.runs import folder as run_folder
 
     assert not run_folder.holds_run(run)
     (run / "metrics.jsonl").symlink_to(outside / "nothing-here")

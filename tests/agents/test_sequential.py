@@ -10,9 +10,17 @@ from torch.testing import assert_close
 import marft_envs
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
-from marft_agents.sequential import SequentialConfig, SequentialWeights, accumulate, agent_order, clipped_weight, round_index, round_robin
+from marft_agents.algorithms.sequential import (
+    SequentialConfig,
+    SequentialWeights,
+    accumulate,
+    agent_order,
+    clipped_weight,
+    round_index,
+    round_robin,
+)
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
 
 
 def test_clipped_weight_clips_the_product_in_log_space():

@@ -7,12 +7,12 @@ import json
 import pytest
 import torch
 
-from marft_agents import checkpoint as ckpt
-from marft_agents.config import ConfigError, TrainConfig
-from marft_agents.curriculum import level_weights
-from marft_agents.init_from import load_init_adapters, save_adapters_run
-from marft_agents.report import summary_table
-from marft_agents.trainer import build_policy, train
+from marft_agents.runs import checkpoint as ckpt
+from marft_agents.runs.report import summary_table
+from marft_agents.signal.curriculum import level_weights
+from marft_agents.training.config import ConfigError, TrainConfig
+from marft_agents.training.init_from import load_init_adapters, save_adapters_run
+from marft_agents.training.trainer import build_policy, train
 
 PARITY = "signal_env:ParityTask"  # tests/agents/signal_env.py
 

@@ -8,8 +8,8 @@ from marft_agents.algorithms.base import pack, steps_of
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.algorithms.marft_token import MARFTToken
 from marft_agents.engines.base import Engine
-from marft_agents.policy import Generation, LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
+from marft_agents.models.policy import Generation, LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
 from marft_envs.tasks.booking import Booking
 from marft_envs.tasks.booking.scripted import call
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from marft_agents.chat import messages, prompt_ids
+from marft_agents.models.chat import messages, prompt_ids
 from marft_agents.pretraining.pretrain import PretrainConfig, SFTData, last_value, main, pretrain, role_examples, unfinished
 from marft_agents.pretraining.sft import sft_loss
 from marft_agents.pretraining.sft_data import collate

@@ -10,12 +10,12 @@ import torch
 
 import marft_envs
 from marft_agents.algorithms import build_learner, config_class, names
-from marft_agents.config import ConfigError, TrainConfig, load, validate
-from marft_agents.losses import action_logps, grpo_loss, ppo_clip_loss, reduce_batch, truncated_is_weights
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import AgentStep, RolloutEngine
-from marft_agents.tis import action_weights, recompute_behaviour, token_weights, weight_stats
-from marft_agents.trainer import train
+from marft_agents.algorithms.losses import action_logps, grpo_loss, ppo_clip_loss, reduce_batch, truncated_is_weights
+from marft_agents.algorithms.tis import action_weights, recompute_behaviour, token_weights, weight_stats
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import AgentStep, RolloutEngine
+from marft_agents.training.config import ConfigError, TrainConfig, load, validate
+from marft_agents.training.trainer import train
 
 # -- the weights: pure maths ------------------------------------------------------------------------
 
@@ -190,7 +190,7 @@ def test_recompute_behaviour_keeps_the_engine_log_probs_and_takes_the_trainers(t
 
 
 def test_a_run_with_the_correction_logs_its_weights_and_trains(tiny_model_dir, tmp_path, monkeypatch):
-    from marft_agents import trainer
+    from marft_agents.training import trainer
 
     config = TrainConfig(
         model=str(tiny_model_dir),

@@ -5,11 +5,11 @@ import json
 import pytest
 import torch
 
-from marft_agents import checkpoint as ckpt
 from marft_agents.cli import main as cli
 from marft_agents.cli import policy_from_run
-from marft_agents.config import ConfigError, TrainConfig, load
-from marft_agents.trainer import train
+from marft_agents.runs import checkpoint as ckpt
+from marft_agents.training.config import ConfigError, TrainConfig, load
+from marft_agents.training.trainer import train
 
 
 def tiny_config(model_dir, run_dir, **overrides):
@@ -153,8 +153,8 @@ def test_cli_envs_lists_ids(capsys):
 
 
 def test_a_group_split_across_updates_is_refused_before_any_work(tiny_model_dir, tmp_path):
-    from marft_agents.config import TrainConfig
-    from marft_agents.trainer import train
+    from marft_agents.training.config import TrainConfig
+    from marft_agents.training.trainer import train
 
     config = TrainConfig(model=str(tiny_model_dir), algo="grpo", episodes_per_update=6, run_dir=str(tmp_path / "run"))
     with pytest.raises(ValueError, match="multiple of grpo's group size 4"):

@@ -13,12 +13,12 @@ import torch
 from torch.testing import assert_close
 
 import marft_envs
-from marft_agents.advantages import agent_scaled
+from marft_agents.algorithms.advantages import agent_scaled
 from marft_agents.algorithms.grpo import grpo_advantages, training_steps
 from marft_agents.engines.base import Engine
-from marft_agents.policy import Generation, LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import AgentStep, Episode, RolloutEngine
-from marft_agents.tree_rollout import TreeRollout
+from marft_agents.models.policy import Generation, LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
+from marft_agents.rollout.tree import TreeRollout
 from marft_envs import DependencyGraph, FlexEnv, RoundResult
 
 EPS = 1e-6
@@ -352,7 +352,7 @@ def test_cli_refuses_tree_sampling_on_an_env_that_cannot_branch_before_any_work(
 
 
 def tree_config(model_dir, run_dir, *, updates: int):
-    from marft_agents.config import from_dict
+    from marft_agents.training.config import from_dict
 
     return from_dict(
         {
@@ -379,7 +379,7 @@ def tree_config(model_dir, run_dir, *, updates: int):
 
 
 def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_model_dir, tmp_path, monkeypatch):
-    from marft_agents import trainer
+    from marft_agents.training import trainer
 
     torch.set_num_threads(1)
     built = {}
@@ -415,7 +415,7 @@ def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_
 
 
 def test_a_resumed_tree_run_ends_with_the_same_metrics(tiny_model_dir, tmp_path):
-    from marft_agents.trainer import train
+    from marft_agents.training.trainer import train
 
     torch.set_num_threads(1)
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"

@@ -11,8 +11,8 @@ import torch
 
 import marft_envs
 from marft_agents.engines import Request
-from marft_agents.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout import RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
 
 pytestmark = [
     pytest.mark.vllm,

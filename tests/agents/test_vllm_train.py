@@ -10,8 +10,8 @@ import json
 import pytest
 
 from marft_agents.cli import main as cli
-from marft_agents.config import TrainConfig
-from marft_agents.trainer import train
+from marft_agents.training.config import TrainConfig
+from marft_agents.training.trainer import train
 
 pytestmark = [
     pytest.mark.vllm,

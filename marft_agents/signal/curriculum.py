@@ -22,7 +22,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from marft_agents.rollout import Episode
+from marft_agents.rollout.layered import Episode
 
 
 def running_success(outcomes: Sequence[bool]) -> float | None:

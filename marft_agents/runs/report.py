@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from marft_agents import run_files
-from marft_agents.rollout import Episode
+from marft_agents.runs import files as run_files
+from marft_agents.rollout.layered import Episode
 from marft_envs.outcomes import REWARD_COMPONENTS
 
 SAMPLES = "samples"
@@ -103,26 +103,6 @@ def zero_reward_warning(updates_seen: int, model: str = "embedded", options: lis
 
 
 # -- transcripts ------------------------------------------------------------------------------------
-
-
-def transcript(episode: Episode) -> dict:
-    """One episode as plain data: every agent-step's observation, action and reward, and the outcome."""
-    return {
-        "episode": episode.index,
-        "solved": episode.solved,
-        "return": sum(s.reward for s in episode.steps),
-        "steps": [
-            {
-                "round": s.round,
-                "agent": s.agent,
-                "observation": s.observation,
-                "action": s.text,
-                "reward": s.reward,
-                "reward_components": s.info.get(REWARD_COMPONENTS, {}),
-            }
-            for s in episode.steps
-        ],
-    }
 
 
 def write_samples(run_dir: Path, name: str, transcripts: list[dict]) -> Path:

@@ -6,7 +6,7 @@ that sampled them (same temperature; top-k/top-p are deliberately not offered, s
 needs the exact sampling distribution), scores them under the reference policy (the base with
 adapters disabled, no extra copy), and extracts frozen base features for the critic. The causal-LM
 mechanics (padding, the shared-prefix forward pass, the pinned sampling config) live in
-:mod:`marft_agents.lm`.
+:mod:`marft_agents.models.lm`.
 
 Adapter modes:
 
@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from marft_agents import lm
-from marft_agents.chat import prompt_ids
+from marft_agents.models import lm
+from marft_agents.models.chat import prompt_ids
 from marft_agents.models.named import resolve as resolve_named
 
 ADAPTER_MODES = ("lora", "shared", "copies")

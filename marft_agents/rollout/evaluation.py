@@ -29,9 +29,8 @@ import numpy as np
 
 import marft_envs
 from marft_agents.engines.base import Engine
-from marft_agents.policy import LaMASPolicy, Sampling
-from marft_agents.report import transcript
-from marft_agents.rollout import Episode, RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling
+from marft_agents.rollout.layered import Episode, RolloutEngine
 from marft_envs.outcomes import OWN_CORRECT, REWARD_COMPONENTS
 
 HELDOUT_SEED = 20_251_130  # fixed: every run evaluates on the same held-out problems
@@ -125,6 +124,26 @@ def eval_result(episodes: list[Episode], plan: EvalPlan, samples: int = 0) -> di
     if samples:  # whole transcripts, for the run folder
         out["samples"] = [transcript(e) for e in pick_transcripts(episodes, samples)]
     return out
+
+
+def transcript(episode: Episode) -> dict:
+    """One episode as plain data: every agent-step's observation, action and reward, and the outcome."""
+    return {
+        "episode": episode.index,
+        "solved": episode.solved,
+        "return": sum(s.reward for s in episode.steps),
+        "steps": [
+            {
+                "round": s.round,
+                "agent": s.agent,
+                "observation": s.observation,
+                "action": s.text,
+                "reward": s.reward,
+                "reward_components": s.info.get(REWARD_COMPONENTS, {}),
+            }
+            for s in episode.steps
+        ],
+    }
 
 
 def pick_transcripts(episodes: list[Episode], n: int) -> list[Episode]:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from marft_agents import run_files
+from marft_agents.runs import files as run_files
 
 LATEST = "latest"
 

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from marft_agents.engines.base import Engine, Request
-from marft_agents.policy import LaMASPolicy, Sampling
+from marft_agents.models.policy import LaMASPolicy, Sampling
 from marft_envs.outcomes import SOLVED
 
 
@@ -61,9 +61,9 @@ class AgentStep:
     """What the env showed the agent (its text fields), for transcripts; the prompt holds it tokenised."""
     engine_logps: torch.Tensor | None = None
     """The engine's own log-probs of the response tokens, once the trainer has recomputed ``token_logps``
-    with its model for the truncated importance-sampling correction (``marft_agents/tis.py``); else None."""
+    with its model for the truncated importance-sampling correction (``marft_agents/algorithms/tis.py``); else None."""
     group: tuple | None = None
-    """Tree sampling (``marft_agents/tree_rollout.py``): the sibling group ``(problem, round, agent, node)``
+    """Tree sampling (``marft_agents/rollout/tree.py``): the sibling group ``(problem, round, agent, node)``
     whose members share this exact prompt; None in a plain rollout."""
     score: float | None = None
     """Tree sampling: the value the sibling group compares (its round's team reward, or the mean of its

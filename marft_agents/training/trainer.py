@@ -22,23 +22,27 @@ import numpy as np
 import torch
 
 import marft_envs
-from marft_agents import checkpoint as ckpt
-from marft_agents import report, reward_signal, run_files, run_folder, run_setup
 from marft_agents.algorithms import build_learner, lookup
-from marft_agents.batch_collection import BatchCollector
-from marft_agents.batch_collection import check as check_signal_options
-from marft_agents.config import ConfigError, TrainConfig, shown, to_dict, validate
-from marft_agents.distributed.sampling import EpisodeSeededEngine
-from marft_agents.env_options import check_env_kwargs
-from marft_agents.evaluation import evaluate, summarize
-from marft_agents.init_from import load_init_adapters
-from marft_agents.interrupts import RunInterrupted, StopOnSignal
-from marft_agents.metrics_log import MetricsLog, Timings
-from marft_agents.policy import LaMASPolicy, Sampling
-from marft_agents.rollout import RolloutEngine, check_on_policy
-from marft_agents.run_lock import RunLock
-from marft_agents.run_setup import build_engine, build_policy, check_resumable, seed_everything, start_workers
-from marft_agents.tis import recompute_behaviour
+from marft_agents.algorithms.tis import recompute_behaviour
+from marft_agents.engines.seeded import EpisodeSeededEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling
+from marft_agents.rollout.evaluation import evaluate, summarize
+from marft_agents.rollout.layered import RolloutEngine, check_on_policy
+from marft_agents.runs import checkpoint as ckpt
+from marft_agents.runs import files as run_files
+from marft_agents.runs import folder as run_folder
+from marft_agents.runs import report
+from marft_agents.runs.lock import RunLock
+from marft_agents.runs.metrics import MetricsLog, Timings
+from marft_agents.signal import diagnostics as reward_signal
+from marft_agents.signal.collection import BatchCollector
+from marft_agents.signal.collection import check as check_signal_options
+from marft_agents.training import setup as run_setup
+from marft_agents.training.config import ConfigError, TrainConfig, shown, to_dict, validate
+from marft_agents.training.env_options import check_env_kwargs
+from marft_agents.training.init_from import load_init_adapters
+from marft_agents.training.interrupts import RunInterrupted, StopOnSignal
+from marft_agents.training.setup import build_engine, build_policy, check_resumable, seed_everything, start_workers
 from marft_envs.plugins import resolve as resolve_env
 
 ZERO_REWARD_UPDATES = 10
@@ -178,7 +182,7 @@ def _train(
             check_on_policy(episodes, update - 1)
         else:
             algo.before_collect(envs, update)
-            episodes, sampling = collector.collect(update)  # signal.* options: marft_agents/batch_collection.py
+            episodes, sampling = collector.collect(update)  # signal.* options: marft_agents/signal/collection.py
             check_on_policy(episodes, update)
         due = (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates
         # not across a checkpoint, so a run resumed from it plays on exactly as one that was never stopped
@@ -311,7 +315,7 @@ def _finish(run_dir: Path, quiet: bool, summary: dict[str, Any]) -> dict[str, An
     """Write summary.json and the curves, print the results table (unless ``quiet``); returns the summary."""
     run_files.write_text(run_dir, "summary.json", json.dumps(summary, indent=2))
     try:
-        from marft_agents.plotting import plot_run
+        from marft_agents.runs.plots import plot_run
 
         plot_run(run_dir)
     except ImportError:  # matplotlib is optional

@@ -6,7 +6,7 @@ import io
 import json
 from pathlib import Path
 
-from marft_agents import run_files
+from marft_agents.runs import files as run_files
 
 SMOOTH = 20
 """Updates in the trailing mean drawn over each noisy per-update curve."""

@@ -15,8 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from marft_agents import run_files
-from marft_agents.run_lock import LOCK
+from marft_agents.runs import files as run_files
+from marft_agents.runs.lock import LOCK
 
 RUN_FILES = ("config.json", "metrics.jsonl", "eval_before.json", "summary.json", "curves.png")
 """Files a run writes at the top of its folder."""

@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from marft_agents.losses import clipped_value_loss, ensure_finite, masked_mean
+from marft_agents.algorithms.losses import clipped_value_loss, ensure_finite, masked_mean
 
 if TYPE_CHECKING:
-    from marft_agents.policy import LaMASPolicy
-    from marft_agents.rollout import AgentStep
+    from marft_agents.models.policy import LaMASPolicy
+    from marft_agents.rollout.layered import AgentStep
 
 
 class ValueHead(nn.Module):

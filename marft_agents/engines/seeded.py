@@ -21,9 +21,9 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from marft_agents import lm
 from marft_agents.engines.base import Engine, Request
-from marft_agents.policy import Generation, LaMASPolicy, Sampling
+from marft_agents.models import lm
+from marft_agents.models.policy import Generation, LaMASPolicy, Sampling
 
 
 def episode_seed(seed: int, update: int, episode: int) -> int:

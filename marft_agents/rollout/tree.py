@@ -1,6 +1,6 @@
 """Tree rollouts: at every agent node of the round graph, K candidates from one context (``grpo.grouping=tree``).
 
-The plain rollout engine (:mod:`marft_agents.rollout`) plays G whole episodes per problem, so a later
+The plain rollout engine (:mod:`marft_agents.rollout.layered`) plays G whole episodes per problem, so a later
 agent almost never sees the same context twice and its "group" compares answers to different
 questions. A tree rollout plays one *trunk* per problem and branches it at every agent node
 (:meth:`marft_envs.core.FlexEnv.branch`):
@@ -17,9 +17,9 @@ questions. A tree rollout plays one *trunk* per problem and branches it at every
    candidate closed the round (ties broken at random) and a uniformly random one otherwise, so an
    upstream choice stays a sample of the policy; ``"sample"`` always takes a random one.
 
-Every candidate becomes an :class:`~marft_agents.rollout.AgentStep` with its exact token ids and
+Every candidate becomes an :class:`~marft_agents.rollout.layered.AgentStep` with its exact token ids and
 behaviour log-probs, tagged with its sibling group ``(problem, round, agent, node)`` — siblings share
-the exact prompt — and its ``score``. A tree is returned as one :class:`~marft_agents.rollout.Episode`:
+the exact prompt — and its ``score``. A tree is returned as one :class:`~marft_agents.rollout.layered.Episode`:
 ``steps`` is the chosen path (rewards and infos from the env, as a plain rollout records them) and
 ``branches`` the candidates that were not chosen; ``extra_tokens`` counts the continuation tokens
 (generated, but no agent-step holds them). Later rounds are played from the chosen candidate only,
@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from marft_agents.engines.base import Request
-from marft_agents.policy import Generation
-from marft_agents.rollout import AgentStep, Episode, RolloutEngine, _text_fields
+from marft_agents.models.policy import Generation
+from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine, _text_fields
 from marft_envs.branching import require_branching
 from marft_envs.outcomes import SOLVED
 

@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from marft_agents import reward_signal, run_folder
-from marft_agents.config import ConfigError, TrainConfig, from_dict, to_dict
-from marft_agents.cpu import resolve_dtype
 from marft_agents.engines import Engine, make_engine
-from marft_agents.policy import LaMASPolicy, load_base
+from marft_agents.models.dtype import resolve_dtype
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.runs import folder as run_folder
+from marft_agents.signal import diagnostics as reward_signal
+from marft_agents.training.config import ConfigError, TrainConfig, from_dict, to_dict
 
 
 def seed_everything(seed: int) -> np.random.Generator:

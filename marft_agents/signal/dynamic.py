@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from marft_agents.reward_signal import episode_return, groups_of, has_spread
-from marft_agents.rollout import Episode
+from marft_agents.rollout.layered import Episode
+from marft_agents.signal.diagnostics import episode_return, groups_of, has_spread
 
 
 def draw_indices(draw: int, update: int, episodes_per_update: int, updates: int) -> range:

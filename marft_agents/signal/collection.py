@@ -2,9 +2,9 @@
 
 Without options (the default) one collection plays episodes ``[u E, (u + 1) E)`` of update ``u``,
 each group of ``G`` consecutive episodes on one seed, hence one problem, exactly as the trainer always
-did. ``signal.curriculum`` adds a difficulty level per group (``marft_agents/curriculum.py``);
+did. ``signal.curriculum`` adds a difficulty level per group (``marft_agents/signal/curriculum.py``);
 ``signal.dynamic_sampling`` replaces all-equal groups with fresh ones
-(``marft_agents/dynamic_sampling.py``). Both are refused in one line where they cannot work.
+(``marft_agents/signal/dynamic.py``). Both are refused in one line where they cannot work.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from marft_agents.config import ConfigError
-from marft_agents.curriculum import DifficultySampler, sampler_rng
-from marft_agents.distributed.sampling import EpisodeSeededEngine, episode_seed
-from marft_agents.dynamic_sampling import collect_informative, draw_indices
-from marft_agents.rollout import Episode
-from marft_agents.signal_config import SignalConfig
+from marft_agents.engines.seeded import EpisodeSeededEngine, episode_seed
+from marft_agents.rollout.layered import Episode
+from marft_agents.signal.config import SignalConfig
+from marft_agents.signal.curriculum import DifficultySampler, sampler_rng
+from marft_agents.signal.dynamic import collect_informative, draw_indices
+from marft_agents.training.config import ConfigError
 
 
 def check(settings: SignalConfig, env: Any, *, group_size: int, workers: int, algo: str) -> tuple:

@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from marft_agents import algorithms
-from marft_agents.config_fields import (
+from marft_agents.distributed.config import DistributedConfig
+from marft_agents.distributed.config import check as check_distributed
+from marft_agents.engines.config import EngineConfig
+from marft_agents.models.dtype import BASE_DTYPES
+from marft_agents.settings.fields import (
     AT_LEAST_ONE,
     EVAL_EPISODES,
     MAX_EVAL_EPISODES,  # noqa: F401  (cli.py's --episodes bound)
@@ -33,13 +37,9 @@ from marft_agents.config_fields import (
     range_of,
     ranged,
 )
-from marft_agents.config_text import ConfigError, check_depth, cut, flatten, parse_value, read_file, shown
-from marft_agents.cpu import BASE_DTYPES
-from marft_agents.distributed.config import DistributedConfig
-from marft_agents.distributed.config import check as check_distributed
-from marft_agents.generation_config import EngineConfig
-from marft_agents.signal_config import SignalConfig
-from marft_agents.signal_config import check as check_signal
+from marft_agents.settings.text import ConfigError, check_depth, cut, flatten, parse_value, read_file, shown
+from marft_agents.signal.config import SignalConfig
+from marft_agents.signal.config import check as check_signal
 
 
 @dataclass
@@ -207,7 +207,7 @@ def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> T
 
 
 # -- validation: one layer for every run's config --------------------------------------------------
-# Each field's range travels with the field (``ranged(...)``, ``marft_agents/config_fields.py``), so a
+# Each field's range travels with the field (``ranged(...)``, ``marft_agents/settings/fields.py``), so a
 # plugin algorithm's config is checked like the shipped ones; only the choices and the cross-field
 # rules below are kept here.
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from marft_agents.rollout import Episode
+from marft_agents.rollout.layered import Episode
 
 RECIPE_DOC = 'docs/real-models.md, "When the reward is zero"'
 """Where the recipe is written down."""

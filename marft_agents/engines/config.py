@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marft_agents.config_fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranged
+from marft_agents.settings.fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranged
 
 
 @dataclass

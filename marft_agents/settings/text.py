@@ -1,6 +1,6 @@
 """Reading a config's text: files, ``key=value`` values, nesting limits, and how an error quotes a value.
 
-:mod:`marft_agents.config` builds and checks a ``TrainConfig`` from what these functions return.
+:mod:`marft_agents.training.config` builds and checks a ``TrainConfig`` from what these functions return.
 """
 
 from __future__ import annotations

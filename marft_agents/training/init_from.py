@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from marft_agents import checkpoint as ckpt
-from marft_agents.config import ConfigError, TrainConfig, to_dict
-from marft_agents.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.runs import checkpoint as ckpt
+from marft_agents.training.config import ConfigError, TrainConfig, to_dict
 
 MATCHING_KEYS = ("model", "adapter_mode", "lora_r", "lora_alpha", "lora_targets")
 """Config keys that must be equal in both runs: they decide the adapters' shapes and what they adapt."""

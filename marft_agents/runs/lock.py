@@ -15,7 +15,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from marft_agents import run_files
+from marft_agents.runs import files as run_files
 
 LOCK = "run.lock"
 """The lock file's name in the run folder."""

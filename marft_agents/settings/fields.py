@@ -3,7 +3,7 @@
 A field made with :func:`ranged` holds its rule in the dataclass field's metadata, so every config
 dataclass — the shipped algorithms', a plugin algorithm's, the engine's — is checked the same way,
 by :func:`check_ranges`, with no table that must know each field's name. The config layer
-(``marft_agents/config.py``) calls it on every key of a run; a dataclass can also call it from its
+(``marft_agents/training/config.py``) calls it on every key of a run; a dataclass can also call it from its
 own ``__post_init__`` (``Ranged``) so that ``MyConfig(lr=5.0)`` fails where it is written.
 """
 
@@ -13,7 +13,7 @@ import dataclasses
 import math
 from typing import Any
 
-from marft_agents.config_text import shown
+from marft_agents.settings.text import shown
 
 POSITIVE, NON_NEGATIVE, AT_LEAST_ONE, UNIT = "> 0", ">= 0", ">= 1", "in [0, 1]"
 MIN_TEMPERATURE = 1e-3

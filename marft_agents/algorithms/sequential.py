@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.config_fields import UNIT, ranged
+from marft_agents.settings.fields import UNIT, ranged
 
 
 @dataclass

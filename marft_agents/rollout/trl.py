@@ -59,7 +59,7 @@ def parse_slot(prompt: Any) -> tuple[int, str, int]:
     except (TypeError, ValueError, KeyError):
         raise ValueError(
             f"MarftRollout: the prompt {str(prompt)[:80]!r} is not an agent-step slot; build the "
-            "train dataset with marft_agents.trl_rollout.agent_step_dataset"
+            "train dataset with marft_agents.rollout.trl.agent_step_dataset"
         ) from None
 
 

@@ -12,8 +12,8 @@ import types
 import typing
 from typing import Any
 
-from marft_agents.config import ConfigError
-from marft_agents.config_text import cut, shown
+from marft_agents.settings.text import cut, shown
+from marft_agents.training.config import ConfigError
 
 
 def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:

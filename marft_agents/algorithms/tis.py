@@ -25,9 +25,9 @@ from collections.abc import Sequence
 
 import torch
 
-from marft_agents.losses import truncated_is_weights
-from marft_agents.policy import LaMASPolicy
-from marft_agents.rollout import AgentStep
+from marft_agents.algorithms.losses import truncated_is_weights
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.layered import AgentStep
 
 
 @torch.no_grad()
@@ -64,7 +64,7 @@ def _engine_logps(steps: Sequence[AgentStep]) -> list[torch.Tensor]:
     if any(s.engine_logps is None for s in steps):
         raise ValueError(
             "tis_cap is set but these agent-steps carry no engine log-probs: "
-            "call marft_agents.tis.recompute_behaviour on them before the update"
+            "call marft_agents.algorithms.tis.recompute_behaviour on them before the update"
         )
     return [s.engine_logps for s in steps]
 

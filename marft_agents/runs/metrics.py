@@ -6,7 +6,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from marft_agents import run_files, run_folder
+from marft_agents.runs import files as run_files
+
+from marft_agents.runs import folder as run_folder
 
 
 @dataclass

@@ -1,0 +1,1 @@
+"""Playing episodes: the layered rollout over a round's graph, tree rollouts, TRL's rollout, evaluation."""

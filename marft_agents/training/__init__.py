@@ -1,0 +1,1 @@
+"""How a run runs: the composed config, its setup, the training loop, warm starts and signals."""
