@@ -32,7 +32,7 @@ from marft_agents.algorithms.losses import ensure_finite
 from marft_agents.algorithms.sequential import SequentialConfig
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode
-from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
+from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 
 
 class Learner(ABC):
@@ -149,7 +149,7 @@ class PPOSettings(Ranged):
     """Gradient clipping."""
     normalize_advantages: bool = True
     """Standardise advantages over the batch."""
-    logp_reduction: str = "sum"
+    logp_reduction: str = choice("sum", ("sum", "mean"))
     """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
 
 
@@ -168,12 +168,6 @@ class ChainSettings(PPOSettings):
 def adapter_optimizers(policy: LaMASPolicy, lr: float) -> dict[str, torch.optim.Optimizer]:
     """One AdamW (no weight decay) per adapter."""
     return {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in policy.adapters}
-
-
-def check_reduction(reduction: str) -> None:
-    """``logp_reduction`` must be "sum" or "mean"."""
-    if reduction not in ("sum", "mean"):
-        raise ValueError(f"logp_reduction must be 'sum' or 'mean', got {reduction!r}")
 
 
 # -- 1. the batch -----------------------------------------------------------------------------------

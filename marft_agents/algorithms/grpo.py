@@ -36,7 +36,7 @@ from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
 from marft_agents.rollout.tree import PICKS, TreeRollout
-from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
+from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 from marft_envs.branching import NotBranchableError, require_branching
 
 GROUPINGS = ("problem", "agent_round", "tree")
@@ -51,14 +51,14 @@ class GRPOConfig(Ranged):
     """Adam learning rate of each agent's adapter."""
     group_size: int = ranged(4, AT_LEAST_ONE)
     """Episodes played per problem (``episodes_per_update`` must be a multiple of it)."""
-    grouping: str = "problem"
+    grouping: str = choice("problem", GROUPINGS)
     """Who is compared with whom: "problem" (whole episodes), "agent_round" (one agent, one round), or "tree"
     (tree sampling: the group_size candidates of one agent node, drawn from one context)."""
-    normalize: str = "group"
+    normalize: str = choice("group", NORMALIZATIONS)
     """Advantage scale: "group" (the group's std, GRPO) or "agent" (the agent's own std over the batch, Dr.MAS)."""
     tree_continuations: int = ranged(2, AT_LEAST_ONE)
     """grouping=tree: continuations sampled to the round's end to score an upstream agent's candidate (TreeRPO)."""
-    tree_pick: str = "best"
+    tree_pick: str = choice("best", PICKS)
     """grouping=tree: the candidate the trunk goes on from: "best" (highest own reward; random for upstream agents) or "sample"."""
     gamma: float = ranged(1.0, UNIT)
     """Discount per round of the reward-to-go that scores an agent-step."""
@@ -151,17 +151,11 @@ class GRPO(Learner):
     """Multi-agent GRPO: group-relative advantages and a token-level clipped objective, no critic."""
 
     def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: float, tis_cap: float | None = None):
-        if config.grouping not in GROUPINGS:
-            raise ValueError(f"grpo.grouping must be one of {list(GROUPINGS)}, got {config.grouping!r}")
-        if config.normalize not in NORMALIZATIONS:
-            raise ValueError(f"grpo.normalize must be one of {list(NORMALIZATIONS)}, got {config.normalize!r}")
         if config.normalize == "agent" and config.grouping == "problem":
             raise ValueError(
                 "grpo.normalize=agent needs grpo.grouping=agent_round or tree: with grouping=problem "
                 "every agent of an episode shares one sample"
             )
-        if config.tree_pick not in PICKS:
-            raise ValueError(f"grpo.tree_pick must be one of {list(PICKS)}, got {config.tree_pick!r}")
         if config.group_size < 2:
             raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), got {config.group_size}")
         super().__init__(policy, config, temperature, tis_cap)  # group_size: read from config.group_size

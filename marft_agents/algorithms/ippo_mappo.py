@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from marft_agents.algorithms.advantages import chain_gae, normalize, spread
-from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, apply, by_adapter, check_reduction, minibatches
+from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, apply, by_adapter, minibatches
 from marft_agents.algorithms.critic import ValueHead, features, fit_critic
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.algorithms.tis import action_weights, weight_stats
@@ -101,7 +101,6 @@ class IPPO(CriticLearner):
     """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
 
     def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: float, tis_cap: float | None = None):
-        check_reduction(config.logp_reduction)
         super().__init__(policy, config, temperature, tis_cap)
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
         self.critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents))

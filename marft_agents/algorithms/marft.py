@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.advantages import chain_gae, normalize, spread
-from marft_agents.algorithms.base import ChainSettings, CriticLearner, adapter_optimizers, apply, by_adapter, check_reduction, minibatches
+from marft_agents.algorithms.base import ChainSettings, CriticLearner, adapter_optimizers, apply, by_adapter, minibatches
 from marft_agents.algorithms.critic import ValueHead, features, fit_critic
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.algorithms.sequential import SequentialWeights, agent_order, round_robin
@@ -49,7 +49,6 @@ class MARFT(CriticLearner):
     config: MARFTConfig
 
     def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: float, tis_cap: float | None = None):
-        check_reduction(config.logp_reduction)
         super().__init__(policy, config, temperature, tis_cap)
         self.critic = ValueHead(policy.hidden_size)
         self.optimizers = adapter_optimizers(policy, config.lr)

@@ -32,16 +32,7 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.advantages import at_last_token, normalize, spread, token_advantages
-from marft_agents.algorithms.base import (
-    ChainSettings,
-    CriticLearner,
-    adapter_optimizers,
-    apply,
-    by_adapter,
-    check_reduction,
-    minibatches,
-    pack,
-)
+from marft_agents.algorithms.base import ChainSettings, CriticLearner, adapter_optimizers, apply, by_adapter, minibatches, pack
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.algorithms.sequential import SequentialWeights, agent_order, round_robin
@@ -71,7 +62,6 @@ class MARFTToken(CriticLearner):
     config: MARFTTokenConfig
 
     def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: float, tis_cap: float | None = None):
-        check_reduction(config.logp_reduction)
         super().__init__(policy, config, temperature, tis_cap)
         self.critic = ValueHead(policy.hidden_size)  # applied at every response position
         self.optimizers = adapter_optimizers(policy, config.lr)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.advantages import chain_gae, normalize, spread
-from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, apply, by_adapter, check_reduction, minibatches
+from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, apply, by_adapter, minibatches
 from marft_agents.algorithms.critic import ValueHead, features, fit_critic
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.algorithms.tis import action_weights, weight_stats
@@ -42,7 +42,6 @@ class PPO(CriticLearner):
                 f"single-agent PPO needs a one-agent env such as marft/MathSolo-v0, got agents {policy.agents}; "
                 "use algo=marft, ippo or mappo for several agents"
             )
-        check_reduction(config.logp_reduction)
         super().__init__(policy, config, temperature, tis_cap)
         self.critic = ValueHead(policy.hidden_size)
         self.optimizers = adapter_optimizers(policy, config.lr)

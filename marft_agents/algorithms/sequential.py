@@ -31,22 +31,22 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.settings.fields import UNIT, ranged
+from marft_agents.settings.fields import UNIT, Ranged, choice, ranged
+
+ORDERS = ("random", "fixed")
+"""Values of ``sequential.order``."""
 
 
 @dataclass
-class SequentialConfig:
+class SequentialConfig(Ranged):
     """Options of the sequential trust-region update."""
 
     enabled: bool = False
     """Update agents one after another, each weighted by its predecessors' ratios (off: simultaneous)."""
-    order: str = "random"
+    order: str = choice("random", ORDERS)
     """"random" (a fresh permutation every update, as in HAPPO) or "fixed" (the adapters' order)."""
     weight_clip: float = ranged(0.2, UNIT)
     """Clip the predecessors' product ratio M to [1 - weight_clip, 1 + weight_clip] (in log space)."""
-
-
-ORDERS = ("random", "fixed")
 
 
 def round_robin(adapters: Sequence[str], update: int, interval: int) -> list[str]:

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marft_agents.settings.fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, ranged
+from marft_agents.engines import ENGINES
+from marft_agents.settings.fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, choice, ranged
+
+VLLM_DTYPES = ("float32", "bfloat16", "float16")
+"""Values of ``generation.dtype``: the dtypes vLLM serves the base in."""
 
 
 @dataclass
 class EngineConfig:
     """How rollouts are generated: the engine and its settings (``generation.*`` keys; docs/engines.md)."""
 
-    engine: str = "hf"
+    engine: str = choice("hf", ENGINES)
     """"hf" (transformers' generate on the trained model) or "vllm" (one vLLM engine serving every agent's adapter; `make test-vllm` installs it)."""
-    dtype: str = "float32"
+    dtype: str = choice("float32", VLLM_DTYPES)
     """vllm: the engine's dtype; float32 keeps behaviour log-probs within 1e-4 of the trainer's, bfloat16 is faster but off by up to ~0.2."""
     kv_cache_gb: float = ranged(1.0, POSITIVE)
     """vllm on CPU: memory for the KV cache, in whole GB (VLLM_CPU_KVCACHE_SPACE; vLLM reads an integer)."""

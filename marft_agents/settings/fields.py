@@ -1,16 +1,19 @@
-"""Config fields that carry their own range: ``lr: float = ranged(3e-4, LR)``.
+"""Config fields that carry their own check: ``lr: float = ranged(3e-4, LR)``, ``order: str = choice("random", ORDERS)``.
 
-A field made with :func:`ranged` holds its rule in the dataclass field's metadata, so every config
-dataclass — the shipped algorithms', a plugin algorithm's, the engine's — is checked the same way,
-by :func:`check_ranges`, with no table that must know each field's name. The config layer
-(``marft_agents/training/config.py``) calls it on every key of a run; a dataclass can also call it from its
-own ``__post_init__`` (``Ranged``) so that ``MyConfig(lr=5.0)`` fails where it is written.
+A field made with :func:`ranged` (a number's range) or :func:`choice` (its allowed values) holds its
+rule in the dataclass field's metadata, so every config dataclass — the shipped algorithms', a plugin
+algorithm's, the engine's — is checked the same way, by :func:`check_ranges`, with no table that must
+know each field's name. The config layer (``marft_agents/training/config.py``) calls it on every key of
+a run; a dataclass can also call it from its own ``__post_init__`` (``Ranged``) so that
+``MyConfig(lr=5.0)`` fails where it is written. A subclass that redefines a field without a rule of
+its own (``clip_eps: float = 0.3``) keeps its base's (:func:`rule_of`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from marft_agents.settings.text import shown
@@ -45,7 +48,10 @@ HOLDS = {
 }
 """Each rule's test, on a number that is not a bool."""
 
-_RANGE, _WHY = "marft.range", "marft.why"
+_RANGE, _CHOICES, _WHY = "marft.range", "marft.choices", "marft.why"
+
+Rule = str | tuple[Any, ...] | None
+"""A field's check: a range (a key of :data:`HOLDS`), its allowed values (a tuple), or None (none)."""
 
 
 def ranged(default: Any, rule: str, why: str | None = None) -> Any:
@@ -58,13 +64,42 @@ def ranged(default: Any, rule: str, why: str | None = None) -> Any:
     return dataclasses.field(default=default, metadata={_RANGE: rule, _WHY: why})
 
 
-def range_of(f: dataclasses.Field) -> tuple[str | None, str | None]:
-    """The ``(rule, why)`` a field was made with by :func:`ranged`, ``(None, None)`` for a plain field."""
-    return f.metadata.get(_RANGE), f.metadata.get(_WHY)
+def choice(default: Any, options: Sequence[Any], why: str | None = None) -> Any:
+    """A dataclass field whose value must be one of ``options`` (``None`` allowed, as for :func:`ranged`); ``why`` joins the error."""
+    options = tuple(options)
+    if not options or (default is not None and default not in options):
+        raise ValueError(f"choice default {default!r} must be one of the options {list(options)}")
+    return dataclasses.field(default=default, metadata={_CHOICES: options, _WHY: why})
 
 
-def check_value(key: str, value: Any, rule: str | None, why: str | None = None) -> None:
-    """Raise ValueError (one line naming ``key``) unless ``value`` is None, a bool, or a finite number within ``rule``."""
+def rule_of(cls: type, name: str) -> tuple[Rule, str | None]:
+    """The ``(rule, why)`` of field ``name`` of dataclass ``cls``; ``(None, None)`` for a field without one.
+
+    A field redefined in a subclass without a rule (``clip_eps: float = 0.3``) keeps the nearest base's:
+    the classes of ``cls.__mro__`` are asked in turn, and the first whose own field declares one wins.
+    """
+    for klass in cls.__mro__:
+        f = vars(klass).get("__dataclass_fields__", {}).get(name)
+        if f is None:
+            continue
+        if _CHOICES in f.metadata:
+            return f.metadata[_CHOICES], f.metadata.get(_WHY)
+        if _RANGE in f.metadata:
+            return f.metadata[_RANGE], f.metadata.get(_WHY)
+    return None, None
+
+
+def check_value(key: str, value: Any, rule: Rule, why: str | None = None) -> None:
+    """Raise ValueError (one line naming ``key``) unless ``value`` is None or satisfies ``rule``.
+
+    A tuple ``rule`` holds the allowed values (:func:`choice`); otherwise ``value`` must be a bool or a
+    finite number, within the range ``rule`` if one is given.
+    """
+    because = f" ({why})" if why else ""
+    if isinstance(rule, tuple):
+        if value is not None and (isinstance(value, bool) or value not in rule):
+            raise ValueError(f"{key} must be one of {list(rule)}{because}, got {shown(value)}")
+        return
     if isinstance(value, bool) or value is None:
         return
     if isinstance(value, float) and not math.isfinite(value):
@@ -74,7 +109,7 @@ def check_value(key: str, value: Any, rule: str | None, why: str | None = None) 
     if not isinstance(value, (int, float)):  # set from None, a value skipped the type check
         raise ValueError(f"{key} must be a number, got {shown(value)}")
     if not HOLDS[rule](value):
-        raise ValueError(f"{key} must be {rule}{f' ({why})' if why else ''}, got {shown(value)}")
+        raise ValueError(f"{key} must be {rule}{because}, got {shown(value)}")
 
 
 def check_ranges(obj: Any, prefix: str = "") -> None:
@@ -84,11 +119,11 @@ def check_ranges(obj: Any, prefix: str = "") -> None:
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             check_ranges(value, f"{prefix}{f.name}.")
         else:
-            check_value(f"{prefix}{f.name}", value, *range_of(f))
+            check_value(f"{prefix}{f.name}", value, *rule_of(type(obj), f.name))
 
 
 class Ranged:
-    """Mixin for a config dataclass: its :func:`ranged` fields are checked when it is constructed."""
+    """Mixin for a config dataclass: its :func:`ranged` and :func:`choice` fields are checked when it is constructed."""
 
     def __post_init__(self):
         check_ranges(self, f"{type(self).__name__}.")

@@ -25,6 +25,7 @@ from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.config import check as check_distributed
 from marft_agents.engines.config import EngineConfig
 from marft_agents.models.dtype import BASE_DTYPES
+from marft_agents.models.policy import ADAPTER_MODES
 from marft_agents.settings.fields import (
     AT_LEAST_ONE,
     EVAL_EPISODES,
@@ -34,8 +35,9 @@ from marft_agents.settings.fields import (
     SEED,
     TEMPERATURE,
     check_value,
-    range_of,
+    choice,
     ranged,
+    rule_of,
 )
 from marft_agents.settings.text import ConfigError, check_depth, cut, flatten, parse_value, read_file, shown
 from marft_agents.signal.config import SignalConfig
@@ -54,9 +56,9 @@ class TrainConfig:
     """Keyword arguments for the env (e.g. ``{"rounds": 3}``)."""
     model: str = "embedded"
     """Base model: "embedded" (the shipped tiny model), a named model (``marft models list``), a local folder, or a Hub id."""
-    dtype: str = "float32"
+    dtype: str = choice("float32", BASE_DTYPES)  # no float16: without loss scaling its small gradients underflow
     """The base model's dtype for training and rollouts: "float32", "bfloat16" or "auto" (bfloat16 only on a CPU with native bf16; LoRA adapters stay float32)."""
-    adapter_mode: str = "lora"
+    adapter_mode: str = choice("lora", ADAPTER_MODES)
     """"lora" (one adapter per agent), "shared" (one adapter for all), or "copies" (full copies)."""
     lora_r: int = ranged(8, AT_LEAST_ONE)
     """LoRA rank (at most the model's hidden size)."""
@@ -207,20 +209,18 @@ def _build(items: list[tuple[str, Any]], drop_other_sections: bool = False) -> T
 
 
 # -- validation: one layer for every run's config --------------------------------------------------
-# Each field's range travels with the field (``ranged(...)``, ``marft_agents/settings/fields.py``), so a
-# plugin algorithm's config is checked like the shipped ones; only the choices and the cross-field
-# rules below are kept here.
-
-CHOICES: dict[str, tuple[str, ...]] = {
-    "adapter_mode": ("lora", "shared", "copies"),
-    "engine": ("hf", "vllm"),
-    "dtype": ("float32", "bfloat16", "float16"),
-}
-"""Field name -> its allowed values."""
+# Each field's range or allowed values travel with the field (``ranged(...)``, ``choice(...)``,
+# ``marft_agents/settings/fields.py``), so a plugin algorithm's config is checked like the shipped ones;
+# only the cross-field rules below are kept here.
 
 
 def validate(config: TrainConfig) -> None:
-    """Refuse values no run can use (ConfigError naming the key): non-finite numbers, out-of-range counts."""
+    """Refuse values no run can use (ConfigError naming the key): bad choices, non-finite numbers, out-of-range counts."""
+    for key, value, f, owner in _fields(config):  # each field alone first: a cross-field rule may read any of them
+        try:
+            check_value(key, value, *rule_of(owner, f.name))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     if config.generation.engine == "vllm" and config.adapter_mode == "copies":
         raise ConfigError(
             "generation.engine=vllm serves LoRA adapters on one base: use adapter_mode=lora or shared "
@@ -231,23 +231,11 @@ def validate(config: TrainConfig) -> None:
             "generation.merge_lora merges adapters for the in-process hf engine: use it with generation.engine=hf "
             "and distributed.workers=0, or set generation.merge_lora=false"
         )
-    if config.dtype not in BASE_DTYPES:  # no float16: without loss scaling its small gradients underflow
-        raise ConfigError(f"dtype must be one of {list(BASE_DTYPES)}, got {shown(config.dtype)}")
     if config.dtype == "bfloat16" and config.adapter_mode == "copies":  # bf16 copies would round Adam's small steps away
         raise ConfigError(
             f"dtype={config.dtype} is for LoRA on a frozen base: use adapter_mode=lora or shared with it, "
             "or dtype=float32 with adapter_mode=copies"
         )
-    for key, value, f, _ in _fields(config):
-        name = key.rsplit(".", 1)[-1]
-        try:
-            check_value(key, value, *range_of(f))
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
-        if value is None or isinstance(value, bool):
-            continue
-        if name in CHOICES and key != "dtype" and value not in CHOICES[name]:  # the base's: BASE_DTYPES above
-            raise ConfigError(f"{key} must be one of {list(CHOICES[name])}, got {shown(value)}")
     try:
         check_distributed(config.distributed, config.generation.engine)
         check_signal(config.signal)
@@ -261,7 +249,7 @@ def validate(config: TrainConfig) -> None:
 
 
 def _fields(config: TrainConfig) -> list[tuple[str, Any, dataclasses.Field, type]]:
-    """Every ``(key, current value, dataclass field, the dataclass declaring it)`` of ``config``, dotted keys."""
+    """Every ``(key, current value, dataclass field, the dataclass holding it)`` of ``config``, dotted keys."""
     rows: list[tuple[str, Any, dataclasses.Field, type]] = []
 
     def walk(obj: Any, prefix: str) -> None:

@@ -120,6 +120,46 @@ def test_a_bad_value_is_refused_before_anything_is_written(extra, message, tiny_
     assert not run.exists()
 
 
+CHOICE_CASES = [
+    (["marft.sequential.order=bogus"], "marft.sequential.order must be one of ['random', 'fixed'], got 'bogus'"),
+    (["marft.logp_reduction=bogus"], "marft.logp_reduction must be one of ['sum', 'mean'], got 'bogus'"),
+    (["algo=grpo", "grpo.grouping=bogus"], "grpo.grouping must be one of ['problem', 'agent_round', 'tree'], got 'bogus'"),
+    (["algo=grpo", "grpo.tree_pick=worst"], "grpo.tree_pick must be one of ['best', 'sample'], got 'worst'"),
+    (["generation.engine=sglang"], "generation.engine must be one of ['hf', 'vllm'], got 'sglang'"),
+]
+
+
+@pytest.mark.parametrize("extra, message", CHOICE_CASES, ids=[c[0][-1] for c in CHOICE_CASES])
+def test_a_bogus_choice_is_one_line_before_a_model_loads(extra, message, tmp_path, capsys, monkeypatch):
+    import transformers
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded before the bogus choice was refused")
+
+    for cls in (transformers.AutoModelForCausalLM, transformers.AutoTokenizer):
+        monkeypatch.setattr(cls, "from_pretrained", no_loading)
+    run = tmp_path / "run"
+    assert cli(["train", "--no-progress", f"run_dir={run}", *extra]) == 2
+    assert capsys.readouterr().err == f"marft train: error: {message}\n"
+    assert not run.exists()
+
+
+def test_a_bogus_choice_exits_2_from_the_command_line(tmp_path):
+    run = tmp_path / "run"
+    out = subprocess.run(
+        [sys.executable, "-m", "marft_agents.cli", "train", "marft.sequential.order=bogus", f"run_dir={run}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert (out.returncode, out.stderr) == (
+        2,
+        "marft train: error: marft.sequential.order must be one of ['random', 'fixed'], got 'bogus'\n",
+    )
+    assert not run.exists()
+
+
 def test_a_huge_wrongly_typed_value_is_quoted_in_80_characters(tiny_model_dir, tmp_path, capsys):
     huge = "x" * 50_000_000
     refused(

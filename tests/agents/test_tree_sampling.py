@@ -182,11 +182,11 @@ def test_agent_normalisation_with_agent_round_grouping_hand_computed():
 def test_grpo_refuses_unknown_tree_options(tiny_policy):
     from marft_agents.algorithms.grpo import GRPO, GRPOConfig
 
-    with pytest.raises(ValueError, match="grpo.normalize must be one of"):
+    with pytest.raises(ValueError, match="GRPOConfig.normalize must be one of"):
         GRPO(tiny_policy, GRPOConfig(normalize="batch"), temperature=1.0)
     with pytest.raises(ValueError, match="normalize=agent needs grpo.grouping=agent_round or tree"):
         GRPO(tiny_policy, GRPOConfig(normalize="agent"), temperature=1.0)
-    with pytest.raises(ValueError, match="grpo.tree_pick must be one of"):
+    with pytest.raises(ValueError, match="GRPOConfig.tree_pick must be one of"):
         GRPO(tiny_policy, GRPOConfig(grouping="tree", tree_pick="worst"), temperature=1.0)
     algo = GRPO(tiny_policy, GRPOConfig(grouping="tree", group_size=3, tree_continuations=1), temperature=1.0)
     rollout = RolloutEngine(tiny_policy, Sampling(1.0, 4))
