@@ -39,6 +39,7 @@ from typing import Any
 
 from marft_envs.core import RoundResult
 from marft_envs.graph import DependencyGraph
+from marft_envs.outcomes import SHARED_REWARD
 from marft_envs.tasks.math.base import MathTask
 
 AGENTS = ["solver_0", "solver_1"]
@@ -100,5 +101,6 @@ class MathCORY(MathTask):
         result.rewards = dict.fromkeys(actions, total)
         for a in actions:
             result.infos[a]["reward_components"]["cooperative"] = total
+            result.infos[a][SHARED_REWARD] = total  # every agent's reward is the same sum: the team's return counts it once
             result.infos[a]["role"] = "pioneer" if a == self._episode_pioneer else "observer"
         return result
