@@ -20,6 +20,9 @@ itself is imported when an env is built (it takes seconds), never by ``import ma
 
 Version history:
     v0: first release (reasoning-gym 0.1.25).
+    v0, additions under the same id (rewards unchanged): each round's infos carry ``shared_reward``
+        (``marft_envs.outcomes.SHARED_REWARD``: the part of every agent's reward that all received alike,
+        the team reward under ``credit="team"``), so the team's return counts it once, not once per agent.
 """
 
 from __future__ import annotations
