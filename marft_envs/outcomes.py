@@ -9,6 +9,10 @@ round, and nothing else by name:
 - ``infos[agent][REWARD_COMPONENTS][OWN_CORRECT]`` (float in [0, 1]): this agent's own score in the
   round (its own answer right, its locating exact, ...), for the per-role diagnostics.
 - ``infos[agent][REWARD_COMPONENTS]`` (dict of floats): the reward's parts, logged as they are.
+- ``infos[agent][SHARED_REWARD]`` (float): the part of this agent's reward that every agent of the
+  round received alike (the team reward under ``credit="team"``; 0 or absent otherwise). The team's
+  return counts it once per round, not once per agent, and a chain learner enters it into the chain
+  once (at the round's last agent) — else a reward backed up along the chain is counted twice.
 
 :func:`outcome_infos` builds per-agent infos with these keys, so a task need not spell them.
 """
@@ -24,6 +28,8 @@ REWARD_COMPONENTS = "reward_components"
 """Key of the reward's named parts (dict of floats) in an agent's info."""
 OWN_CORRECT = "own_correct"
 """Key, inside the reward components, of an agent's own score in [0, 1]."""
+SHARED_REWARD = "shared_reward"
+"""Key of the part of an agent's reward that every agent of the round received alike (float)."""
 
 
 def outcome_infos(

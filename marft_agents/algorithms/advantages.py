@@ -72,6 +72,30 @@ def normalize(advantages: torch.Tensor, mask: torch.Tensor | None = None, eps: f
     return torch.where(mask, (advantages - mean) / (std + eps), torch.zeros_like(advantages))
 
 
+def normalize_per_agent(
+    advantages: torch.Tensor, agents: torch.Tensor, mask: torch.Tensor | None = None, eps: float = 1e-8
+) -> torch.Tensor:
+    """:func:`normalize` within each agent's own entries: every agent's advantages get mean 0 and std 1.
+
+    ``agents`` ``(N,)`` holds integer agent ids for the rows of ``advantages`` (``(N,)`` or ``(N, R)``
+    with ``mask``). Standardising jointly over several agents would turn the difference between their
+    means into a constant push on each agent (the actor's mean advantage was -0.2 to -0.8 per update
+    under joint standardisation, not 0), which Adam's sign-like first steps make real.
+    """
+    out = torch.zeros_like(advantages)
+    for a in torch.unique(agents):
+        rows = agents == a
+        out[rows] = normalize(advantages[rows], None if mask is None else mask[rows], eps)
+    return out
+
+
+def returns_differ(returns: torch.Tensor) -> bool:
+    """False when two or more episodes' returns ``(E,)`` are all equal: a policy step would then follow
+    nothing but critic noise (every advantage is a value error, and normalising blows it up). A single
+    episode has nothing to compare with and counts as differing (its advantage is against the critic)."""
+    return returns.numel() < 2 or bool((returns != returns[0]).any())
+
+
 def group_relative(rewards: torch.Tensor, groups: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """GRPO advantages: each reward minus its group's mean, over the group's std (+ ``eps``).
 

@@ -193,6 +193,37 @@ def by_adapter(policy: LaMASPolicy, episodes: list[Episode]) -> tuple[list[Agent
     return steps, {a: steps_of(policy, steps, a) for a in policy.adapters}
 
 
+def adapter_ids(policy: LaMASPolicy, steps: list[AgentStep]) -> torch.Tensor:
+    """Each step's adapter as an integer, ``(N,)`` (its place in ``policy.adapters``): to normalise per agent."""
+    number = {a: k for k, a in enumerate(policy.adapters)}
+    return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long)
+
+
+def team_returns(episodes: list[Episode]) -> torch.Tensor:
+    """Each episode's team return (a round's shared reward once), ``(E,)``."""
+    return torch.tensor([e.team_return for e in episodes], dtype=torch.float64)
+
+
+def agent_health(
+    steps: list[AgentStep], idx_of: dict[str, list[int]], advantages: torch.Tensor, mask: torch.Tensor | None = None
+) -> dict[str, float]:
+    """Per adapter: the mean and spread of its raw advantages (before normalisation) and its mean reward.
+
+    ``advantages`` is ``(N,)``, or ``(N, R)`` with ``mask``. A mean far from 0 for one agent while the
+    others sit near it is the push that joint standardisation used to turn into a constant.
+    """
+    out: dict[str, float] = {}
+    for adapter, idx in idx_of.items():
+        if not idx:
+            continue
+        rows = advantages[idx]
+        values = rows[mask[idx]] if mask is not None else rows
+        out[f"{adapter}/advantage_mean"] = float(values.double().mean()) if values.numel() else 0.0
+        out[f"{adapter}/advantage_std"] = float(values.double().std(unbiased=False)) if values.numel() > 1 else 0.0
+        out[f"{adapter}/reward"] = float(np.mean([steps[i].reward for i in idx]))
+    return out
+
+
 @dataclass
 class TokenBatch:
     """Agent-steps as padded per-token tensors, ``(N, R)`` with ``R`` the longest response."""

@@ -28,11 +28,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from marft_agents.algorithms.advantages import chain_gae, normalize, spread
-from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, apply, by_adapter, minibatches
+from marft_agents.algorithms.action_ppo import action_ppo_step
+from marft_agents.algorithms.advantages import chain_gae, normalize_per_agent, returns_differ, spread
+from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_ids, adapter_optimizers, agent_health, by_adapter, team_returns
 from marft_agents.algorithms.critic import ValueHead, features, fit_critic
-from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
-from marft_agents.algorithms.tis import action_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode
 
@@ -121,11 +120,13 @@ class IPPO(CriticLearner):
             values_old = self.critic(feats, heads)  # (N,)
         advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)
         raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
-        if cfg.normalize_advantages:
-            advantages = normalize(advantages)
-        metrics: dict[str, float] = {}
+        metrics: dict[str, float] = agent_health(steps, idx_of, advantages)
+        if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
+            advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps))
+        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
+        metrics["policy/skipped_equal_returns"] = float(not informative)
         for adapter in self.policy.adapters:
-            if idx_of[adapter]:
+            if idx_of[adapter] and informative:
                 metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
         metrics.update(
             fit_critic(
@@ -148,47 +149,19 @@ class IPPO(CriticLearner):
     def policy_step(
         self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
     ) -> dict[str, float]:
-        """Epochs of PPO-clip on whole responses over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
-        cfg, reduction = self.config, self.config.logp_reduction
-        log, skipped = [], 0  # per-minibatch stats
-        for mb in minibatches(
+        """Epochs of PPO-clip on whole responses over ``adapter``'s steps ``idx`` (:func:`action_ppo_step`); ``advantages`` ``(N,)``."""
+        return action_ppo_step(
             self.policy,
+            self.optimizers[adapter],
             adapter,
             steps,
             idx,
+            advantages,
             rng,
+            settings=self.config,
             temperature=self.temperature,
-            minibatch_size=cfg.minibatch_size,
-            epochs=cfg.ppo_epochs,
-            reference=cfg.kl_coef > 0,
-        ):
-            logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
-            old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
-            weights = action_weights(mb.steps, reduction, self.tis_cap)  # (B,) TIS weights, or None (off)
-            ppo, stats = ppo_clip_loss(logp, old, advantages[mb.rows], cfg.clip_eps, weights=weights)
-            entropy = masked_mean(mb.entropy_tok, mb.mask)  # per token
-            loss = ppo - cfg.entropy_coef * entropy
-            row = {}
-            if cfg.kl_coef > 0:
-                kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask)  # per token, to the reference
-                loss = loss + cfg.kl_coef * kl
-                row["kl_ref"] = kl.item()  # logged for gated minibatches too
-            if cfg.kl_gate is not None and stats["approx_kl"] > cfg.kl_gate:  # too far from the behaviour policy
-                log.append(row)
-                skipped += 1
-                continue
-            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append(
-                {
-                    **row,
-                    "loss": loss.item(),
-                    "entropy": entropy.item(),
-                    "clip_frac": stats["clip_frac"],
-                    "approx_kl": stats["approx_kl"],
-                    **weight_stats(weights),
-                }
-            )
-        return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
+            tis_cap=self.tis_cap,
+        )
 
 
 class MAPPO(IPPO):

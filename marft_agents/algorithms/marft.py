@@ -20,12 +20,19 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from marft_agents.algorithms.advantages import chain_gae, normalize, spread
-from marft_agents.algorithms.base import ChainSettings, CriticLearner, adapter_optimizers, apply, by_adapter, minibatches
+from marft_agents.algorithms.action_ppo import action_log_ratios, action_ppo_step
+from marft_agents.algorithms.advantages import chain_gae, normalize_per_agent, returns_differ, spread
+from marft_agents.algorithms.base import (
+    ChainSettings,
+    CriticLearner,
+    adapter_ids,
+    adapter_optimizers,
+    agent_health,
+    by_adapter,
+    team_returns,
+)
 from marft_agents.algorithms.critic import ValueHead, features, fit_critic
-from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.algorithms.sequential import SequentialWeights, agent_order, round_robin
-from marft_agents.algorithms.tis import action_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode
 
@@ -36,8 +43,13 @@ MARFTConfig = ChainSettings
 def compute_advantages(
     steps: list[AgentStep], values: torch.Tensor, *, gamma: float, gamma_agent: float, lam: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Chain GAE over all steps as one stream (``done`` cuts the links between episodes)."""
-    rewards = torch.tensor([s.reward for s in steps], dtype=torch.float32)
+    """Chain GAE over all steps as one stream (``done`` cuts the links between episodes).
+
+    The stream holds each step's :attr:`~AgentStep.chain_reward`: a round's shared reward enters once,
+    on its last agent, and the chain backs it up to the agents before it (every agent's copy of it,
+    summed along the chain, would count it once per agent).
+    """
+    rewards = torch.tensor([s.chain_reward for s in steps], dtype=torch.float32)
     round_ends = torch.tensor([s.round_end for s in steps])
     dones = torch.tensor([s.done for s in steps])
     return chain_gae(rewards, values, round_ends, dones, gamma=gamma, gamma_agent=gamma_agent, lam=lam)
@@ -63,14 +75,16 @@ class MARFT(CriticLearner):
             values_old = self.critic(feats)  # (N,)
         advantages, returns = compute_advantages(steps, values_old, gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda)
         raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
-        if cfg.normalize_advantages:
-            advantages = normalize(advantages)
-        learning = self.learning_adapters(update)
+        metrics: dict[str, float] = agent_health(steps, idx_of, advantages)
+        if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
+            advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps))
+        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
+        metrics["policy/skipped_equal_returns"] = float(not informative)
+        learning = self.learning_adapters(update) if informative else []
         trust = None
         if cfg.sequential.enabled:  # one adapter after another, each weighted by its predecessors' ratios
             learning = agent_order(learning, cfg.sequential.order, rng)
             trust = SequentialWeights([(s.episode, s.round) for s in steps], cfg.sequential.weight_clip)
-        metrics: dict[str, float] = {}
         for k, adapter in enumerate(learning):
             idx = idx_of[adapter]
             if not idx:
@@ -109,57 +123,23 @@ class MARFT(CriticLearner):
     def policy_step(
         self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
     ) -> dict[str, float]:
-        """Epochs of PPO-clip on whole actions over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
-        cfg, reduction = self.config, self.config.logp_reduction
-        log, skipped = [], 0  # per-minibatch stats
-        for mb in minibatches(
+        """Epochs of PPO-clip on whole actions over ``adapter``'s steps ``idx`` (:func:`action_ppo_step`); ``advantages`` ``(N,)``."""
+        return action_ppo_step(
             self.policy,
+            self.optimizers[adapter],
             adapter,
             steps,
             idx,
+            advantages,
             rng,
+            settings=self.config,
             temperature=self.temperature,
-            minibatch_size=cfg.minibatch_size,
-            epochs=cfg.ppo_epochs,
-            reference=cfg.kl_coef > 0,
-        ):
-            logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
-            old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
-            weights = action_weights(mb.steps, reduction, self.tis_cap)  # (B,) TIS weights, or None (off)
-            ppo, stats = ppo_clip_loss(logp, old, advantages[mb.rows], cfg.clip_eps, weights=weights)
-            entropy = masked_mean(mb.entropy_tok, mb.mask)  # per token
-            loss = ppo - cfg.entropy_coef * entropy
-            row = {}
-            if cfg.kl_coef > 0:
-                kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask)  # per token, to the reference
-                loss = loss + cfg.kl_coef * kl
-                row["kl_ref"] = kl.item()  # logged for gated minibatches too
-            if cfg.kl_gate is not None and stats["approx_kl"] > cfg.kl_gate:  # too far from the behaviour policy
-                log.append(row)
-                skipped += 1
-                continue
-            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append(
-                {
-                    **row,
-                    "loss": loss.item(),
-                    "entropy": entropy.item(),
-                    "clip_frac": stats["clip_frac"],
-                    "approx_kl": stats["approx_kl"],
-                    **weight_stats(weights),
-                }
-            )
-        return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
+            tis_cap=self.tis_cap,
+        )
 
-    @torch.no_grad()
     def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
         """``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s actions ``idx`` (after its step), ``(len(idx),)``."""
-        cfg, reduction = self.config, self.config.logp_reduction
-        return torch.cat(
-            [
-                reduce_batch(mb.logp_tok, mb.mask, reduction) - action_logps([s.token_logps for s in mb.steps], reduction)
-                for mb in minibatches(
-                    self.policy, adapter, steps, idx, None, temperature=self.temperature, minibatch_size=cfg.minibatch_size
-                )
-            ]
+        cfg = self.config
+        return action_log_ratios(
+            self.policy, adapter, steps, idx, temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction
         )

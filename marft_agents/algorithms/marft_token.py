@@ -31,8 +31,19 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.algorithms.advantages import at_last_token, normalize, spread, token_advantages
-from marft_agents.algorithms.base import ChainSettings, CriticLearner, adapter_optimizers, apply, by_adapter, minibatches, pack
+from marft_agents.algorithms.advantages import at_last_token, normalize_per_agent, returns_differ, spread, token_advantages
+from marft_agents.algorithms.base import (
+    ChainSettings,
+    CriticLearner,
+    adapter_ids,
+    adapter_optimizers,
+    agent_health,
+    apply,
+    by_adapter,
+    minibatches,
+    pack,
+    team_returns,
+)
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.algorithms.sequential import SequentialWeights, agent_order, round_robin
@@ -77,8 +88,8 @@ class MARFTToken(CriticLearner):
             values_old = self.critic(feats) * batch.mask  # (N, R)
         episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}
         rewards = at_last_token(
-            torch.tensor([s.reward for s in steps], dtype=torch.float32), batch.lengths, batch.mask.shape[1]
-        )  # (N, R): a step's reward on its last token
+            torch.tensor([s.chain_reward for s in steps], dtype=torch.float32), batch.lengths, batch.mask.shape[1]
+        )  # (N, R): a step's reward on its last token, a round's shared reward once (on its last agent)
         advantages, returns = token_advantages(
             rewards,
             values_old,
@@ -92,14 +103,16 @@ class MARFTToken(CriticLearner):
             lam=cfg.gae_lambda,
         )
         raw_spread = spread(advantages, batch.mask)  # before normalisation: 0 when there is nothing to learn
-        if cfg.normalize_advantages:
-            advantages = normalize(advantages, batch.mask)
-        learning = self.learning_adapters(update)
+        metrics: dict[str, float] = agent_health(steps, idx_of, advantages, batch.mask)
+        if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
+            advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps), batch.mask)
+        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
+        metrics["policy/skipped_equal_returns"] = float(not informative)
+        learning = self.learning_adapters(update) if informative else []
         trust = None
         if cfg.sequential.enabled:  # one adapter after another, each weighted by its predecessors' ratios
             learning = agent_order(learning, cfg.sequential.order, rng)
             trust = SequentialWeights([(s.episode, s.round) for s in steps], cfg.sequential.weight_clip)
-        metrics: dict[str, float] = {}
         for k, adapter in enumerate(learning):
             idx = idx_of[adapter]
             if not idx:

@@ -131,7 +131,7 @@ def transcript(episode: Episode) -> dict:
     return {
         "episode": episode.index,
         "solved": episode.solved,
-        "return": sum(s.reward for s in episode.steps),
+        "return": episode.team_return,
         "steps": [
             {
                 "round": s.round,
@@ -166,7 +166,7 @@ def summarize(episodes: list[Episode]) -> dict:
     when it did not, ``accuracy`` is 0 by definition and mean return is the number to read.
     """
     solved = np.array([bool(e.solved) for e in episodes], dtype=float)
-    returns = np.array([sum(s.reward for s in e.steps) for e in episodes], dtype=float)
+    returns = np.array([e.team_return for e in episodes], dtype=float)  # a shared reward once, not once per agent
     out = {
         "episodes": len(episodes),
         "success_reported": any(e.solved is not None for e in episodes),

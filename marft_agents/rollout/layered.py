@@ -28,7 +28,7 @@ import torch
 
 from marft_agents.engines.base import Engine, Request
 from marft_agents.models.policy import LaMASPolicy, Sampling
-from marft_envs.outcomes import SOLVED
+from marft_envs.outcomes import SHARED_REWARD, SOLVED
 
 
 @dataclass
@@ -72,6 +72,17 @@ class AgentStep:
     """The env said this action would not be read (``FlexEnv.needs_action``): nothing was generated, the
     response is empty, and learners take no policy loss on it (its reward and value still count)."""
 
+    @property
+    def shared(self) -> float:
+        """The part of ``reward`` that every agent of the round received alike (``info[SHARED_REWARD]``; 0 without one)."""
+        return float(self.info.get(SHARED_REWARD) or 0.0)
+
+    @property
+    def chain_reward(self) -> float:
+        """What this step adds to the team's return: its own part of the reward, plus the round's shared
+        reward once, on the round's last agent (every agent holds a copy; summing them counts it twice)."""
+        return self.reward if self.round_end else self.reward - self.shared
+
 
 @dataclass
 class Episode:
@@ -85,6 +96,11 @@ class Episode:
     """Tree sampling: the candidates that were sampled but not continued from (``steps`` is the chosen path)."""
     extra_tokens: int = 0
     """Tree sampling: tokens generated for continuations, which no agent-step holds."""
+
+    @property
+    def team_return(self) -> float:
+        """The team's return: every reward once (a round's shared reward once, not once per agent)."""
+        return float(sum(s.chain_reward for s in self.steps))
 
 
 class AECAsLayered:

@@ -43,7 +43,7 @@ def succeeded(episode: Episode) -> bool:
     """Whether an episode counts as solved: the env's ``solved``, or a positive return where it reports none."""
     if episode.solved is not None:
         return episode.solved
-    return sum(s.reward for s in episode.steps) > 0
+    return episode.team_return > 0
 
 
 class DifficultySampler:

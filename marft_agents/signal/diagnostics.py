@@ -32,8 +32,8 @@ REAL_MODEL = "smollm2-135m-instruct"
 
 
 def episode_return(episode: Episode) -> float:
-    """The sum of an episode's rewards."""
-    return float(sum(s.reward for s in episode.steps))
+    """The team's return of an episode (:attr:`Episode.team_return`: a round's shared reward counted once)."""
+    return episode.team_return
 
 
 def groups_of(episodes: Sequence[Episode], group_size: int) -> list[list[Episode]]:
@@ -115,7 +115,14 @@ def no_signal_warning(update: int, metrics: dict[str, float], options: list[str]
         else f"{rewarded:.0%} of its episodes were rewarded, but every group's returns were equal"
     )
     todo = "; ".join(options) if options else "every option of the recipe is already in use"
-    return f"warning: update {update} had no reward signal ({what}), so it learnt nothing; try, in this order: {todo} ({RECIPE_DOC})"
+    skipped = metrics.get("policy/skipped_equal_returns")
+    if skipped is None:  # a group-relative learner: zero advantages, the entropy and KL terms alone moved it
+        effect = "so every advantage was 0"
+    elif skipped:
+        effect = "so no policy step was taken (the critic still fit)"
+    else:
+        effect = "but its returns differed, so the policy took a step on the critic's advantages"
+    return f"warning: update {update} had no reward signal ({what}), {effect}; try, in this order: {todo} ({RECIPE_DOC})"
 
 
 def summary_of(rows: Sequence[dict[str, float]]) -> dict[str, float]:

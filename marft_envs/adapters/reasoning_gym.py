@@ -20,6 +20,9 @@ itself is imported when an env is built (it takes seconds), never by ``import ma
 
 Version history:
     v0: first release (reasoning-gym 0.1.25).
+    v0, additions under the same id (rewards unchanged): each round's infos carry ``shared_reward``
+        (``marft_envs.outcomes.SHARED_REWARD``: the part of every agent's reward that all received alike,
+        the team reward under ``credit="team"``), so the team's return counts it once, not once per agent.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from marft_envs import outcomes
 from marft_envs.core import FlexEnv, RoundResult
 from marft_envs.graph import DependencyGraph
 from marft_envs.registration import register
-from marft_envs.rewards.credit import assign_credit
+from marft_envs.rewards.credit import assign_credit, shared_part
 
 SPLIT_SEEDS = {"train": 0, "test": 1_000_000_000}
 """The dataset seed of each split. reasoning-gym draws item ``idx`` from ``Random(seed + idx)``, so the
@@ -104,7 +107,13 @@ class ReasoningGymTask(FlexEnv):
         graded = self.possible_agents[-1]
         score = float(self.dataset.score_answer(self.answer(actions[graded]), self.entry))
         rewards = assign_credit(self.credit, self.possible_agents, score, {graded: score})
-        infos = outcomes.outcome_infos(actions, solved=score == 1.0, own_correct={graded: score}, components={"score": score})
+        infos = outcomes.outcome_infos(
+            actions,
+            solved=score == 1.0,
+            own_correct={graded: score},
+            components={"score": score},
+            **{outcomes.SHARED_REWARD: shared_part(self.credit, score)},
+        )
         return RoundResult(rewards=rewards, terminations=dict.fromkeys(actions, True), infos=infos)
 
     def state_text(self) -> str:

@@ -6,6 +6,10 @@ An explicit, tested choice instead of something buried in ``step``:
 - ``"last"``: only the last agent in the round's order receives it (the original MARFT code).
 - ``"per_agent"``: each agent receives its own score (e.g. whether its own answer is right);
   agents without one get 0.
+
+Under ``"team"`` every agent's reward holds the same team reward: :func:`shared_part` says how much,
+and envs report it as ``infos[agent]["shared_reward"]`` (``marft_envs.outcomes.SHARED_REWARD``), so
+the team's return counts it once per round and a chain learner backs it up once, not once per agent.
 """
 
 from __future__ import annotations
@@ -25,3 +29,10 @@ def assign_credit(mode: str, order: Sequence[str], team_reward: float, own_rewar
         own = own_rewards or {}
         return {a: float(own.get(a, 0.0)) for a in order}
     raise ValueError(f"unknown credit mode {mode!r}: use one of {list(CREDIT_MODES)}")
+
+
+def shared_part(mode: str, team_reward: float) -> float:
+    """The part of every agent's reward that all agents of the round received alike: the team reward under "team", else 0."""
+    if mode not in CREDIT_MODES:
+        raise ValueError(f"unknown credit mode {mode!r}: use one of {list(CREDIT_MODES)}")
+    return float(team_reward) if mode == "team" else 0.0

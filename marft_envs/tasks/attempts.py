@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from marft_envs.core import FlexEnv, RoundResult
-from marft_envs.rewards.credit import CREDIT_MODES, assign_credit
+from marft_envs.outcomes import SHARED_REWARD
+from marft_envs.rewards.credit import CREDIT_MODES, assign_credit, shared_part
 from marft_envs.tasks import profiles
 from marft_envs.tasks.profiles import role_of
 
@@ -93,4 +94,6 @@ class AttemptsTask(FlexEnv):
         done = solved or len(self.attempts) >= self.max_rounds or not self.feedback
         order = list(self.graph.order())
         rewards = assign_credit(self.credit, order, team, {a: own[a] for a in order})
+        for a in order:
+            infos.setdefault(a, {})[SHARED_REWARD] = shared_part(self.credit, team)
         return RoundResult(rewards=rewards, terminations=dict.fromkeys(order, done), infos=infos)

@@ -8,6 +8,7 @@ import torch
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.training.config import TrainConfig
 from marft_agents.training.trainer import train
+from marft_envs.outcomes import SHARED_REWARD
 
 
 def episode(index: int, rounds: list[list[tuple[str, float]]]) -> Episode:
@@ -30,6 +31,21 @@ def episode(index: int, rounds: list[list[tuple[str, float]]]) -> Episode:
             )
     steps[-1].done = True
     return Episode(index=index, steps=steps, solved=False)
+
+
+def plant_rewards(episodes: list[Episode]) -> list[Episode]:
+    """Pay every other episode's last round the team reward 1 (each agent, as shared credit), in place.
+
+    A random tiny model earns nothing, and an update whose returns are all equal takes no policy step;
+    the update's mechanics are tested on a batch whose returns differ.
+    """
+    for k, e in enumerate(episodes):
+        if k % 2:
+            last = e.steps[-1].round
+            for s in e.steps:
+                if s.round == last:
+                    s.reward, s.info = 1.0, {**s.info, SHARED_REWARD: 1.0}
+    return episodes
 
 
 def train_two_updates(env_id: str, env_kwargs: dict, model_dir: Path, run_dir: Path, *, episodes_per_update: int, eval_rounds: int) -> dict:

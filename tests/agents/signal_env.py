@@ -1,10 +1,13 @@
-"""A one-agent task with difficulty levels whose reward a random tiny model sometimes earns (for the signal tests).
+"""Toy tasks whose reward a random tiny model sometimes earns (for the signal and update tests).
+
+ParityTask, a one-agent task with difficulty levels.
 
 Level 0: the reward is 1 when the response has an even number of characters (a coin flip for a random
 model, so a group's rewards often differ); level 1: never rewarded. ``solved`` is reported.
 """
 
-from marft_envs import FlexEnv, RoundResult
+from marft_envs import DependencyGraph, FlexEnv, RoundResult
+from marft_envs.outcomes import SHARED_REWARD
 
 
 class ParityTask(FlexEnv):
@@ -29,3 +32,27 @@ class ParityTask(FlexEnv):
     def end_round(self, actions):
         win = self.level == 0 and len(actions["solver_0"]) % 2 == 0
         return RoundResult(rewards={"solver_0": float(win)}, terminations={"solver_0": True}, infos={"solver_0": {"solved": win}})
+
+
+class ParityChain(FlexEnv):
+    """reasoner_0 -> actor_0, one round; the team (both agents, ``credit="team"``) wins when the actor's
+    answer has an even number of characters: a coin flip for a random model, so a batch's returns differ."""
+
+    metadata = {"name": "tests/ParityChain-v0", "is_parallelizable": False, "render_modes": ["ansi"]}
+
+    def __init__(self):
+        super().__init__(["reasoner_0", "actor_0"])
+
+    def reset_task(self, options):
+        pass
+
+    def round_graph(self):
+        return DependencyGraph.chain(self.possible_agents)
+
+    def observe_text(self, agent):
+        return "Say something." if agent == "reasoner_0" else f"Teammate: {self.round_actions.get('reasoner_0', '')}"
+
+    def end_round(self, actions):
+        win = float(len(actions["actor_0"]) % 2 == 0)
+        infos = {a: {"solved": bool(win), SHARED_REWARD: win} for a in actions}
+        return RoundResult(rewards=dict.fromkeys(actions, win), terminations=dict.fromkeys(actions, True), infos=infos)

@@ -15,7 +15,7 @@ from marft_agents.cli import main as cli
 from marft_agents.training.config import ConfigError, TrainConfig, describe, field_docs, from_dict, load, to_dict
 
 PACKAGE = Path(marft_agents.__file__).parent
-SHARED = ("__init__", "base", "advantages", "losses", "tis", "critic", "sequential")
+SHARED = ("__init__", "base", "advantages", "losses", "tis", "critic", "sequential", "action_ppo")
 """The shared base and the shared maths beside it: every algorithm may import these, and no other sibling."""
 ALGORITHM_FILES = sorted(p for p in (PACKAGE / "algorithms").glob("*.py") if p.stem not in SHARED)
 
@@ -60,7 +60,14 @@ def test_the_base_takes_no_callbacks():
 @pytest.mark.parametrize("path", [p for p in ALGORITHM_FILES if p.name not in ("base.py", "__init__.py")], ids=lambda p: p.name)
 def test_each_algorithm_writes_its_own_loss_over_the_base_minibatches(path):
     calls = called_names(path)
-    assert {"minibatches", "apply"} <= calls and calls & {"ppo_clip_loss", "grpo_loss"}, path.name
+    # the action-level PPO family (MARFT, PPO, IPPO/MAPPO) shares one written-once step: action_ppo.py
+    own = {"minibatches", "apply"} <= calls and calls & {"ppo_clip_loss", "grpo_loss"}
+    assert own or "action_ppo_step" in calls, path.name
+
+
+def test_the_shared_action_ppo_step_is_built_over_the_base_minibatches():
+    calls = called_names(PACKAGE / "algorithms" / "action_ppo.py")
+    assert {"minibatches", "apply", "ppo_clip_loss"} <= calls
 
 
 def test_every_registered_learner_subclasses_the_base_and_has_a_dataclass_config():

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from agent_helpers import episode
+from agent_helpers import episode, plant_rewards
 from torch.testing import assert_close
 
 import marft_envs
@@ -80,7 +80,7 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
     before = snapshot(policy)
     rng = np.random.default_rng(0)
     for update in range(2):
-        episodes = engine.collect(envs, range(4 * update, 4 * update + 4))
+        episodes = plant_rewards(engine.collect(envs, range(4 * update, 4 * update + 4)))
         metrics = algo.update(episodes, update, rng)
         assert all(np.isfinite(v) for v in metrics.values()), metrics
     if algo.needs_state:  # the solvers of one round saw one global state

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from agent_helpers import plant_rewards
 
 import marft_envs
 from marft_agents.algorithms.base import flatten
@@ -20,7 +21,7 @@ def setup(model_dir, mode="lora", env_id="marft/MathChain-v0", **cfg):
         setattr(config, name, value)
     algo = MARFT(policy, config, temperature=1.0)
     torch.manual_seed(0)
-    episodes = RolloutEngine(policy, Sampling(1.0, 8)).collect(envs, range(8))
+    episodes = plant_rewards(RolloutEngine(policy, Sampling(1.0, 8)).collect(envs, range(8)))
     return policy, algo, episodes
 
 
@@ -80,7 +81,7 @@ def test_advantages_follow_the_chain(tiny_model_dir):
     # With zero values and no discounting, every agent-step's advantage is its episode's remaining return.
     k = 0
     for e in episodes:
-        rewards = [s.reward for s in e.steps]
+        rewards = [s.chain_reward for s in e.steps]  # a round's shared reward once
         for j in range(len(e.steps)):
             assert adv[k].item() == pytest.approx(sum(rewards[j:]))
             k += 1

@@ -8,6 +8,7 @@ at a response's last token, ``gamma`` at a round's last token (times ``1 - done`
 import numpy as np
 import pytest
 import torch
+from agent_helpers import plant_rewards
 from torch.testing import assert_close
 
 import marft_envs
@@ -118,7 +119,7 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
     critic_before = {n: p.detach().clone() for n, p in algo.critic.named_parameters()}
     before = snapshot(policy)
     for update in range(2):
-        episodes = engine.collect(envs, range(4 * update, 4 * update + 4))
+        episodes = plant_rewards(engine.collect(envs, range(4 * update, 4 * update + 4)))
         metrics = algo.update(episodes, update, np.random.default_rng(update))
         assert all(np.isfinite(v) for v in metrics.values()), metrics
         assert {"reasoner_0/loss", "actor_0/loss", "critic/value_loss"} <= set(metrics)
@@ -133,7 +134,7 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
 def test_first_minibatch_ratio_is_one_per_token(tiny_model_dir):
     policy, envs, engine = collect(tiny_model_dir)
     algo = MARFTToken(policy, MARFTTokenConfig(minibatch_size=64), temperature=1.0)
-    episodes = engine.collect(envs, range(4))
+    episodes = plant_rewards(engine.collect(envs, range(4)))
     batch = pack([s for e in episodes for s in e.steps])
     assert batch.mask.sum() == sum(len(s.response) for e in episodes for s in e.steps)
     metrics = algo.update(episodes, 0, np.random.default_rng(0))

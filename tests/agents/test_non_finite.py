@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from agent_helpers import plant_rewards
 
 import marft_envs
 from marft_agents.algorithms.losses import NonFiniteLossError
@@ -31,7 +32,7 @@ def test_a_nan_loss_raises_naming_the_metric_and_changes_no_weight(tiny_model_di
     model, tokenizer = load_base(str(tiny_model_dir))
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
     algo = MARFT(policy, MARFTConfig(minibatch_size=4), temperature=1.0)
-    episodes = RolloutEngine(policy, Sampling(1.0, 4)).collect(envs, range(4))
+    episodes = plant_rewards(RolloutEngine(policy, Sampling(1.0, 4)).collect(envs, range(4)))  # returns that differ: a step
     before = {n: p.detach().clone() for n, p in policy.base.named_parameters()}
     nan_scores(policy)
     with pytest.raises(NonFiniteLossError, match=r"reasoner_0/loss is nan: the update stopped"):
@@ -42,6 +43,7 @@ def test_a_nan_loss_raises_naming_the_metric_and_changes_no_weight(tiny_model_di
 def test_a_run_whose_loss_turns_nan_exits_1_with_one_line_and_keeps_its_last_checkpoint(tiny_model_dir, tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
     args = [
+        "env=signal_env:ParityChain",  # tests/agents/signal_env.py: returns differ, so the update takes a step
         f"model={tiny_model_dir}",
         f"run_dir={run}",
         "episodes_per_update=4",

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from agent_helpers import plant_rewards
 
 import marft_envs
 from marft_agents.algorithms.marft import compute_advantages
@@ -67,7 +68,7 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
     before = snapshot(policy)
     rng = np.random.default_rng(0)
     for update in range(2):
-        episodes = engine.collect(envs, range(6 * update, 6 * update + 6))
+        episodes = plant_rewards(engine.collect(envs, range(6 * update, 6 * update + 6)))
         metrics = algo.update(episodes, update, rng)
         assert all(np.isfinite(v) for v in metrics.values()), metrics
     assert {"solver_0/loss", "solver_0/kl_ref", "critic/value_loss"} <= set(metrics)
@@ -81,14 +82,14 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
     assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.named_parameters())
 
 
-def test_cli_algo_flag_trains_ppo_on_mathsolo(tiny_model_dir, tmp_path):
+def test_cli_algo_flag_trains_ppo_on_a_one_agent_env(tiny_model_dir, tmp_path):
     run = tmp_path / "ppo"
     argv = [
         "train",
         "--algo",
         "ppo",
         "--no-progress",
-        "env=marft/MathSolo-v0",
+        "env=signal_env:ParityTask",  # tests/agents/signal_env.py: a random model earns a reward half the time
         f"model={tiny_model_dir}",
         f"run_dir={run}",
         "updates=2",
@@ -102,4 +103,7 @@ def test_cli_algo_flag_trains_ppo_on_mathsolo(tiny_model_dir, tmp_path):
     assert cli(argv) == 0
     assert json.loads((run / "config.json").read_text())["algo"] == "ppo"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert len(rows) == 2 and all(np.isfinite(r["solver_0/loss"]) for r in rows)
+    assert len(rows) == 2
+    stepped = [r for r in rows if r["policy/skipped_equal_returns"] == 0.0]  # a batch with equal returns takes no step
+    assert stepped and all(np.isfinite(r["solver_0/loss"]) for r in stepped)
+    assert all("solver_0/loss" not in r for r in rows if r not in stepped)

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from agent_helpers import plant_rewards
 from torch.testing import assert_close
 
 import marft_envs
@@ -86,7 +87,7 @@ def test_sequential_marft_two_updates_change_every_trainable_parameter(tiny_mode
     policy, algo, engine, envs = setup(tiny_model_dir, cls, config)
     before = {n: (p.detach().clone(), p.requires_grad) for n, p in policy.base.named_parameters()}
     for update in range(2):
-        episodes = engine.collect(envs, range(4 * update, 4 * update + 4))
+        episodes = plant_rewards(engine.collect(envs, range(4 * update, 4 * update + 4)))
         metrics = algo.update(episodes, update, np.random.default_rng(update))
         assert all(np.isfinite(v) for v in metrics.values()), metrics
         assert metrics["reasoner_0/sequential_weight"] == 1.0  # first in the fixed order

@@ -166,10 +166,11 @@ def test_format_reward_rewards_boxed_answers_in_training(tmp_path):
 
 def test_init_from_starts_from_the_earlier_runs_adapters(tiny_model_dir, tmp_path):
     first = tmp_path / "first"
-    train(config_for(tiny_model_dir, first, updates=2), progress=False, quiet=True)
+    chain = "signal_env:ParityChain"  # reasoner_0 -> actor_0, paid half the time: every update takes a step
+    train(config_for(tiny_model_dir, first, env=chain, updates=2), progress=False, quiet=True)
     trained = final_adapters(first)
 
-    second = config_for(tiny_model_dir, tmp_path / "second", init_from=str(first), updates=1)
+    second = config_for(tiny_model_dir, tmp_path / "second", env=chain, init_from=str(first), updates=1)
     policy = build_policy(second, ["reasoner_0", "actor_0"])
     assert load_init_adapters(second, policy) == {"run": str(first), "checkpoint": "update_000002.pt"}
     for adapter, state in trained.items():

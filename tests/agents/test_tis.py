@@ -193,6 +193,7 @@ def test_a_run_with_the_correction_logs_its_weights_and_trains(tiny_model_dir, t
     from marft_agents.training import trainer
 
     config = TrainConfig(
+        env="signal_env:ParityChain",  # tests/agents/signal_env.py: a random model's team is paid half the time
         model=str(tiny_model_dir),
         run_dir=str(tmp_path / "run"),
         updates=2,
@@ -215,8 +216,11 @@ def test_a_run_with_the_correction_logs_its_weights_and_trains(tiny_model_dir, t
     assert batch_sizes == [3, 3]  # the recompute scores in the learner's minibatch size (Learner.score_batch_size)
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert len(rows) == 2
+    assert any(row["policy/skipped_equal_returns"] == 0.0 for row in rows)
     for row in rows:
         assert row["tis/abs_logp_diff_max"] < 1e-4
+        if row["policy/skipped_equal_returns"]:  # equal returns: no policy step, so no weights to log
+            continue
         for agent in ("reasoner_0", "actor_0"):
             assert 0.99 < row[f"{agent}/tis_weight_mean"] <= row[f"{agent}/tis_weight_max"] < 1.01
 

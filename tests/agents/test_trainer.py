@@ -4,9 +4,11 @@ import json
 
 import pytest
 import torch
+from agent_helpers import plant_rewards
 
 from marft_agents.cli import main as cli
 from marft_agents.cli import policy_from_run
+from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.training.config import ConfigError, TrainConfig, load
 from marft_agents.training.trainer import train
@@ -35,7 +37,9 @@ def metrics_without_times(run_dir):
     return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
 
-def test_train_writes_summary_metrics_checkpoint_and_plot(tiny_model_dir, tmp_path):
+def test_train_writes_summary_metrics_checkpoint_and_plot(tiny_model_dir, tmp_path, monkeypatch):
+    collect = RolloutEngine.collect  # a random tiny model earns nothing: pay half the episodes, so the adapters learn
+    monkeypatch.setattr(RolloutEngine, "collect", lambda self, *a, **k: plant_rewards(collect(self, *a, **k)))
     summary = train(tiny_config(tiny_model_dir, tmp_path / "run"), progress=False, quiet=True)
     run = tmp_path / "run"
     saved = json.loads((run / "summary.json").read_text())

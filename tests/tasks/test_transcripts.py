@@ -6,7 +6,9 @@ terminations, truncations and infos, and the fresh infos after each step — ser
 hashed. The digests below were recorded on commit c2e5498, before the ``on_action`` hook, the
 shared attempts-with-feedback base, booking's profile file and the reward move; a refactor must
 leave them unchanged. If an env's behaviour changes on purpose, bump its version and record new
-digests (``python tests/tasks/test_transcripts.py`` prints them).
+digests (``python tests/tasks/test_transcripts.py`` prints them). The MATH and booking digests were
+re-recorded when every round's infos gained ``shared_reward`` (``marft_envs.outcomes.SHARED_REWARD``),
+after checking that the transcripts without that key still hash to c2e5498's digests.
 
 The code-repair transcripts keep the first observation of each episode (the task as the agents see
 it) and the rewards and terminations, not the later feedback text, whose wording comes from the
@@ -27,20 +29,20 @@ from marft_envs.testing.checks import random_policy
 SEEDS = range(4)
 
 DIGESTS = {
-    'marft/MathChain-v0 {"rounds": 3} scripted': "569f0a403f1dc5bb9167f62708d434e090e83ffcde02c2352148df4d776d7e75",
-    'marft/MathChain-v0 {"n_agents": 3} scripted': "7ba42eb78531803a06f61c09d5295caff5e3ad91649e59ac735510d06385d394",
-    'marft/MathSolo-v0 {"rounds": 3} scripted': "17d69b313ed40f55b5664cf3b85acb49d8e5aa6796f5ce7ae12a5757124b4c91",
-    'marft/MathDebate-v0 {"feedback": true} scripted': "060da1cb969c95797b1126a11880c58f238653a2194a5b03058f303b9f1eb919",
-    'marft/MathCORY-v0 {"rounds": 2} scripted': "483dddb734e80437858d79916ae704f694641885c370d2ef4adcea863718b5d6",
-    "marft/Booking-v0 {} oracle": "853ad0940c108f86bae8008d7a0df1d92373c9ca0927395dae8ede02111d3993",
-    "marft/Booking-v0 {} random_tools": "ab8e3977aac5164289b2e49a7200951902dce10105c928c50a464a99a048d8e3",
-    "marft/Booking-v0 {} random_text": "ec4637f854a6eeea9fa1e964cedba30adebc92de28f748d8cdb023cc8f99aaae",
-    'marft/BookingFixed-v0 {"credit": "per_agent"} oracle': "85f6ea82416f7fc2c138d1a17712a28b97007df570699aa70fce7d546e4d13d5",
-    'marft/BookingFixed-v0 {"credit": "per_agent"} random_tools': "a01ecb73bc917405241c089672501abc0e61ea4e657db79f300378e47dbfba2e",
-    'marft/BookingFixed-v0 {"credit": "per_agent"} random_text': "fc55781e6cf3c4375b1aaec3020fddbf404258087a7ab5b781afe640c3df3535",
-    'marft/BookingDecPOMDP-v0 {"max_rounds": 4} oracle': "c1779f0d5a2c09bb81b6f4cbf71a36ee7a85f9b3154bf22d0ff4938f17ed2e72",
-    'marft/BookingDecPOMDP-v0 {"max_rounds": 4} random_tools': "08297a4cfca4fa275324f0dc0cbe596b090c36c4d330fdf978d885f97448f223",
-    'marft/BookingDecPOMDP-v0 {"max_rounds": 4} random_text': "f227a2310c55a3214f02c729d7d827371efac9ca05ea77a2c1407eb1b7e4299c",
+    'marft/MathChain-v0 {"rounds": 3} scripted': "83976fc3529fa68617e2ae3893d60483f46d6a40b8f10e54e1f163d7aa4f0653",
+    'marft/MathChain-v0 {"n_agents": 3} scripted': "cb0ccfef088c983cb861d2cd00192b14a7844f083f1f19702a4c58be4c73072b",
+    'marft/MathSolo-v0 {"rounds": 3} scripted': "d35c794fea837d743968bff3bfcebda052f8c3d4aebfcc8c66f0b05f96f710da",
+    'marft/MathDebate-v0 {"feedback": true} scripted': "daef0d2c7a9ee0a67c4c592fc10dc093048fe227672c6e3e0bfd08904a3df6cf",
+    'marft/MathCORY-v0 {"rounds": 2} scripted': "ca8b733fb18af846a74605011fd1b904f151a0501f3e232c2894f365cdd1ed4a",
+    "marft/Booking-v0 {} oracle": "713361a12866e94992e4c7cd7684bd0e32b09a16aa90386419340ea59ba9d6ef",
+    "marft/Booking-v0 {} random_tools": "a20dd34f56b415ce4c3484c8756606b29a52aba602b55e78ffab848535972615",
+    "marft/Booking-v0 {} random_text": "d6d7313e10c13f3be2007ab06532d144e39ffc0e42c204b32c9651423fc6cd39",
+    'marft/BookingFixed-v0 {"credit": "per_agent"} oracle': "5dc4348420fc30a0cdb0b661d98c23d7da6115efc2aa0a3804d843878b040790",
+    'marft/BookingFixed-v0 {"credit": "per_agent"} random_tools': "79355fec6647baf07fee57dbd3833567d639e2504ad46c8baea51d35de0536ef",
+    'marft/BookingFixed-v0 {"credit": "per_agent"} random_text': "fa38919a86aec79af580db6912c8253ffa99e9d5246103f5286fb93989b59cbe",
+    'marft/BookingDecPOMDP-v0 {"max_rounds": 4} oracle': "c8ede7bda50f593fd58933aea9e4f0eaaf00f7c26396b88526712490ce48fa2c",
+    'marft/BookingDecPOMDP-v0 {"max_rounds": 4} random_tools': "d09dfffc0cba362ecd54079f1f2aa6cb3cdb59260969ffe205ce6903917e4fb7",
+    'marft/BookingDecPOMDP-v0 {"max_rounds": 4} random_text': "243fe737f482ffbfadf1194b3d8912e80a3e1d0c30e9a168666d7b0860f2fba4",
     'marft/CodeRepair-v0 {"roles": ["locator", "tester", "fixer", "reviewer"], "rounds": 2} oracle': "5e1cd5376383046b43a827d51fd8496187239251a04f1d5d5ac94eeb6b42884a",
     'marft/CodeRepairVote-v0 {"n_agents": 2, "rounds": 2} oracle': "fded646e2c029408d48b0f0124d199fed8eca79beec71b8ddeee0061e3f6afb5",
     'marft/CodeRepairSolo-v0 {"rounds": 2} oracle': "e444548a1b31d34180b68982cfe48e93cd6366fc7708809303a0a8525d0635ef",

@@ -38,7 +38,7 @@ from typing import Any
 from marft_envs.core import FlexEnv, RoundResult
 from marft_envs.graph import DependencyGraph
 from marft_envs.rewards.booking import Grade, grade
-from marft_envs.rewards.credit import CREDIT_MODES, assign_credit
+from marft_envs.rewards.credit import CREDIT_MODES, assign_credit, shared_part
 from marft_envs.tasks.booking.actions import MAX_SHOWN_CHARS, ActionError, ToolCall, parse_action
 from marft_envs.tasks.booking.db import STORAGES, BookingDB
 from marft_envs.tasks.booking.generator import KINDS, Task, generate_task, kind_weights
@@ -196,7 +196,10 @@ class BookingTask(FlexEnv):
             rewards = assign_credit(self.credit, order, g.team, g.own)
             for a, info in infos.items():
                 info.update(
-                    reward_components={**g.components, "team": g.team, "own": g.own[a]}, assertions=dict(g.assertions), solved=g.team == 1.0
+                    reward_components={**g.components, "team": g.team, "own": g.own[a]},
+                    assertions=dict(g.assertions),
+                    solved=g.team == 1.0,
+                    shared_reward=shared_part(self.credit, g.team),
                 )
         return RoundResult(
             rewards=rewards, terminations=dict.fromkeys(actions, terminated), truncations=dict.fromkeys(actions, truncated), infos=infos

@@ -17,6 +17,9 @@ Version history:
         program runs in a root of its own (the standard library and its working directory; no
         third-party packages, task data or checkout), under a syscall filter; text crossing the env is
         valid UTF-8.
+    v0, additions under the same id (rewards unchanged): each round's infos carry ``shared_reward``
+        (``marft_envs.outcomes.SHARED_REWARD``: the part of every agent's reward that all received alike,
+        the team reward under ``credit="team"``), so the team's return counts it once, not once per agent.
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ Version history:
     v0, additions under the same id (default behaviour unchanged): ``format_reward=w`` (0 by default) adds
         ``w * rewards.format.boxed_format(action)`` to each answering agent's reward (component ``format``);
         ``difficulties()`` lists the problem source's levels and ``reset(options={"difficulty": d})`` plays one.
+    v0, additions under the same id (rewards unchanged): each round's infos carry ``shared_reward``
+        (``marft_envs.outcomes.SHARED_REWARD``: the part of every agent's reward that all received alike,
+        the team reward under ``credit="team"``), so the team's return counts it once, not once per agent.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from typing import Any
 
 from marft_envs.core import RoundResult
 from marft_envs.graph import DependencyGraph
+from marft_envs.outcomes import SHARED_REWARD
 from marft_envs.tasks.math.base import MathTask
 
 AGENTS = ["solver_0", "solver_1"]
@@ -100,5 +104,6 @@ class MathCORY(MathTask):
         result.rewards = dict.fromkeys(actions, total)
         for a in actions:
             result.infos[a]["reward_components"]["cooperative"] = total
+            result.infos[a][SHARED_REWARD] = total  # every agent's reward is the same sum: the team's return counts it once
             result.infos[a]["role"] = "pioneer" if a == self._episode_pioneer else "observer"
         return result

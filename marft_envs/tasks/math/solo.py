@@ -22,6 +22,9 @@ Version history:
     v0, additions under the same id (default behaviour unchanged): ``format_reward=w`` (0 by default) adds
         ``w * rewards.format.boxed_format(action)`` to each answering agent's reward (component ``format``);
         ``difficulties()`` lists the problem source's levels and ``reset(options={"difficulty": d})`` plays one.
+    v0, additions under the same id (rewards unchanged): each round's infos carry ``shared_reward``
+        (``marft_envs.outcomes.SHARED_REWARD``: the part of every agent's reward that all received alike,
+        the team reward under ``credit="team"``), so the team's return counts it once, not once per agent.
 """
 
 from __future__ import annotations

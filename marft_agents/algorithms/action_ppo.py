@@ -1,0 +1,131 @@
+"""PPO-clip on whole actions: the policy step that action-level MARFT, single-agent PPO and IPPO/MAPPO share.
+
+Written once here (it was three copies that nothing kept equal). For the steps ``idx`` of one
+adapter, ``epochs`` passes in fresh random minibatches (:func:`~marft_agents.algorithms.base.minibatches`):
+
+- ``log pi(a|o)``: the sum (or mean, ``logp_reduction``) of the response's token log-probs under the
+  sampling temperature; ``log pi_old(a|o)`` the same over the behaviour log-probs kept at sampling;
+- loss ``= -mean(min(rho A, clip(rho, 1 - eps, 1 + eps) A)) - c_H H + beta KL(pi || pi_ref)``, with
+  ``H`` the mean per-token entropy and the KL term only when ``kl_coef > 0``
+  (:func:`action_ppo_loss`, a pure function); each term weighted by the TIS weights when
+  ``generation.tis_cap`` is set;
+- a minibatch whose approx KL to the behaviour policy exceeds ``kl_gate`` is skipped (the original's
+  hard-coded 1e-3 gate, as an option);
+- one optimizer step per minibatch (:func:`~marft_agents.algorithms.base.apply`).
+
+Each algorithm computes its own advantages (chain GAE, plain GAE, per-agent GAE) and hands them here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from marft_agents.algorithms.base import PPOSettings, apply, minibatches
+from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
+from marft_agents.algorithms.tis import action_weights, weight_stats
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.layered import AgentStep
+
+
+def action_ppo_loss(
+    logp: torch.Tensor,
+    logp_old: torch.Tensor,
+    advantages: torch.Tensor,
+    entropy: torch.Tensor,
+    kl: torch.Tensor | None,
+    *,
+    clip_eps: float,
+    entropy_coef: float,
+    kl_coef: float,
+    weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The action-level PPO loss of one minibatch and its clip statistics.
+
+    ``logp``, ``logp_old``, ``advantages`` (and ``weights``) are ``(B,)``; ``entropy`` and ``kl`` are
+    scalars (per-token means); ``kl`` None leaves the KL term out.
+    """
+    ppo, stats = ppo_clip_loss(logp, logp_old, advantages, clip_eps, weights=weights)
+    loss = ppo - entropy_coef * entropy
+    if kl is not None:
+        loss = loss + kl_coef * kl
+    return loss, stats
+
+
+def action_ppo_step(
+    policy: LaMASPolicy,
+    optimizer: torch.optim.Optimizer,
+    adapter: str,
+    steps: list[AgentStep],
+    idx: list[int],
+    advantages: torch.Tensor,
+    rng: np.random.Generator,
+    *,
+    settings: PPOSettings,
+    temperature: float,
+    tis_cap: float | None,
+) -> dict[str, float]:
+    """Epochs of PPO-clip on whole actions over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)`` over ``steps``.
+
+    Returns the minibatches' mean ``loss``, ``entropy``, ``clip_frac``, ``approx_kl`` (and ``kl_ref``,
+    TIS statistics) under ``<adapter>/``, and ``<adapter>/skipped_minibatches`` (the KL gate's).
+    """
+    reduction = settings.logp_reduction
+    log, skipped = [], 0  # per-minibatch stats
+    for mb in minibatches(
+        policy,
+        adapter,
+        steps,
+        idx,
+        rng,
+        temperature=temperature,
+        minibatch_size=settings.minibatch_size,
+        epochs=settings.ppo_epochs,
+        reference=settings.kl_coef > 0,
+    ):
+        logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
+        old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
+        weights = action_weights(mb.steps, reduction, tis_cap)  # (B,) TIS weights, or None (off)
+        entropy = masked_mean(mb.entropy_tok, mb.mask)  # per token
+        kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask) if settings.kl_coef > 0 else None  # per token
+        loss, stats = action_ppo_loss(
+            logp,
+            old,
+            advantages[mb.rows],
+            entropy,
+            kl,
+            clip_eps=settings.clip_eps,
+            entropy_coef=settings.entropy_coef,
+            kl_coef=settings.kl_coef,
+            weights=weights,
+        )
+        row = {} if kl is None else {"kl_ref": kl.item()}  # logged for gated minibatches too
+        if settings.kl_gate is not None and stats["approx_kl"] > settings.kl_gate:  # too far from the behaviour policy
+            log.append(row)
+            skipped += 1
+            continue
+        apply(optimizer, loss, policy.parameters(adapter), settings.max_grad_norm, adapter)
+        log.append(
+            {
+                **row,
+                "loss": loss.item(),
+                "entropy": entropy.item(),
+                "clip_frac": stats["clip_frac"],
+                "approx_kl": stats["approx_kl"],
+                **weight_stats(weights),
+            }
+        )
+    return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
+
+
+@torch.no_grad()
+def action_log_ratios(
+    policy: LaMASPolicy, adapter: str, steps: list[AgentStep], idx: list[int], *, temperature: float, minibatch_size: int, reduction: str
+) -> torch.Tensor:
+    """``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s actions ``idx`` (e.g. after its step), ``(len(idx),)``."""
+    return torch.cat(
+        [
+            reduce_batch(mb.logp_tok, mb.mask, reduction) - action_logps([s.token_logps for s in mb.steps], reduction)
+            for mb in minibatches(policy, adapter, steps, idx, None, temperature=temperature, minibatch_size=minibatch_size)
+        ]
+    )
