@@ -60,29 +60,6 @@ def close_open_pools() -> None:
         pool.close()
 
 
-def worker_spec(config: Any, record_state: bool, skip_ignored: bool = True) -> WorkerSpec:
-    """The :class:`WorkerSpec` of a run's ``TrainConfig`` (its model, adapters, env and sampling)."""
-    import dataclasses
-
-    return WorkerSpec(
-        env=config.env,
-        env_kwargs=dict(config.env_kwargs),
-        model=config.model,
-        adapter_mode=config.adapter_mode,
-        lora_r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_targets=tuple(config.lora_targets),
-        temperature=config.temperature,
-        max_new_tokens=config.max_new_tokens,
-        seed=config.seed,
-        threads=max(1, int(config.distributed.cpus_per_worker)),
-        record_state=record_state,
-        skip_ignored=skip_ignored,
-        imports=tuple(config.imports),
-        engine=dataclasses.asdict(config.generation),
-    )
-
-
 def split(indices: list[int], parts: int) -> list[list[int]]:
     """``indices`` in ``parts`` contiguous blocks, in order, sizes differing by at most one."""
     cuts = [len(indices) * k // parts for k in range(parts + 1)]

@@ -1,11 +1,13 @@
-"""A run's parts, built from its config: the seeds, the policy, the generation engine, the Ray workers.
+"""From a run's config to its parts: the seeds, the policy, the generation engine, the Ray workers.
 
-Also the checks that refuse a run before it writes anything: ``--resume`` with a config that
-changes what the earlier updates did. ``trainer.py`` calls these in order.
+These read the config and hand each component only the values it uses. Also the checks that refuse
+a run before it writes anything: ``--resume`` with a config that changes what the earlier updates
+did. ``run_parts.build_run`` calls these in order.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from marft_agents.distributed.worker import WorkerSpec
 from marft_agents.engines import Engine, make_engine
 from marft_agents.models.dtype import resolve_dtype
 from marft_agents.models.policy import LaMASPolicy, load_base
@@ -96,7 +99,7 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> None:
 def start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int):
     """The Ray rollout workers of ``distributed.*``, serving ``policy``'s current weights as ``version``."""
     from marft_agents.algorithms.base import Learner
-    from marft_agents.distributed.pool import WorkerPool, close_open_pools, worker_spec
+    from marft_agents.distributed.pool import WorkerPool, close_open_pools
 
     if type(algo).before_collect is not Learner.before_collect:
         raise ConfigError(
@@ -105,4 +108,25 @@ def start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int):
     close_open_pools()  # one run at a time: the workers of a run that failed midway in this process end now
     return WorkerPool(
         worker_spec(config, record_state=algo.needs_state, skip_ignored=algo.skips_ignored), config.distributed, policy, version
+    )
+
+
+def worker_spec(config: TrainConfig, record_state: bool, skip_ignored: bool = True) -> WorkerSpec:
+    """What each rollout worker builds and plays with: the run's model, adapters, env and sampling."""
+    return WorkerSpec(
+        env=config.env,
+        env_kwargs=dict(config.env_kwargs),
+        model=config.model,
+        adapter_mode=config.adapter_mode,
+        lora_r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_targets=tuple(config.lora_targets),
+        temperature=config.temperature,
+        max_new_tokens=config.max_new_tokens,
+        seed=config.seed,
+        threads=max(1, int(config.distributed.cpus_per_worker)),
+        record_state=record_state,
+        skip_ignored=skip_ignored,
+        imports=tuple(config.imports),
+        engine=dataclasses.asdict(config.generation),
     )

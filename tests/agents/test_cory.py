@@ -108,12 +108,12 @@ def test_cory_needs_two_adapters(tiny_model_dir):
 
 
 def test_trainer_evaluates_each_policy_alone(tiny_model_dir, tmp_path, monkeypatch):
-    from marft_agents.training import trainer
+    from marft_agents.training import run_parts, trainer
     from marft_agents.training.config import TrainConfig
 
     seen = []
-    real = trainer.evaluate
-    monkeypatch.setattr(trainer, "evaluate", lambda policy, **kw: seen.append(kw["env_kwargs"]) or real(policy, **kw))
+    real = run_parts.evaluate
+    monkeypatch.setattr(run_parts, "evaluate", lambda policy, **kw: seen.append(kw["env_kwargs"]) or real(policy, **kw))
     config = TrainConfig(
         model=str(tiny_model_dir),
         run_dir=str(tmp_path / "run"),

@@ -177,7 +177,8 @@ def pool(ray_cluster, policy, tmp_path_factory):
     import ray
 
     from marft_agents.distributed.cluster import connect
-    from marft_agents.distributed.pool import WorkerPool, worker_spec
+    from marft_agents.distributed.pool import WorkerPool
+    from marft_agents.training.setup import worker_spec
 
     if not ray.is_initialized():
         connect(DistributedConfig(address=ray_cluster))  # as a run joins it: on loopback

@@ -144,7 +144,8 @@ def test_workers_that_cannot_start_say_why_in_one_line(ray_connected):
 
     from marft_agents.distributed import ClusterError
     from marft_agents.distributed.config import DistributedConfig
-    from marft_agents.distributed.pool import WorkerPool, worker_spec
+    from marft_agents.distributed.pool import WorkerPool
+    from marft_agents.training.setup import worker_spec
 
     config = load(None, ["model=/no/such/model"])
     policy = build_policy(load(None, []), ["reasoner_0", "actor_0"])
@@ -165,6 +166,7 @@ def test_workers_that_start_too_slowly_on_a_cluster_the_pool_started_say_so_in_o
     from marft_agents.distributed import ClusterError
     from marft_agents.distributed.cluster import Connection
     from marft_agents.distributed.config import DistributedConfig
+    from marft_agents.training.setup import worker_spec
 
     monkeypatch.setattr(pool_module, "connect", lambda settings: Connection(started=True))  # as if it started it
     config = load(None, [])
@@ -174,9 +176,7 @@ def test_workers_that_start_too_slowly_on_a_cluster_the_pool_started_say_so_in_o
         match=r"1 of 1 rollout workers did not start within "
         r"distributed.start_timeout_s=0.001 \(the cluster's free resources: CPU=",
     ):
-        pool_module.WorkerPool(
-            pool_module.worker_spec(config, record_state=False), DistributedConfig(workers=1, start_timeout_s=0.001), policy
-        )
+        pool_module.WorkerPool(worker_spec(config, record_state=False), DistributedConfig(workers=1, start_timeout_s=0.001), policy)
     assert not ray.is_initialized()  # it left the cluster (the next test joins it again)
 
 

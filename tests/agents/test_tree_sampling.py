@@ -379,11 +379,11 @@ def tree_config(model_dir, run_dir, *, updates: int):
 
 
 def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_model_dir, tmp_path, monkeypatch):
-    from marft_agents.training import trainer
+    from marft_agents.training import run_parts, trainer
 
     torch.set_num_threads(1)
     built = {}
-    build_policy = trainer.build_policy
+    build_policy = run_parts.build_policy
 
     def keep(config, agents):  # the trainer's policy, and its parameters as they started
         policy = built["policy"] = build_policy(config, agents)
@@ -391,7 +391,7 @@ def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_
         built["before"] = {(id(m), n): (p.detach().clone(), p.requires_grad) for m in models for n, p in m.named_parameters()}
         return policy
 
-    monkeypatch.setattr(trainer, "build_policy", keep)
+    monkeypatch.setattr(run_parts, "build_policy", keep)
     run = tmp_path / "tree"
     config = tree_config(tiny_model_dir, run, updates=2)
     trainer.train(config, progress=False, quiet=True)

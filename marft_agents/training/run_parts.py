@@ -1,0 +1,300 @@
+"""A run's parts, checked and built before its first update: :func:`build_run` returns them as :class:`RunParts`.
+
+Two rules hold here. Every check (config values, the run folder, env options, model, learner,
+checkpoint, workers) runs before the first file is written, so a refused run leaves ``run_dir`` as it
+was. And the parts are built in a fixed order (seeds, the probe env, the model, the learner, the
+workers, the other envs, the engines, the first evaluation), so a run draws the same random numbers
+whatever else changes, and a resumed run plays on as one that was never stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import marft_envs
+from marft_agents.algorithms import build_learner, lookup
+from marft_agents.engines.seeded import EpisodeSeededEngine
+from marft_agents.models.policy import LaMASPolicy, Sampling
+from marft_agents.rollout.evaluation import evaluate
+from marft_agents.rollout.layered import RolloutEngine
+from marft_agents.runs import checkpoint as ckpt
+from marft_agents.runs import files as run_files
+from marft_agents.runs import folder as run_folder
+from marft_agents.runs import report
+from marft_agents.runs.lock import RunLock
+from marft_agents.runs.metrics import MetricsLog
+from marft_agents.signal.collection import BatchCollector
+from marft_agents.signal.collection import check as check_signal_options
+from marft_agents.training.config import ConfigError, TrainConfig, shown, to_dict, validate
+from marft_agents.training.env_options import check_env_kwargs
+from marft_agents.training.init_from import load_init_adapters
+from marft_agents.training.interrupts import StopOnSignal
+from marft_agents.training.setup import build_engine, build_policy, check_resumable, seed_everything, signal_options, start_workers
+from marft_envs.plugins import resolve as resolve_env
+
+
+@dataclass
+class Evaluation:
+    """How this run evaluates its policy: in this process or on the workers, on the env options the learner asks for."""
+
+    run: Callable[..., dict]
+    """:func:`marft_agents.rollout.evaluation.evaluate`, or the worker pool's ``evaluate`` (same signature and result)."""
+    policy: LaMASPolicy
+    args: dict[str, Any]
+    """``env_id``, ``env_kwargs``, ``n``, ``max_new_tokens``, ``engine``: what every evaluation of the run shares."""
+    run_dir: Path
+    """Where the transcripts go."""
+    transcripts: int
+    """Transcripts written per full evaluation (``eval_transcripts``)."""
+    rounds: int
+    """Attempts of the feedback protocol, where the env declares one (``eval_rounds``; 1 or less: none)."""
+
+    def accuracy(self) -> float:
+        """The single-pass accuracy (the ``eval/accuracy`` metric during training)."""
+        return self.run(self.policy, **self.args)["accuracy"]
+
+    def full(self, name: str) -> dict:
+        """The single-pass evaluation, the attempts protocol where the env declares one, and transcripts as ``name``."""
+        result = self.run(self.policy, **self.args, samples=self.transcripts)
+        report.write_samples(self.run_dir, name, result.pop("samples"))
+        if self.rounds > 1 and marft_envs.spec(self.args["env_id"]).attempts_option is not None:
+            multi = self.run(self.policy, **self.args, rounds=self.rounds)
+            result[f"solved_within_{self.rounds}_attempts_with_feedback"] = multi["accuracy"]
+        return result
+
+
+@dataclass
+class RunParts:
+    """What one run is made of, checked and built by :func:`build_run`; the update loop drives these."""
+
+    run_dir: Path
+    policy: LaMASPolicy
+    algo: Any
+    """The learner (:class:`marft_agents.algorithms.base.Learner`)."""
+    rng: np.random.Generator
+    """The generator the learner's updates draw from (checkpointed with Python's and torch's)."""
+    envs: list
+    """The trainer's envs (one when rollout workers play: they have their own)."""
+    generator: Any
+    """The engine whose weights follow the learner's (``sync``, ``close``): the worker pool or an in-process engine."""
+    engine: Any
+    """What plays the episodes and times them: the worker pool, or the learner's rollout engine."""
+    collector: BatchCollector
+    evaluation: Evaluation
+    signal_options: list[str]
+    """The ways to get a reward signal this run does not use yet (named by the warnings)."""
+    start: int
+    """The first update to run: 0, or the resumed checkpoint's."""
+    resumed: bool
+    eval_before: dict
+    log: MetricsLog
+    started: float
+    """``time.perf_counter()`` once the config and folder checks had passed (the run's wall time counts from it)."""
+
+
+def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, *, resume: bool, overwrite: bool) -> RunParts:
+    """Check everything, then open ``run_dir`` (its lock stays in ``held``) and build the run's parts.
+
+    On resume the learner, the collector and the RNG states come from the latest checkpoint and the
+    first evaluation from ``eval_before.json``; otherwise the first evaluation runs and is written.
+    """
+    run_dir = _check_config(config, resume=resume, overwrite=overwrite)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    started = time.perf_counter()
+
+    rng = seed_everything(config.seed)
+    probe = _probe_env(config)
+    policy = _load_policy(config, probe.possible_agents, resume=resume)
+    algo = _build_learner(config, policy, probe)
+    latest, state = _load_resume_state(run_dir, algo) if resume else (None, {})
+    start = state.get("update", 0)
+    pool = start_workers(config, policy, algo, start) if config.distributed.workers else None
+    stop.take_back()  # ray.init replaces the SIGTERM handler with its own exit
+
+    # -- every check passed: from here on the run writes into run_dir ---------------------------------
+    _open_run_dir(run_dir, held, config, resume=resume, overwrite=overwrite, latest=latest)
+    n_envs = 1 if pool else min(config.episodes_per_update, 128)  # workers have their own envs
+    envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
+    # closed at the end of the run; a run that fails midway leaves it to the engine's finalizer
+    generator = _generation_engine(config, policy, pool, run_dir)
+    if latest is not None:
+        generator.sync(start)  # the resumed adapter weights
+    engine = pool if pool else algo.collector(_rollout_engine(config, policy, algo, generator))
+    collector = BatchCollector(
+        engine,
+        envs,
+        generator,
+        config.signal,
+        seed=config.seed,
+        episodes_per_update=config.episodes_per_update,
+        updates=config.updates,
+        group_size=algo.group_size,
+        workers=config.distributed.workers,
+        algo=config.algo,
+    )
+    if latest is not None:
+        collector.load_state_dict(state.get("signal", {}))
+    options = signal_options(config, probe, algo.group_size)
+    evaluation = _evaluation(config, policy, algo, pool, generator, run_dir)
+    if latest is not None:
+        ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
+        eval_before = json.loads((run_dir / "eval_before.json").read_text())
+    else:
+        eval_before = evaluation.full("eval_before")
+        run_files.write_text(run_dir, "eval_before.json", json.dumps(eval_before, indent=2))
+    log = MetricsLog(run_dir, resume_from=start if latest is not None else None)
+    return RunParts(
+        run_dir=run_dir,
+        policy=policy,
+        algo=algo,
+        rng=rng,
+        envs=envs,
+        generator=generator,
+        engine=engine,
+        collector=collector,
+        evaluation=evaluation,
+        signal_options=options,
+        start=start,
+        resumed=latest is not None,
+        eval_before=eval_before,
+        log=log,
+        started=started,
+    )
+
+
+def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool) -> Path:
+    """The checks that need no model: config values, vLLM's presence, the run folder, ``--resume``, the env and its options."""
+    validate(config)
+    if config.generation.engine == "vllm":
+        from marft_agents.engines.vllm import check_available
+
+        check_available()  # a missing vLLM is named before any work
+    run_dir = Path(config.run_dir)
+    run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
+    if resume:
+        check_resumable(run_dir, config)
+    resolve_env(config.env)  # entry points, ``module:Class`` ids
+    check_env_kwargs(config.env, config.env_kwargs)
+    return run_dir
+
+
+def _probe_env(config: TrainConfig):
+    """The run's first env (its agents name the adapters), checked against the learner's needs (e.g. tree sampling)."""
+    try:
+        probe = marft_envs.make(config.env, **config.env_kwargs)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"env {config.env} refused env_kwargs {shown(config.env_kwargs)}: {err}") from None
+    lookup(config.algo)[1].check_env(config.algo_args, probe, workers=config.distributed.workers)
+    return probe
+
+
+def _load_policy(config: TrainConfig, agents: list[str], *, resume: bool) -> LaMASPolicy:
+    """The model and its adapters (those of ``init_from`` on a fresh run), refused if ``max_new_tokens`` does not fit."""
+    policy = build_policy(config, agents)
+    context = getattr(policy.base.config, "max_position_embeddings", None)
+    if context is not None and config.max_new_tokens >= context:
+        raise ConfigError(
+            f"max_new_tokens={config.max_new_tokens} does not fit the model's context of {context} tokens: use at most {context // 2}"
+        )
+    if config.init_from is not None and not resume:  # on resume the checkpoint holds the adapters
+        load_init_adapters(config, policy)
+    return policy
+
+
+def _build_learner(config: TrainConfig, policy: LaMASPolicy, probe) -> Any:
+    """The learner, refused where its groups would split across updates or the ``signal.*`` options cannot work."""
+    algo = build_learner(config.algo, policy, config.algo_args, config.temperature, config.generation.tis_cap)
+    group = algo.group_size
+    if config.episodes_per_update % group:
+        raise ValueError(
+            f"episodes_per_update={config.episodes_per_update} must be a multiple of {config.algo}'s "
+            f"group size {group}, so no group of episodes is split across updates"
+        )
+    check_signal_options(config.signal, probe, group_size=group, workers=config.distributed.workers, algo=config.algo)
+    return algo
+
+
+def _load_resume_state(run_dir: Path, algo) -> tuple[Path, dict]:
+    """``--resume``: the latest checkpoint and its state, loaded into ``algo``; refused in one line if it does not fit."""
+    latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
+    if latest is None:
+        raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; start again with --overwrite")
+    state = ckpt.load_checkpoint(latest)
+    try:
+        algo.load_state_dict(state["algo"])
+    except (KeyError, RuntimeError) as err:
+        raise ValueError(
+            f"{latest} does not fit this run's agents and adapters ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:120]}): resume with the run's own env and model"
+        ) from None
+    if (run_dir / "metrics.jsonl").exists():
+        run_folder.read_metrics(run_dir / "metrics.jsonl", before=state["update"])  # a bad line is named now
+    return latest, state
+
+
+def _open_run_dir(
+    run_dir: Path, held: contextlib.ExitStack, config: TrainConfig, *, resume: bool, overwrite: bool, latest: Path | None
+) -> None:
+    """Take the folder's lock (held until the run ends), check it again, clear it if asked, write config.json."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        held.enter_context(RunLock(run_dir))
+        # again, now that no other run can write here: one may have started or ended while this one loaded
+        run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
+        if resume and ckpt.latest_checkpoint(run_dir / "checkpoints") != latest:
+            raise ValueError(
+                f"--resume: {run_dir / 'checkpoints' / ckpt.LATEST} changed while this run was loading "
+                "(another run wrote into the folder): run the command again"
+            )
+        if overwrite:
+            run_folder.clear(run_dir)
+        if latest is not None:
+            ckpt.remove_partial_files(latest.parent)  # what a kill during a checkpoint write left
+        run_files.write_text(run_dir, "config.json", json.dumps(to_dict(config), indent=2))
+    except run_files.RunWriteError:
+        raise  # already one line naming the file (and a full disk)
+    except OSError as err:
+        raise ConfigError(f"cannot write run_dir {run_dir}: {err.strerror or err}") from None
+
+
+def _generation_engine(config: TrainConfig, policy: LaMASPolicy, pool, run_dir: Path) -> Any:
+    """The engine that samples the adapters: the worker pool, the episode-seeded engine, or ``generation.engine``."""
+    if config.generation.engine == "vllm":  # vllm writes its adapters and cache there: not through a link
+        run_files.ensure_folder(run_dir, "engine")
+    generator = pool if pool else build_engine(config, policy, run_dir / "engine")
+    if not pool and config.distributed.episode_seeds:  # the workers' sampling, in this process
+        generator = EpisodeSeededEngine(policy)
+    return generator
+
+
+def _rollout_engine(config: TrainConfig, policy: LaMASPolicy, algo, generator) -> RolloutEngine:
+    """The in-process rollout engine (a learner may wrap it to collect its own way: tree sampling)."""
+    return RolloutEngine(
+        policy,
+        Sampling(config.temperature, config.max_new_tokens),
+        record_state=algo.needs_state,
+        engine=generator,
+        skip_ignored=algo.skips_ignored,
+    )
+
+
+def _evaluation(config: TrainConfig, policy: LaMASPolicy, algo, pool, generator, run_dir: Path) -> Evaluation:
+    """The run's evaluation; a learner may evaluate on other env options (CORY: each policy alone, without the reference)."""
+    args = dict(
+        env_id=config.env,
+        env_kwargs={**config.env_kwargs, **algo.eval_env_kwargs},
+        n=config.eval_episodes,
+        max_new_tokens=config.max_new_tokens,
+        engine=generator,
+    )
+    return Evaluation(pool.evaluate if pool else evaluate, policy, args, run_dir, config.eval_transcripts, config.eval_rounds)
