@@ -36,8 +36,7 @@ ENV = "marft/Booking-v0"
 
 def side(policy, envs, skip: bool, args) -> dict:
     """One collection of ``args.episodes`` episodes with skipping on or off: tokens, calls, seconds, returns."""
-    from marft_agents.models.policy import Sampling
-    from marft_agents.rollout.layered import RolloutEngine
+    from marft_agents import RolloutEngine, Sampling
 
     rollout = RolloutEngine(policy, Sampling(temperature=args.temperature, max_new_tokens=args.max_new_tokens), skip_ignored=skip)
     torch.manual_seed(0)
@@ -74,8 +73,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     import marft_envs
-    from marft_agents.training.config import TrainConfig
-    from marft_agents.training.setup import build_policy
+    from marft_agents import TrainConfig, build_policy
 
     kwargs = {"max_rounds": args.rounds}
     envs = [marft_envs.make(ENV, **kwargs) for _ in range(args.episodes)]

@@ -92,8 +92,7 @@ def worker(spec: dict, out: Path) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "sft.json").write_text(json.dumps(result, indent=2))
         return
-    from marft_agents.training.config import from_dict
-    from marft_agents.training.trainer import train
+    from marft_agents import from_dict, train
 
     config = from_dict({**spec["overrides"], "run_dir": str(run_dir)})  # dotted keys set nested fields
     train(config, progress=False, quiet=True)
@@ -103,9 +102,7 @@ def worker(spec: dict, out: Path) -> None:
 def kl_to_reference(run_dir: str) -> float:
     """Mean over sampled actions of ``sum_t log pi - log pi_ref`` (k1 estimate of KL(pi || ref) per action)."""
     import marft_envs
-    from marft_agents.cli import policy_from_run
-    from marft_agents.models.policy import Sampling
-    from marft_agents.rollout.layered import RolloutEngine
+    from marft_agents import RolloutEngine, Sampling, policy_from_run
 
     policy, config = policy_from_run(run_dir)
     envs = [marft_envs.make(config.env, **config.env_kwargs) for _ in range(32)]
@@ -124,10 +121,8 @@ def kl_to_reference(run_dir: str) -> float:
 def sft_control(seconds: float, seed: int) -> dict:
     """More SFT of the shipped checkpoint for ``seconds``, then the same held-out evaluation as the runs."""
     import marft_envs
-    from marft_agents.models.policy import LaMASPolicy, load_base
-    from marft_agents.pretraining.pretrain import PretrainConfig
-    from marft_agents.pretraining.pretrain import train as sft_train
-    from marft_agents.rollout.evaluation import evaluate
+    from marft_agents import LaMASPolicy, PretrainConfig, evaluate, load_base
+    from marft_agents import pretrain as sft_train
 
     model, tokenizer = load_base("embedded")
     # whole solutions only (unfinished_rate 0), constant 2e-4 (the from-scratch run's final rate,

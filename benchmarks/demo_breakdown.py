@@ -21,12 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 import marft_envs  # noqa: E402
-from marft_agents.cli import policy_from_run  # noqa: E402
-from marft_agents.models.policy import Sampling  # noqa: E402
-from marft_agents.rollout.evaluation import HELDOUT_SEED  # noqa: E402
-from marft_agents.rollout.layered import RolloutEngine  # noqa: E402
-from marft_agents.training.config import TrainConfig  # noqa: E402
-from marft_agents.training.trainer import build_policy  # noqa: E402
+from marft_agents import HELDOUT_SEED, RolloutEngine, Sampling, TrainConfig, build_policy, policy_from_run  # noqa: E402
 from marft_envs.tasks.math.synthetic import LEVELS  # noqa: E402
 
 ENV = "marft/MathChain-v0"

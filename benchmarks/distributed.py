@@ -64,8 +64,7 @@ def parts_of(row: dict, workers: int) -> dict[str, float]:
 def run(workers: int, args, out: Path) -> dict:
     import torch
 
-    from marft_agents.training.config import TrainConfig
-    from marft_agents.training.trainer import train
+    from marft_agents import TrainConfig, train
 
     torch.set_num_threads(1)
     config = TrainConfig(

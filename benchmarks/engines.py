@@ -32,10 +32,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import marft_envs  # noqa: E402
-from marft_agents.algorithms import build_learner, config_class  # noqa: E402
-from marft_agents.engines import make_engine  # noqa: E402
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base  # noqa: E402
-from marft_agents.rollout.layered import RolloutEngine  # noqa: E402
+from marft_agents import LaMASPolicy, RolloutEngine, Sampling, algorithms, load_base, make_engine  # noqa: E402
 
 ENV = "marft/MathChain-v0"
 
@@ -97,7 +94,7 @@ def main() -> None:
     result["hf"] = hf
     print(f"hf:   {hf['tok_per_s']:7.1f} tok/s  ({hf['runs'][0]['generate_calls']} generate calls per collect)", flush=True)
 
-    learner = build_learner("marft", policy, config_class("marft")(), 0.7)
+    learner = algorithms.build_learner("marft", policy, algorithms.config_class("marft")(), 0.7)
     t0 = time.perf_counter()
     learner.update(batch, 0, np.random.default_rng(0))
     result["marft_update_training_s"] = time.perf_counter() - t0

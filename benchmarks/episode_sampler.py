@@ -42,12 +42,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     import marft_envs
-    from marft_agents.engines.base import Request
-    from marft_agents.engines.hf import HFEngine
+    from marft_agents import Request, Sampling, TrainConfig, build_policy, make_engine
     from marft_agents.engines.seeded import EpisodeSampler, EpisodeSeededEngine
-    from marft_agents.models.policy import Sampling
-    from marft_agents.training.config import TrainConfig
-    from marft_agents.training.setup import build_policy
 
     env = marft_envs.make(ENV, **KWARGS)
     policy = build_policy(TrainConfig(model=args.model, env=ENV, env_kwargs=KWARGS, threads=args.threads), env.possible_agents)
@@ -56,7 +52,7 @@ def main(argv=None) -> int:
         env.reset(seed=1_000 + i)
         requests.append(Request(policy.prompt(env.observe("reasoner_0")), policy.adapter_of["reasoner_0"], episode=i))
     sampling = Sampling(temperature=0.7, max_new_tokens=args.max_new_tokens)
-    plain, seeded = HFEngine(policy), EpisodeSeededEngine(policy)
+    plain, seeded = make_engine("hf", policy), EpisodeSeededEngine(policy)
 
     def timed(engine) -> float:
         if engine is seeded:

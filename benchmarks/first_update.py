@@ -33,8 +33,7 @@ def main() -> None:
     import torch
     from compare import run_specs
 
-    from marft_agents.training.config import from_dict
-    from marft_agents.training.trainer import train
+    from marft_agents import from_dict, train
 
     torch.set_num_threads(1)
     results = {}

@@ -104,10 +104,7 @@ def temperature_rule(out: Path) -> dict:
     import torch
 
     import marft_envs
-    from marft_agents.models.policy import Sampling
-    from marft_agents.rollout.layered import RolloutEngine
-    from marft_agents.training.config import TrainConfig
-    from marft_agents.training.trainer import build_policy
+    from marft_agents import RolloutEngine, Sampling, TrainConfig, build_policy
 
     torch.set_num_threads(THREADS)
     config = TrainConfig(model=MODEL, env=CHAIN, env_kwargs=math_kwargs(), threads=THREADS, dtype=DTYPE)
@@ -138,8 +135,7 @@ def chosen_temperature(out: Path) -> float:
 
 def train_run(run_dir: Path, **fields) -> dict:
     """One ``marft train`` run (resumed if it has a checkpoint, skipped if it finished); returns its summary."""
-    from marft_agents.training.config import TrainConfig
-    from marft_agents.training.trainer import train
+    from marft_agents import TrainConfig, train
 
     summary = run_dir / "summary.json"
     if summary.is_file():
@@ -196,14 +192,18 @@ def e1_format(out: Path, seed: int) -> dict:
 
 def e1_reasoner_only(out: Path, seed: int) -> dict:
     """Ablation of E1's credit: the same MARFT run in which only the first agent (the reasoner) ever learns."""
-    from marft_agents.algorithms.marft import MARFTConfig
+    from marft_agents import algorithms
+
+    MARFTConfig = algorithms.config_class("marft")
 
     return math_run(out, "e1_reasoner", seed, algo_args=MARFTConfig(agent_iteration_interval=UPDATES))
 
 
 def e1_reasoner_long(out: Path, seed: int) -> dict:
     """Ablation of E1's budget: only the reasoner learns, for twice the updates, evaluated at the midpoint too."""
-    from marft_agents.algorithms.marft import MARFTConfig
+    from marft_agents import algorithms
+
+    MARFTConfig = algorithms.config_class("marft")
 
     return math_run(
         out, "e1_rlong", seed, updates=LONG_UPDATES, eval_every=UPDATES, algo_args=MARFTConfig(agent_iteration_interval=LONG_UPDATES)
@@ -212,7 +212,9 @@ def e1_reasoner_long(out: Path, seed: int) -> dict:
 
 def e1_slow_critic(out: Path, seed: int) -> dict:
     """Ablation of E1's critic: the same MARFT run with a 10x smaller critic learning rate (1e-4)."""
-    from marft_agents.algorithms.marft import MARFTConfig
+    from marft_agents import algorithms
+
+    MARFTConfig = algorithms.config_class("marft")
 
     return math_run(out, "e1_slowcritic", seed, algo_args=MARFTConfig(critic_lr=1e-4))
 
@@ -235,13 +237,17 @@ def e3(out: Path, seed: int) -> dict:
 
 def e3_low_lr(out: Path, seed: int) -> dict:
     """Ablation of E3: the same run with a 10x smaller learning rate for the adapters (3e-5)."""
-    from marft_agents.algorithms.marft import MARFTConfig
+    from marft_agents import algorithms
+
+    MARFTConfig = algorithms.config_class("marft")
 
     return math_run(out, "e3_lowlr", seed, algo_args=MARFTConfig(lr=3e-5), updates=E3_UPDATES, init_from=str(e3_sft(out)))
 
 
 def e4(out: Path, seed: int) -> dict:
-    from marft_agents.algorithms.grpo import GRPOConfig
+    from marft_agents import algorithms
+
+    GRPOConfig = algorithms.config_class("grpo")
 
     return train_run(
         out / f"e4_grpo_s{seed}",

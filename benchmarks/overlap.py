@@ -52,8 +52,7 @@ def machine_cpu_s() -> float:
 def run(variant: str, args, out: Path) -> dict:
     import torch
 
-    from marft_agents.training.config import load
-    from marft_agents.training.trainer import train
+    from marft_agents import load, train
 
     overrides = {
         "model": args.model,

@@ -48,8 +48,8 @@ TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 
 def model_path(model: str) -> str:
     """A local folder for a named or embedded model (TRL loads from a path); other names unchanged."""
+    from marft_agents import EMBEDDED, embedded_model_path
     from marft_agents.models.named import resolve
-    from marft_agents.models.policy import EMBEDDED, embedded_model_path
 
     return str(embedded_model_path()) if model == EMBEDDED else resolve(model)
 
@@ -60,7 +60,7 @@ def trl_side(args) -> dict:
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-    from marft_agents.rollout.trl import solo_dataset, solo_reward
+    from marft_agents import solo_dataset, solo_reward
 
     path = model_path(args.model)
     steps, rewards = [], []
@@ -119,11 +119,7 @@ def marft_side(args) -> dict:
     import torch
 
     import marft_envs
-    from marft_agents.algorithms.grpo import GRPO, GRPOConfig
-    from marft_agents.models.policy import Sampling
-    from marft_agents.rollout.layered import RolloutEngine
-    from marft_agents.training.config import TrainConfig
-    from marft_agents.training.setup import build_policy
+    from marft_agents import RolloutEngine, Sampling, TrainConfig, algorithms, build_policy
 
     n = PROMPTS * G
     envs = [marft_envs.make(ENV, **KWARGS) for _ in range(n)]
@@ -131,6 +127,7 @@ def marft_side(args) -> dict:
         model=args.model, env=ENV, env_kwargs=KWARGS, threads=args.threads, lora_r=8, lora_alpha=16, lora_targets=list(TARGETS)
     )
     policy = build_policy(config, envs[0].possible_agents)
+    GRPOConfig, GRPO = algorithms.lookup("grpo")
     algo = GRPO(policy, GRPOConfig(group_size=G, minibatch_size=n, lr=LR, kl_coef=KL, ppo_epochs=1), temperature=TEMPERATURE)
     rollout = RolloutEngine(policy, Sampling(temperature=TEMPERATURE, max_new_tokens=args.tokens))
     rng, steps, rewards = np.random.default_rng(0), [], []

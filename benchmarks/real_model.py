@@ -60,8 +60,7 @@ def env_kwargs(problems: str) -> dict:
 
 def untuned_policy(problems: str, threads: int = 1):
     import marft_envs
-    from marft_agents.training.config import TrainConfig
-    from marft_agents.training.trainer import build_policy
+    from marft_agents import TrainConfig, build_policy
 
     config = TrainConfig(model=MODEL, env=ENV, env_kwargs=env_kwargs(problems), threads=threads)
     return build_policy(config, marft_envs.make(ENV, **config.env_kwargs).possible_agents)
@@ -70,7 +69,7 @@ def untuned_policy(problems: str, threads: int = 1):
 def held_out(policy, problems: str) -> dict:
     import torch
 
-    from marft_agents.rollout.evaluation import evaluate
+    from marft_agents import evaluate
 
     with torch.no_grad():
         return evaluate(policy, ENV, env_kwargs(problems), EVAL_N, max_new_tokens=MAX_NEW_TOKENS, samples=4)
@@ -111,8 +110,7 @@ def choose(out: Path) -> dict:
 
 def run_marft(out: Path, problems: str, seed: int, updates: int) -> dict:
     """MARFT through the trainer (the same path as ``marft train``); returns its summary."""
-    from marft_agents.training.config import TrainConfig
-    from marft_agents.training.trainer import train
+    from marft_agents import TrainConfig, train
 
     config = TrainConfig(
         model=MODEL,
@@ -178,8 +176,7 @@ def run_sft(out: Path, problems: str, seed: int, seconds: float | None, lr: floa
             losses.append((agent, step, loss.item()))
         step += 1
     wall = time.perf_counter() - started
-    from marft_agents.training.config import TrainConfig
-    from marft_agents.training.init_from import save_adapters_run
+    from marft_agents import TrainConfig, save_adapters_run
 
     # the adapters as a run folder, so RL can start from them: marft train init_from=<out>/sft_s<seed>_run
     save_adapters_run(

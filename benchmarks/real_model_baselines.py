@@ -38,9 +38,8 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import torch
 
 import marft_envs
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout.evaluation import HELDOUT_SEED, eval_plan, summarize, transcript
-from marft_agents.rollout.layered import RolloutEngine
+from marft_agents import HELDOUT_SEED, LaMASPolicy, RolloutEngine, Sampling, load_base
+from marft_agents.rollout.evaluation import eval_plan, summarize, transcript  # internal: the pieces of evaluate, run one by one
 
 RESULTS = Path(__file__).parent / "results"
 DATA = Path("/work/shared/data")

@@ -59,11 +59,8 @@ import torch  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 import marft_envs  # noqa: E402
-from marft_agents import lm  # noqa: E402
-from marft_agents.engines.hf import HFEngine  # noqa: E402
-from marft_agents.models.policy import EMBEDDED, LaMASPolicy, Sampling, embedded_model_path, load_base  # noqa: E402
-from marft_agents.rollout.layered import RolloutEngine  # noqa: E402
-from marft_agents.training.config import TrainConfig  # noqa: E402
+from marft_agents import EMBEDDED, LaMASPolicy, RolloutEngine, Sampling, TrainConfig, embedded_model_path, load_base, make_engine  # noqa: E402
+from marft_agents.models import lm  # noqa: E402  (internal: the sampling mechanics this benchmark compares)
 
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "marft/MathChain-v0"
@@ -120,7 +117,9 @@ def resolve_model(choice: str | None, tmp: Path) -> tuple[str, str]:
 
 
 def run_engine(policy: LaMASPolicy, envs: list, max_new_tokens: int, seed: int, merge_lora: bool = False) -> dict:
-    engine = RolloutEngine(policy, Sampling(temperature=1.0, max_new_tokens=max_new_tokens), engine=HFEngine(policy, merge_lora=merge_lora))
+    engine = RolloutEngine(
+        policy, Sampling(temperature=1.0, max_new_tokens=max_new_tokens), engine=make_engine("hf", policy, merge_lora=merge_lora)
+    )
     torch.manual_seed(seed)
     c0, t0 = time.process_time(), time.perf_counter()
     episodes = engine.collect(envs, range(len(envs)))

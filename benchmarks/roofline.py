@@ -126,12 +126,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     import marft_envs
-    from marft_agents.algorithms.marft import MARFT, MARFTConfig
+    from marft_agents import RolloutEngine, Sampling, TrainConfig, algorithms, build_policy
     from marft_agents.models.dtype import native_bf16
-    from marft_agents.models.policy import Sampling
-    from marft_agents.rollout.layered import RolloutEngine
-    from marft_agents.training.config import TrainConfig
-    from marft_agents.training.setup import build_policy
 
     result: dict = {"cpu": cpu(), "threads": args.threads, "episodes": args.episodes, "torch": torch.__version__}
     result["peak"] = {"float32": matmul_peak(torch.float32, args.repeats)}
@@ -157,6 +153,7 @@ def main(argv=None) -> int:
     result["generation"] = gen
     print("generation", json.dumps({k: v for k, v in gen.items() if k != "walls"}), flush=True)
 
+    MARFTConfig, MARFT = algorithms.lookup("marft")
     algo = MARFT(policy, MARFTConfig(), temperature=0.7)
     rng = np.random.default_rng(0)
     tokens = sum(len(s.prompt) + len(s.response) for s in steps)

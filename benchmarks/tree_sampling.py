@@ -126,8 +126,7 @@ def zero_spread(row: dict) -> float:
 
 def run(settings: dict, grouping: str, seed: int, updates: int, run_dir: Path) -> dict:
     """Train one run; its accuracy-vs-tokens curve, zero-spread shares and wall/CPU seconds."""
-    from marft_agents.training.config import from_dict
-    from marft_agents.training.trainer import train
+    from marft_agents import from_dict, train
 
     wall, cpu = time.perf_counter(), time.process_time()
     summary = train(from_dict(overrides(settings, grouping, seed, updates, run_dir)), progress=False, quiet=True)

@@ -37,8 +37,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 import torch  # noqa: E402
 
-from marft_agents.training.config import TrainConfig  # noqa: E402
-from marft_agents.training.trainer import train  # noqa: E402
+from marft_agents import TrainConfig, train  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 from rollout_throughput import resolve_model  # noqa: E402

@@ -3,6 +3,11 @@
 - ``hf`` (:mod:`.hf`, the default): transformers' ``generate`` on the policy's own model;
 - ``vllm`` (:mod:`.vllm`): one vLLM engine for the base model serving every agent's LoRA adapter, a
   whole layer of requests in one call (its own venv: ``make test-vllm``; docs/engines.md).
+
+Every sampler of the package goes through an :class:`Engine`; beside these two, the rollout workers'
+per-episode sampler (:mod:`.seeded`) and the TRL rollout's engine over a ``GRPOTrainer``'s model
+(:mod:`.trl`). Only the engines and the model layer's helper (:func:`marft_agents.models.lm.generate`)
+call a model's ``generate`` (``tests/agents/test_generation_path.py``).
 """
 
 from __future__ import annotations

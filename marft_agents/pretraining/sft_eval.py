@@ -1,7 +1,8 @@
 """Held-out evaluation during and after pre-training, through the same rollout engine as ``marft eval``.
 
-The model being trained is wrapped as a one-adapter policy (:class:`ModelAsPolicy`) and played by
-:class:`marft_agents.rollout.layered.RolloutEngine`; the metrics are those of
+The model being trained is wrapped as a one-adapter policy (:class:`marft_agents.models.bare.ModelAsPolicy`)
+and played by :class:`marft_agents.rollout.layered.RolloutEngine` through the hf engine, the one
+generation path of training and ``marft eval``; the metrics are those of
 :func:`marft_agents.rollout.evaluation.summarize` (``accuracy``, per-role ``own_accuracy`` and
 ``answer_accuracy_when_right``/``_wrong``, ...), plus what only pre-training reports: accuracy per
 problem level, whether the chain's reasoner finished its steps, and pass@k of sampled runs.
@@ -15,50 +16,15 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from marft_agents.models import lm
-from marft_agents.models.chat import prompt_ids
-from marft_agents.models.policy import Generation, Sampling
+from marft_agents.engines.hf import HFEngine
+from marft_agents.models.bare import ModelAsPolicy
+from marft_agents.models.policy import Sampling
 from marft_agents.rollout.evaluation import summarize
 from marft_agents.rollout.layered import Episode, RolloutEngine
 from marft_envs.tasks.math.chain import MathChain
 from marft_envs.tasks.math.problems import Problem
 from marft_envs.tasks.math.solo import MathSolo
 from marft_envs.tasks.math.synthetic import SyntheticMath
-
-
-class ModelAsPolicy:
-    """A causal LM (no adapters) in the shape the rollout engine takes a policy: every agent uses that one model."""
-
-    def __init__(self, model, tokenizer, batch_size: int = 256):
-        self.model = model
-        self.tokenizer = tokenizer
-        self.batch_size = batch_size
-        """Prompts per ``generate`` call (a layer of more prompts is generated in slices of this many)."""
-        self.adapter_of = defaultdict(lambda: "model")  # one "adapter" for every agent
-
-    def prompt(self, observation: dict) -> list[int]:
-        """Token ids of the chat prompt for one env observation."""
-        return prompt_ids(self.tokenizer, observation)
-
-    def generate(self, prompts: list[list[int]], adapter: str, sampling: Sampling) -> Generation:
-        """Responses to ``prompts`` in slices of ``batch_size``; no log-probs (evaluation needs none)."""
-        responses = []
-        for start in range(0, len(prompts), self.batch_size):
-            part, _ = lm.generate(
-                self.model,
-                prompts[start : start + self.batch_size],
-                temperature=sampling.temperature,
-                max_new_tokens=sampling.max_new_tokens,
-                pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=self.tokenizer.eos_token_id,
-                logprobs=False,
-            )
-            responses += part
-        return Generation(
-            responses=responses,
-            token_logps=[torch.empty(0) for _ in responses],
-            texts=self.tokenizer.batch_decode(responses, skip_special_tokens=True),
-        )
 
 
 def _rate(xs: Sequence[bool]) -> float | None:
@@ -72,8 +38,9 @@ def play(model, tokenizer, env_class, problems: Sequence[Problem], *, temperatur
     in slices of 256 prompts.
     """
     envs = [env_class(split="test") for _ in problems]
-    engine = RolloutEngine(ModelAsPolicy(model, tokenizer), Sampling(temperature=temperature, max_new_tokens=max_new_tokens))
-    return engine.collect(envs, range(len(problems)), options_of=lambda i: {"problem": problems[i]})
+    policy = ModelAsPolicy(model, tokenizer)
+    rollout = RolloutEngine(policy, Sampling(temperature=temperature, max_new_tokens=max_new_tokens), engine=HFEngine(policy))
+    return rollout.collect(envs, range(len(problems)), options_of=lambda i: {"problem": problems[i]})
 
 
 def _text(episode: Episode, agent: str) -> str:

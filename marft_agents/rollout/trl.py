@@ -20,9 +20,10 @@ multiple of ``agents x rounds x num_generations`` rows), every episode played is
 agent-steps; with shuffling, slots of one seed may land in different batches and their episodes are
 played again (correct, but more generation).
 
-Log-probs are the sampling distribution's (``output_scores`` of ``generate`` with the trainer's own
-``generation_config``: temperature, top-k/top-p after scaling), as TRL's importance-sampling
-correction expects.
+Generation goes through the engine interface like every other sampler here: a
+:class:`~marft_agents.engines.trl.TRLEngine` over the trainer's model. Log-probs are the sampling
+distribution's (``output_scores`` of ``generate`` with the trainer's own ``generation_config``:
+temperature, top-k/top-p after scaling), as TRL's importance-sampling correction expects.
 
 **One agent: a reward function.** :func:`solo_reward` grades completions with a one-agent marft env
 (e.g. ``marft/MathSolo-v0``) reset with each row's ``seed``: TRL generates as usual, from the prompts
@@ -33,7 +34,6 @@ Nothing here is imported by ``import marft_envs``; it needs ``pip install 'marft
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +44,8 @@ import marft_envs
 SLOT_KEYS = ("seed", "agent", "round")
 REWARD_KEY = "marft_reward"
 """The extra rollout key carrying each row's reward (what :func:`env_reward` returns)."""
+TRL_ADAPTER = "model"
+"""The adapter name of every request: the trainer's one model answers every agent."""
 
 
 def slot_prompt(seed: int, agent: str, round: int = 0) -> str:
@@ -169,40 +171,28 @@ class MarftRollout:
 
 
 def generate(trainer: Any, observations: Sequence[Mapping[str, str]]) -> list[Step]:
-    """Sample one completion per observation with the trainer's model and generation config, in one batch."""
-    import torch
+    """Sample one completion per observation with the trainer's model and generation config, in one batch.
+
+    The sampling goes through a :class:`~marft_agents.engines.trl.TRLEngine` over the model TRL
+    unwraps for generation, with the trainer's own ``generation_config``.
+    """
     from trl.models import unwrap_model_for_generation
+
+    from marft_agents.engines.base import Request
+    from marft_agents.engines.trl import TRLEngine
 
     if getattr(trainer, "use_vllm", False):
         raise ValueError("MarftRollout generates with transformers: set GRPOConfig(use_vllm=False)")
     tokenizer = trainer.processing_class
     prompts = [prompt_ids(tokenizer, obs) for obs in observations]
-    width = max(map(len, prompts))
-    pad = tokenizer.pad_token_id
-    device = trainer.accelerator.device
-    input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=device)  # (B, P), left-padded
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-    config = copy.deepcopy(trainer.generation_config)  # the trainer's sampling settings, plus the scores
-    config.output_scores, config.return_dict_in_generate = True, True
-    with (
-        unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator, generation_kwargs=trainer.generation_kwargs) as model,
-        torch.no_grad(),
-    ):
-        out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=config)
-    completion = out.sequences[:, width:]  # (B, T)
-    # The scores are the processed logits the tokens were sampled from (after temperature, top-k, top-p).
-    logps = torch.stack(out.scores, dim=1).float().log_softmax(-1)  # (B, T, V)
-    logps = logps.gather(-1, completion.unsqueeze(-1)).squeeze(-1)  # (B, T)
-    eos = set(trainer.eos_token_ids)
-    steps = []
-    for row, p in enumerate(prompts):
-        ids = completion[row].tolist()
-        end = next((t + 1 for t, tok in enumerate(ids) if tok in eos), len(ids))  # keep the first EOS
-        ids = ids[:end]
-        steps.append(
-            Step(prompt_ids=p, completion_ids=ids, logprobs=logps[row, :end].tolist(), text=tokenizer.decode(ids, skip_special_tokens=True))
-        )
-    return steps
+    requests = [Request(prompt=p, adapter=TRL_ADAPTER) for p in prompts]
+    with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator, generation_kwargs=trainer.generation_kwargs) as model:
+        engine = TRLEngine(model, tokenizer, trainer.generation_config, trainer.eos_token_ids, device=trainer.accelerator.device)
+        gen = engine.generate(requests, engine.sampling)
+    return [
+        Step(prompt_ids=p, completion_ids=ids, logprobs=logps.tolist(), text=text)
+        for p, ids, logps, text in zip(prompts, gen.responses, gen.token_logps, gen.texts)
+    ]
 
 
 def prompt_ids(tokenizer: Any, observation: Mapping[str, str]) -> list[int]:
