@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 
 from marft_agents.distributed import WorkerError  # imports no Ray
+from marft_agents.training.from_run import check_env_id as _check_env  # neither imports torch
+from marft_agents.training.from_run import policy_from_run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--env", default=None, help="env id (default: the run's, or marft/MathChain-v0)")
     p.add_argument("--episodes", type=int, default=300)
     p.add_argument("--rounds", type=int, default=1, help=">1: the multi-round feedback protocol")
-    p.add_argument("--transcripts", metavar="FILE", help="write whole episodes to FILE (.jsonl; `marft show FILE`)")
+    p.add_argument("--transcripts", metavar="FILE", help="write whole episodes to FILE (a new .jsonl; `marft show FILE`)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --transcripts FILE (default: refuse)")
     p.add_argument(
         "--transcripts-n",
         type=int,
@@ -248,9 +251,13 @@ def cmd_eval(args) -> int:
         raise ValueError(f"--episodes must be from 1 to {MAX_EVAL_EPISODES}, got {args.episodes}")
     if args.rounds < 1:
         raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
+    from marft_agents.runs.report import check_transcripts_path
+
+    if args.transcripts:  # before anything is played: a bad name is not found out after the whole evaluation
+        check_transcripts_path(Path(args.transcripts), overwrite=args.overwrite)
     _quiet_loading()
     if args.run:  # the run's resources and engine unless told otherwise
-        policy, config = policy_from_run(args.run, env=args.env, overrides=args.overrides)
+        policy, config = policy_from_run(args.run, env=args.env, overrides=args.overrides, imports=args.imports)
     else:
         config = with_overrides(TrainConfig(model=args.model, env=args.env or TrainConfig.env), args.overrides)
         validate(config)
@@ -276,7 +283,7 @@ def cmd_eval(args) -> int:
     from marft_agents.runs.report import headline, write_transcripts
 
     if args.transcripts:
-        print(f"transcripts: {write_transcripts(Path(args.transcripts), result.pop('samples'))}")
+        print(f"transcripts: {write_transcripts(Path(args.transcripts), result.pop('samples'), overwrite=args.overwrite)}")
     key, label = headline(result)
     if key == "accuracy":
         value = f"{result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%}"
@@ -293,45 +300,6 @@ def cmd_eval(args) -> int:
 
 EVAL_KEYS = ("threads", "max_new_tokens", "dtype")
 """Keys besides generation.* that ``marft eval`` takes: the resources and limits of the evaluation."""
-
-
-def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] = ()):
-    """The policy of a run folder with its latest checkpoint's trained adapters loaded, and the run's config.
-
-    ``overrides`` (``EVAL_KEYS`` and generation.*) apply to the run's config before the model loads;
-    the run's ``threads`` hold unless overridden.
-    """
-    import torch
-
-    import marft_envs
-    from marft_agents.runs import checkpoint as ckpt
-    from marft_agents.training.config import from_dict, validate, with_overrides
-    from marft_agents.training.trainer import build_policy
-
-    saved = Path(run_dir) / "config.json"
-    if not saved.is_file():
-        raise FileNotFoundError(f"no run at {run_dir}: expected {saved}")
-    config = with_overrides(from_dict(json.loads(saved.read_text()), other_sections="drop"), list(overrides))
-    validate(config)
-    if env:
-        config.env = env
-    _check_env(config.env)
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    latest = ckpt.latest_checkpoint(Path(run_dir) / "checkpoints")
-    if latest is None:
-        raise FileNotFoundError(f"no checkpoint in {run_dir}/checkpoints")
-    policy = build_policy(config, marft_envs.make(config.env, **config.env_kwargs).possible_agents)
-    state = ckpt.load_checkpoint(latest)["algo"]["adapters"]
-    missing = [a for a in policy.adapters if a not in state]
-    if missing:
-        raise ValueError(
-            f"{latest} has adapters {sorted(state)}, but {config.env} needs {policy.adapters}: "
-            "evaluate the run on its own env (drop --env) or on one with the same agents"
-        )
-    for adapter in policy.adapters:  # evaluate the trained adapters, not the untuned base
-        policy.load_adapter_state(adapter, state[adapter])
-    return policy, config
 
 
 def cmd_show(args) -> int:
@@ -359,13 +327,6 @@ def _shown(key: str, value) -> str:
     if isinstance(value, float):
         return f"{key}={value:.1f}" if key.startswith("mean_response") else f"{key}={value:.1%}"
     return f"{key}={value}"
-
-
-def _check_env(env_id: str) -> None:
-    import marft_envs
-    from marft_envs.plugins import resolve
-
-    marft_envs.spec(resolve(env_id))  # raises KeyError naming the closest id
 
 
 COMMANDS = {

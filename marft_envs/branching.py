@@ -23,7 +23,10 @@ objects copies itself its own way:
 An env that cannot be copied this way sets ``branchable = False`` (or overrides ``branch``).
 :func:`require_branching` turns that, or an env with no ``branch`` method at all, into a one-line
 :class:`NotBranchableError`, which a trainer raises before it starts a tree rollout; a ``branch()``
-whose copy fails raises it too, naming the attribute that would not copy.
+whose copy fails raises it too, naming the attribute that would not copy. :func:`probe_branching`
+tries one ``branch()`` of a freshly reset env, so a ``branch()`` that raises, returns None or cannot
+copy is refused before a run writes anything; :func:`checked_branch` is what a tree rollout calls,
+naming ``branch()`` in one line when it fails later on.
 
 This module imports nothing from :mod:`marft_envs.core` (the core calls it): it works on any object.
 """
@@ -36,8 +39,11 @@ from typing import Any
 DOCS = "docs/contract.md#branching-tree-sampling"
 
 
-class NotBranchableError(TypeError):
-    """The env cannot copy its state (no ``branch()``, ``branchable = False``, or state that does not copy)."""
+class NotBranchableError(TypeError, ValueError):
+    """The env cannot copy its state (no ``branch()``, ``branchable = False``, or state that does not copy).
+
+    A ValueError too: a user's env to fix, which ``marft`` reports in one line (exit status 2).
+    """
 
 
 def require_branching(env: Any, purpose: str = "tree sampling") -> None:
@@ -53,6 +59,46 @@ def require_branching(env: Any, purpose: str = "tree sampling") -> None:
             f"{purpose} needs an env that can copy its state mid-episode, but {name} declares branchable = False: "
             f"turn {purpose} off for it, or make its state copyable (see {DOCS})"
         )
+
+
+def checked_branch(env: Any, purpose: str = "tree sampling") -> Any:
+    """``env.branch()``, or a one-line :class:`NotBranchableError` naming ``branch()`` when it raises or returns no env."""
+    try:
+        copied = env.branch()
+    except NotBranchableError as err:  # the generic copy's own line, naming the attribute
+        raise err if str(err).startswith(purpose) else NotBranchableError(f"{purpose}: {err}") from None
+    except Exception as err:  # the env's own code: name it, not a traceback from deep inside the rollout
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err).strip() else ''}".rstrip(": ")
+        raise NotBranchableError(
+            f"{purpose}: {type(env).__name__}.branch() failed ({reason}); fix branch() (see {DOCS}), or turn {purpose} off"
+        ) from None
+    if copied is None or copied is env or not callable(getattr(copied, "step", None)):
+        what = "None" if copied is None else "the env itself" if copied is env else f"a {type(copied).__name__}"
+        raise NotBranchableError(
+            f"{purpose}: {type(env).__name__}.branch() returned {what}, not a copy of the env; "
+            f"it must return an independent env in the same state (see {DOCS}), or turn {purpose} off"
+        )
+    return copied
+
+
+def probe_branching(env: Any, purpose: str = "tree sampling", seed: int = 0) -> None:
+    """Refuse (:class:`NotBranchableError`, one line) an env that cannot branch, before any work.
+
+    :func:`require_branching`, then one :func:`checked_branch` of ``env`` reset with ``seed`` (the
+    branch is closed at once; ``env`` is left reset).
+    """
+    require_branching(env, purpose)
+    try:
+        env.reset(seed=seed)
+    except Exception as err:
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err).strip() else ''}".rstrip(": ")
+        raise NotBranchableError(
+            f"{purpose}: {type(env).__name__}.reset(seed={seed}) failed before branch() was tried ({reason})"
+        ) from None
+    copied = checked_branch(env, purpose)
+    close = getattr(copied, "close", None)
+    if callable(close):
+        close()
 
 
 def shared_attributes(env: Any) -> set[str]:

@@ -37,7 +37,7 @@ from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
 from marft_agents.rollout.tree import PICKS, TreeRollout
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
-from marft_envs.branching import NotBranchableError, require_branching
+from marft_envs.branching import NotBranchableError, probe_branching
 
 GROUPINGS = ("problem", "agent_round", "tree")
 NORMALIZATIONS = ("group", "agent")
@@ -163,13 +163,16 @@ class GRPO(Learner):
 
     @classmethod
     def check_env(cls, config: GRPOConfig, env, *, workers: int = 0) -> None:
-        """Tree sampling needs an env that branches, in this process: refuse anything else in one line."""
+        """Tree sampling needs an env that branches, in this process: refuse anything else in one line.
+
+        One ``branch()`` of ``env`` reset is tried, so a ``branch()`` that raises, returns None or cannot copy is named now.
+        """
         if getattr(config, "grouping", None) != "tree":
             return
         if workers:
             raise ValueError("grpo.grouping=tree runs its tree rollouts in the learner's process: use distributed.workers=0")
         try:
-            require_branching(env, purpose="grpo.grouping=tree")
+            probe_branching(env, purpose="grpo.grouping=tree")
         except NotBranchableError as err:
             raise ValueError(str(err)) from None
 

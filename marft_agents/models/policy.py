@@ -155,15 +155,38 @@ class LaMASPolicy:
         return {n: p.detach().clone() for n, p in self.base.named_parameters() if f".{adapter}." in n and "lora_" in n}
 
     def load_adapter_state(self, adapter: str, state: dict[str, torch.Tensor]) -> None:
-        """Load weights saved by :meth:`adapter_state`; they stay trainable."""
+        """Load weights saved by :meth:`adapter_state`; they stay trainable.
+
+        ``state`` must hold every weight of the adapter, each a tensor of its shape, and nothing else:
+        anything less (a crafted checkpoint's ``{}``) is a RuntimeError (KeyError for a weight the
+        adapter lacks) naming the first weight that does not fit, instead of a run that silently
+        starts from untrained weights.
+        """
+        if self.mode == "copies":
+            shapes = {k: v.shape for k, v in self.models[adapter].state_dict().items()}
+        else:
+            shapes = {n: p.shape for n, p in self.base.named_parameters() if f".{adapter}." in n and "lora_" in n}
+        if not isinstance(state, dict):
+            raise RuntimeError(f"adapter {adapter!r}: expected a dict of weight names to tensors, got {type(state).__name__}")
+        extra = sorted(str(k) for k in set(state) - set(shapes))
+        if extra:
+            raise KeyError(f"checkpoint has weights that adapter {adapter!r} lacks: {extra[:3]}")
+        for name, shape in shapes.items():
+            value = state.get(name)
+            if not isinstance(value, torch.Tensor) or value.shape != shape:
+                got = (
+                    "missing"
+                    if value is None
+                    else type(value).__name__
+                    if not isinstance(value, torch.Tensor)
+                    else f"of shape {tuple(value.shape)}"
+                )
+                raise RuntimeError(f"adapter {adapter!r}: weight {name} is {got}, expected a tensor of shape {tuple(shape)}")
         if self.mode == "copies":
             self.models[adapter].load_state_dict(state)
             self.models[adapter].requires_grad_(True)
             return
         params = dict(self.base.named_parameters())
-        missing = sorted(set(state) - set(params))
-        if missing:
-            raise KeyError(f"checkpoint has adapter weights the model lacks: {missing[:3]}...")
         with torch.no_grad():
             for n, v in state.items():
                 params[n].copy_(v)

@@ -8,6 +8,10 @@ made (the command, the settings, the library versions, the run it continued) and
 How the shipped checkpoint was made, and what it measured, is in ``docs/agents.md``.
 
     python -m marft_agents.pretraining.pretrain --out runs/tiny --seed 0
+
+``--out`` must be a new or empty folder (``--overwrite`` replaces the files a pre-training writes in
+a non-empty one), checked before any work; every file is written through ``runs/files.py``: whole
+files renamed into place, none through a symbolic link.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
@@ -31,6 +38,7 @@ from marft_agents.pretraining.pretrain_config import BUILD_FIELDS, PretrainConfi
 from marft_agents.pretraining.sft import sft_loss, train
 from marft_agents.pretraining.sft_data import ROLES, Batch, SFTData, collate, last_value, role_examples, tokenizer_corpus, unfinished
 from marft_agents.pretraining.sft_eval import evaluate_chain, evaluate_solo
+from marft_agents.runs import files as run_files
 from marft_envs.tasks.math.synthetic import LEVELS
 
 __all__ = [
@@ -53,7 +61,14 @@ __all__ = [
 
 
 def pretrain(
-    out_dir: str | Path, *, seconds: float = 330.0, seed: int = 0, progress_bar: bool = True, command: str | None = None, **overrides
+    out_dir: str | Path,
+    *,
+    seconds: float = 330.0,
+    seed: int = 0,
+    progress_bar: bool = True,
+    command: str | None = None,
+    overwrite: bool = False,
+    **overrides,
 ) -> dict:
     """Build the tokenizer and the tiny model, SFT them on the synthetic tasks, evaluate, save to ``out_dir``.
 
@@ -61,6 +76,7 @@ def pretrain(
     Writes ``config.json``, ``generation_config.json``, ``model.safetensors``, the tokenizer files and
     ``pretrain.json`` (settings, training statistics, held-out accuracies); returns that summary.
     ``command`` is recorded there as how the run was started (``main`` passes its command line).
+    ``out_dir`` must be new or empty unless ``overwrite`` (see :func:`check_out_dir`).
     """
     unknown = set(overrides) - set(PretrainConfig.__dataclass_fields__)
     if unknown:
@@ -89,6 +105,7 @@ def pretrain(
         fixed = [k for k in BUILD_FIELDS if getattr(config, k) != getattr(PretrainConfig, k)]
         if fixed:
             raise ValueError(f"{', '.join(fixed)} cannot be set with init: the model and tokenizer come from {config.init}")
+    check_out_dir(Path(out_dir), overwrite=overwrite)
     threads = torch.get_num_threads()
     if config.threads is not None:
         torch.set_num_threads(config.threads)
@@ -96,6 +113,38 @@ def pretrain(
         return _pretrain(Path(out_dir), config, progress_bar, command)
     finally:
         torch.set_num_threads(threads)
+
+
+def check_out_dir(out: Path, *, overwrite: bool) -> None:
+    """Refuse (ValueError, one line) an ``--out`` that is a file, or a non-empty folder unless ``overwrite``.
+
+    With ``overwrite``, a symbolic link in the folder is refused too: no file is written through one.
+    """
+    if os.path.lexists(out) and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a folder: pick a new folder")
+    if not out.is_dir():
+        return
+    entries = sorted(e.name for e in os.scandir(out))
+    if entries and not overwrite:
+        run = " (a `marft train` run folder)" if (out / "metrics.jsonl").exists() or (out / "checkpoints").exists() else ""
+        raise ValueError(
+            f"--out {out} is not empty{run}: it holds {', '.join(entries[:3])}{', ...' if len(entries) > 3 else ''}; "
+            "pick a new folder, or pass --overwrite to replace the model files in it"
+        )
+    for name in entries:
+        run_files.refuse_link(out / name)
+
+
+def _save(out: Path, model, tokenizer, summary: dict) -> None:
+    """Save the model, tokenizer and ``pretrain.json`` into ``out`` through ``run_files`` (atomic, no link followed)."""
+    with tempfile.TemporaryDirectory(prefix="marft-pretrain-") as tmp:  # transformers writes where it is told: not into ``out``
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        for path in sorted(Path(tmp).rglob("*")):
+            if path.is_file():
+                with path.open("rb") as source:
+                    run_files.write_file(out, path.relative_to(tmp), lambda f, source=source: shutil.copyfileobj(source, f))
+    run_files.write_text(out, "pretrain.json", json.dumps(summary, indent=2) + "\n")
 
 
 def _pretrain(out: Path, config: PretrainConfig, progress_bar: bool, command: str | None) -> dict:
@@ -154,9 +203,7 @@ def _pretrain(out: Path, config: PretrainConfig, progress_bar: bool, command: st
         summary["eval_seconds"] = round(time.perf_counter() - t1, 1)
         summary["eval_split"] = "synthetic test split, SyntheticMath(split='test').heldout(n, seed=0)"
 
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    (out / "pretrain.json").write_text(json.dumps(summary, indent=2) + "\n")
+    _save(out, model, tokenizer, summary)
     return summary
 
 
@@ -180,7 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The options of ``marft pretrain`` (also ``python -m marft_agents.pretraining.pretrain``)."""
     p = argparse.ArgumentParser(prog="marft pretrain", description=__doc__.split("\n")[0])
     d = PretrainConfig()
-    p.add_argument("--out", required=True, help="directory to write the checkpoint and pretrain.json to")
+    p.add_argument("--out", required=True, help="directory to write the checkpoint and pretrain.json to (new or empty)")
+    p.add_argument("--overwrite", action="store_true", help="write into a non-empty --out, replacing the files pre-training writes")
     p.add_argument(
         "--init", default=None, help="continue from this checkpoint (embedded, a folder or a Hub id) instead of building a new model"
     )
@@ -245,7 +293,9 @@ def main(argv: Sequence[str] | None = None) -> dict:
         overrides["role_weights"] = args.role_weights
     overrides["max_steps"] = overrides["max_steps"] or None
     command = "marft pretrain " + shlex.join(sys.argv[1:] if argv is None else list(argv))
-    summary = pretrain(args.out, seconds=args.seconds, seed=args.seed, progress_bar=args.progress, command=command, **overrides)
+    summary = pretrain(
+        args.out, seconds=args.seconds, seed=args.seed, progress_bar=args.progress, command=command, overwrite=args.overwrite, **overrides
+    )
     keys = ("model", "training", "eval_greedy_chain", "eval_greedy_solo", "eval_sampled_chain")
     report = {k: {f: v for f, v in summary[k].items() if f not in ("examples", "loss_history")} for k in keys if k in summary}
     print(json.dumps(report, indent=2))

@@ -41,9 +41,11 @@ import numpy as np
 from marft_agents.engines.base import Request
 from marft_agents.models.policy import Generation
 from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine, _text_fields
-from marft_envs.branching import require_branching
+from marft_envs.branching import checked_branch, require_branching
 from marft_envs.outcomes import SOLVED
 
+PURPOSE = "grpo.grouping=tree"
+"""What an env that cannot branch is refused for, in its one-line error."""
 PICKS = ("best", "sample")
 """How the trunk continues from a node's candidates (see the module docstring)."""
 
@@ -122,7 +124,7 @@ class TreeRollout:
                 "candidates; set episodes_per_update to a multiple of grpo.group_size"
             )
         for env in envs:
-            require_branching(env)
+            require_branching(env, PURPOSE)
         roots = indices[:: self.width]
         finished: list[Episode] = []
         for start in range(0, len(roots), len(envs)):
@@ -186,7 +188,7 @@ class TreeRollout:
             tree.nodes += 1
             siblings = []
             for k in range(node.first, node.first + self.width):
-                branch = tree.env.branch()
+                branch = checked_branch(tree.env, PURPOSE)
                 step = AgentStep(
                     episode=tree.index,
                     round=tree.env.round,
@@ -248,7 +250,7 @@ class TreeRollout:
         ``owners[i]`` is the tree of ``branches[i]``: its continuation tokens count in its ``extra_tokens``.
         """
         totals = np.zeros(len(branches))
-        copies = [(i, b.branch()) for i, b in enumerate(branches) for _ in range(self.continuations)]
+        copies = [(i, checked_branch(b, PURPOSE)) for i, b in enumerate(branches) for _ in range(self.continuations)]
         live = list(range(len(copies)))  # indices into copies still inside their round
         while live:
             batch, requests = [], []

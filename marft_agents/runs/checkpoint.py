@@ -36,7 +36,7 @@ def rng_state(np_rng: np.random.Generator) -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any], np_rng: np.random.Generator) -> None:
-    """Restore what :func:`rng_state` saved."""
+    """Restore what :func:`rng_state` saved (:func:`check_resume_state` checks it can be, before a run writes)."""
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"])
     np_rng.bit_generator.state = state["numpy"]
@@ -98,11 +98,14 @@ def latest_checkpoint(folder: str | Path) -> Path | None:
     return path if path.is_file() else None
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint` (tensors and plain data only)."""
+def load_checkpoint(path: str | Path, *, mmap: bool = False) -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint` (tensors and plain data only).
+
+    ``mmap``: map the tensors from the file instead of reading them (a quick look at its numbers).
+    """
     path = Path(path)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except FileNotFoundError:
         raise
     except Exception as err:  # truncated, empty, garbage, or an object a plain checkpoint never holds
@@ -111,6 +114,54 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if not isinstance(state, dict) or "update" not in state:
         raise CheckpointError(f"{path} is not a marft checkpoint (no update number){_previous_hint(path)}")
     return state
+
+
+def check_resume_state(state: dict[str, Any], path: str | Path, *, updates: int) -> int:
+    """The update a checkpoint resumes at, once its number and RNG states are known to be usable.
+
+    A :class:`CheckpointError` naming ``path`` for an update number that is not a whole number from 0
+    to ``updates`` (a run must not report updates it never ran), RNG states that do not restore, or
+    no learner state with adapters (:func:`adapters_of`).
+    """
+    update = state["update"]
+    if type(update) is not int or update < 0:
+        raise CheckpointError(f"{path}: its update number {str(update)[:40]!r} is not a whole number >= 0{_previous_hint(Path(path))}")
+    if update > updates:
+        raise CheckpointError(
+            f"{path} was written after update {update}, past this run's updates={updates}: resume with updates={update} or more"
+        )
+    rng = state.get("rng")
+    if not isinstance(rng, dict) or not {"python", "torch", "numpy"} <= set(rng):
+        raise CheckpointError(f"{path}: its 'rng' is not the python, torch and numpy RNG states a checkpoint holds{_previous_hint(Path(path))}")
+    for name, restore in (
+        ("python", lambda s: random.Random().setstate(s)),
+        ("torch", lambda s: torch.Generator().set_state(s)),
+        ("numpy", lambda s: setattr(np.random.default_rng().bit_generator, "state", s)),
+    ):
+        try:  # on a scratch generator: the run's own are set once everything is checked
+            if name == "torch" and not (isinstance(rng[name], torch.Tensor) and rng[name].dtype == torch.uint8):
+                raise TypeError("not a uint8 tensor")
+            restore(rng[name])
+        except Exception as err:
+            reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
+            raise CheckpointError(f"{path}: its {name} RNG state cannot be restored ({reason}){_previous_hint(Path(path))}") from None
+    adapters_of(state, path)
+    return update
+
+
+def adapters_of(state: dict[str, Any], path: str | Path) -> dict[str, Any]:
+    """The adapter states a checkpoint holds (``state["algo"]["adapters"]``), or a :class:`CheckpointError` naming ``path``.
+
+    Only their layout is checked here (mappings from adapter names); each adapter's weights are
+    checked against the model as they are loaded (``LaMASPolicy.load_adapter_state``).
+    """
+    algo = state.get("algo")
+    if not isinstance(algo, dict):
+        raise CheckpointError(f"{path} is not a marft checkpoint: its 'algo' is {type(algo).__name__}, not a dict of the learner's state")
+    adapters = algo.get("adapters")
+    if not isinstance(adapters, dict) or not all(isinstance(a, str) for a in adapters):
+        raise CheckpointError(f"{path} is not a marft checkpoint: its 'algo.adapters' is not a dict of adapter names to weights")
+    return adapters
 
 
 def _previous_hint(path: Path) -> str:

@@ -119,9 +119,11 @@ def read_metrics(path: Path, before: int) -> list[str]:
             continue
         try:
             update = json.loads(line)["update"]
+            if type(update) is not int:
+                raise TypeError(update)
         except (ValueError, KeyError, TypeError):
             raise ValueError(
-                f"{path}:{number}: not a metrics line (expected JSON with an 'update' key); fix or delete that line, then resume"
+                f"{path}:{number}: not a metrics line (expected JSON with an integer 'update'); fix or delete that line, then resume"
             ) from None
         if update < before:
             kept.append(line)

@@ -13,6 +13,7 @@ RUN`` prints them.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from marft_agents.runs import files as run_files
@@ -111,16 +112,95 @@ def write_samples(run_dir: Path, name: str, transcripts: list[dict]) -> Path:
     return run_files.write_text(run_dir, Path(SAMPLES, f"{name}.jsonl"), text)
 
 
-def write_transcripts(path: Path, transcripts: list[dict]) -> Path:
-    """Transcripts to a ``.jsonl`` file of the user's choosing (``marft eval --transcripts``), atomically."""
+def check_transcripts_path(path: Path, *, overwrite: bool = False) -> None:
+    """Refuse (one line) a ``--transcripts`` path no evaluation should be played for: checked before it is.
+
+    It must name a ``.jsonl`` file that is not a symbolic link, in a folder that can be written (or
+    created), and that does not exist yet unless ``overwrite`` (a run's ``metrics.jsonl`` is a ``.jsonl`` too).
+    """
     if path.suffix != ".jsonl":
         raise ValueError(f"--transcripts {path}: name a .jsonl file")
+    run_files.refuse_link(path)
+    if path.exists():
+        if path.is_dir():
+            raise ValueError(f"--transcripts {path} is a folder: name a .jsonl file")
+        if not overwrite:
+            raise ValueError(f"--transcripts {path} exists: name a new file, or pass --overwrite to replace it")
+    existing = next(p for p in [path.parent, *path.parent.parents] if os.path.lexists(p))  # the folder the rest is made in
+    if not existing.is_dir():
+        raise ValueError(f"--transcripts {path}: {existing} is not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--transcripts {path}: the folder {existing} cannot be written")
+
+
+def write_transcripts(path: Path, transcripts: list[dict], *, overwrite: bool = False) -> Path:
+    """Transcripts to a ``.jsonl`` file of the user's choosing (``marft eval --transcripts``), atomically."""
+    check_transcripts_path(path, overwrite=overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
     return run_files.write_text(path.parent, path.name, "".join(json.dumps(t) + "\n" for t in transcripts))
 
 
 REWARD_FILTERS = {"any": lambda t: True, "rewarded": lambda t: t["return"] != 0, "unrewarded": lambda t: t["return"] == 0}
 """``marft show --reward``: which transcripts to print."""
+
+
+def read_transcripts(path: Path, n: int | None, keep) -> list[dict]:
+    """The first ``n`` transcripts of a ``.jsonl`` file that ``keep`` accepts, read no further than needed.
+
+    A line that is not a transcript is a ValueError naming the file, the line and the field.
+    """
+    found: list[dict] = []
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, 1):
+            if n is not None and len(found) >= n:
+                break
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                t = json.loads(line)
+            except (ValueError, RecursionError) as err:
+                raise ValueError(f"{where}: not a JSON transcript ({str(err)[:120]}){NOT_TRANSCRIPTS}") from None
+            check_transcript(t, where)
+            if keep(t):
+                found.append(t)
+    return found
+
+
+NOT_TRANSCRIPTS = "; transcripts are what `marft eval --transcripts` and a run's samples/ hold"
+
+
+def check_transcript(t, where: str) -> None:
+    """Raise ValueError naming ``where`` and the field unless ``t`` has every field :func:`show` prints, of its type."""
+
+    def bad(field: str, problem: str):
+        raise ValueError(f"{where}: field {field!r} {problem}{NOT_TRANSCRIPTS}")
+
+    def number(value) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    if not isinstance(t, dict):
+        raise ValueError(f"{where}: a {type(t).__name__}, not a JSON object{NOT_TRANSCRIPTS}")
+    if "episode" not in t:
+        bad("episode", "is missing")
+    if not number(t.get("return")):
+        bad("return", f"must be a number, got {str(t.get('return'))[:40]!r}")
+    if "solved" not in t or t["solved"] not in (True, False, None) or type(t["solved"]) not in (bool, type(None)):
+        bad("solved", "must be true, false or null")
+    if not isinstance(t.get("steps"), list):
+        bad("steps", "must be a list")
+    for i, step in enumerate(t["steps"]):
+        if not isinstance(step, dict):
+            bad(f"steps[{i}]", "must be an object")
+        for key in ("round", "agent", "action"):
+            if key not in step:
+                bad(f"steps[{i}].{key}", "is missing")
+        if not number(step.get("reward")):
+            bad(f"steps[{i}].reward", f"must be a number, got {str(step.get('reward'))[:40]!r}")
+        if not isinstance(step.get("reward_components"), dict):
+            bad(f"steps[{i}].reward_components", "must be an object")
+        if step.get("observation") is not None and not isinstance(step["observation"], dict):
+            bad(f"steps[{i}].observation", "must be an object or null")
 
 
 def show(run_dir: str | Path, which: str = "eval_after", n: int | None = None, reward: str = "any") -> str:
@@ -134,9 +214,10 @@ def show(run_dir: str | Path, which: str = "eval_after", n: int | None = None, r
         raise FileNotFoundError(
             f"no transcripts at {path}" + (f"; there are: {', '.join(known)}" if known else "; runs write them at each evaluation")
         )
+    if n is not None and n < 1:
+        raise ValueError(f"-n must be at least 1, got {n}")
     out = []
-    kept = [t for t in map(json.loads, path.read_text().splitlines()) if REWARD_FILTERS[reward](t)]
-    for t in kept[:n]:
+    for t in read_transcripts(path, n, REWARD_FILTERS[reward]):
         solved = {True: "yes", False: "no", None: "not reported"}[t["solved"]]
         out.append(f"=== {which}, episode {t['episode']}: solved {solved}, return {t['return']:.2f}")
         for s in t["steps"]:

@@ -15,7 +15,7 @@ from typing import Any
 from marft_agents.engines.seeded import EpisodeSeededEngine, episode_seed
 from marft_agents.rollout.layered import Episode
 from marft_agents.signal.config import SignalConfig
-from marft_agents.signal.curriculum import DifficultySampler, sampler_rng
+from marft_agents.signal.curriculum import DifficultySampler, check_levels, sampler_rng
 from marft_agents.signal.dynamic import collect_informative, draw_indices
 from marft_agents.training.config import ConfigError
 
@@ -32,13 +32,36 @@ def check(settings: SignalConfig, env: Any, *, group_size: int, workers: int, al
             f"signal.dynamic_sampling drops groups of episodes that played one problem, but algo={algo} "
             "plays each problem once: use a group-relative algo (algo=grpo)"
         )
-    levels = tuple(env.difficulties()) if hasattr(env, "difficulties") else ()
+    levels = declared_levels(env, strict=settings.curriculum)
     if settings.curriculum and not levels:
         raise ConfigError(
             "signal.curriculum needs an env that declares difficulty levels (difficulties(); MATH: "
             "problems='synthetic' or a file with a level column; docs/contract.md)"
         )
     return levels
+
+
+def declared_levels(env: Any, *, strict: bool = True) -> tuple:
+    """The env's ``difficulties()``, checked (:func:`check_levels`); ``strict=False``: () where they are unusable.
+
+    ``strict``: a ``difficulties()`` that raises, or levels a curriculum cannot use, is a :class:`ConfigError` naming it.
+    """
+    if not hasattr(env, "difficulties"):
+        return ()
+    source = f"{type(env).__name__}.difficulties()"
+    try:
+        levels = tuple(env.difficulties())
+    except Exception as err:  # the env's own code: one line naming it, not its traceback
+        if not strict:
+            return ()
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err).strip() else ''}".rstrip(": ")
+        raise ConfigError(f"signal.curriculum: {source} failed ({reason}); fix it, or turn signal.curriculum off") from None
+    try:
+        return check_levels(levels, source)
+    except ValueError as err:
+        if not strict:
+            return ()
+        raise ConfigError(f"signal.curriculum: {err}") from None
 
 
 class BatchCollector:

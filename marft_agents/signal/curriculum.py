@@ -14,15 +14,58 @@ and draws every group's level with weights:
 The weights are normalised to probabilities; every episode of a group plays the same level (and, from
 its shared seed, the same problem). The sampler's state is saved in checkpoints, and its draws come
 from a generator seeded by (run seed, update), so a resumed run draws the same levels.
+
+Levels are checked before a run writes anything (:func:`check_levels`): hashable, distinct and finite,
+and plain ``int``, ``float`` or ``str`` -- or a NumPy scalar or an ``Enum`` member, which the env is
+given as they are while checkpoints and metrics hold their plain form (:func:`level_key`): a checkpoint
+is read with ``torch.load(weights_only=True)``, which refuses any other type.
 """
 
 from __future__ import annotations
 
+import enum
+import math
 from collections.abc import Hashable, Sequence
 
 import numpy as np
 
 from marft_agents.rollout.layered import Episode
+
+PLAIN_LEVEL_TYPES = (int, float, str, bool)
+"""Types a level's plain form (:func:`level_key`) may have: what ``torch.load(weights_only=True)`` reads."""
+
+
+def level_key(level: Hashable) -> Hashable:
+    """A level as plain data for checkpoints and metric names: NumPy scalars as their Python value, Enum members as ``Class.NAME``."""
+    if isinstance(level, enum.Enum):
+        return f"{type(level).__name__}.{level.name}"
+    if isinstance(level, np.generic):
+        return level.item()
+    return level
+
+
+def check_levels(levels: Sequence, source: str) -> tuple:
+    """``levels`` as a tuple when a curriculum can use them, else ValueError (one line naming ``source`` and the level).
+
+    Each level must be hashable, have a plain form (:func:`level_key`: int, float or str), be finite,
+    and differ from every other level (as itself and in its plain form).
+    """
+    seen: dict[Hashable, Hashable] = {}
+    for level in levels:
+        shown = f"{str(level)[:40]!r} ({type(level).__name__})"
+        try:
+            hash(level)
+        except Exception:
+            raise ValueError(f"{source} gave the level {shown}, which is not hashable: give plain int, float or str levels") from None
+        key = level_key(level)
+        if type(key) not in PLAIN_LEVEL_TYPES:
+            raise ValueError(f"{source} gave the level {shown}: levels must be plain int, float or str (or NumPy scalars, Enum members)")
+        if isinstance(key, float) and not math.isfinite(key):
+            raise ValueError(f"{source} gave the level {shown}, which is not finite: give finite or non-float levels")
+        if key in seen or any(level == other for other in seen.values()):
+            raise ValueError(f"{source} gave the level {shown} twice: give each level once")
+        seen[key] = level
+    return tuple(levels)
 
 
 def running_success(outcomes: Sequence[bool]) -> float | None:
@@ -90,17 +133,18 @@ class DifficultySampler:
         for level, p in self.probabilities().items():
             rate = running_success(self.outcomes[level])
             if rate is not None:
-                out[f"signal/level_{level}/success"] = rate
-            out[f"signal/level_{level}/p"] = p
+                out[f"signal/level_{level_key(level)}/success"] = rate
+            out[f"signal/level_{level_key(level)}/p"] = p
         return out
 
     def state_dict(self) -> dict:
-        """The windows, for checkpoints (levels as they are: plain ints or strings)."""
-        return {"levels": list(self.levels), "outcomes": [list(self.outcomes[level]) for level in self.levels]}
+        """The windows, for checkpoints (levels in their plain form, :func:`level_key`)."""
+        return {"levels": [level_key(level) for level in self.levels], "outcomes": [list(self.outcomes[level]) for level in self.levels]}
 
     def load_state_dict(self, state: dict) -> None:
-        if list(state["levels"]) != self.levels:
-            raise ValueError(f"the checkpoint's curriculum levels {state['levels']} are not the env's {self.levels}")
+        ours = [level_key(level) for level in self.levels]
+        if list(state["levels"]) != ours:
+            raise ValueError(f"the checkpoint's curriculum levels {state['levels']} are not the env's {ours}")
         self.outcomes = {level: list(o) for level, o in zip(self.levels, state["outcomes"])}
         self.level_of = {}
 

@@ -46,6 +46,10 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
         saved = json.loads(saved_path.read_text())
     except ValueError as err:
         raise ConfigError(f"init_from: cannot read {saved_path}: {err}") from None
+    if not isinstance(saved, dict):
+        raise ConfigError(
+            f"init_from: {saved_path} holds {type(saved).__name__}, not a run's config (a JSON object): give a `marft train` run_dir"
+        )
     ours = to_dict(config)
     for key in MATCHING_KEYS:
         theirs = saved.get(key)
@@ -57,7 +61,7 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
     latest = ckpt.latest_checkpoint(run / "checkpoints")
     if latest is None:
         raise ConfigError(f"init_from={run} has no checkpoint in {run / 'checkpoints'}: let that run finish (it writes one at its end)")
-    adapters = ckpt.load_checkpoint(latest).get("algo", {}).get("adapters", {})
+    adapters = ckpt.adapters_of(ckpt.load_checkpoint(latest), latest)
     missing = [a for a in policy.adapters if a not in adapters]
     if missing:
         raise ConfigError(
@@ -69,7 +73,7 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
             policy.load_adapter_state(adapter, adapters[adapter])
     except (KeyError, RuntimeError) as err:
         raise ConfigError(
-            f"init_from={run}: its adapters do not fit this model ({type(err).__name__}: {str(err).splitlines()[0][:120]})"
+            f"init_from={run}: the adapters of {latest} do not fit this model ({type(err).__name__}: {str(err).splitlines()[0][:120]})"
         ) from None
     return {"run": str(run), "checkpoint": latest.name}
 

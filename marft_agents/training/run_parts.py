@@ -232,7 +232,7 @@ def _load_resume_state(run_dir: Path, algo) -> tuple[Path, dict]:
     state = ckpt.load_checkpoint(latest)
     try:
         algo.load_state_dict(state["algo"])
-    except (KeyError, RuntimeError) as err:
+    except (KeyError, RuntimeError, TypeError, ValueError, AttributeError) as err:  # a crafted file's too
         raise ValueError(
             f"{latest} does not fit this run's agents and adapters ({type(err).__name__}: "
             f"{str(err).splitlines()[0][:120]}): resume with the run's own env and model"

@@ -19,8 +19,10 @@ from marft_agents.distributed.worker import WorkerSpec
 from marft_agents.engines import Engine, make_engine
 from marft_agents.models.dtype import resolve_dtype
 from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import folder as run_folder
 from marft_agents.signal import diagnostics as reward_signal
+from marft_agents.signal.collection import declared_levels
 from marft_agents.training.config import ConfigError, TrainConfig, from_dict, to_dict
 
 
@@ -77,13 +79,17 @@ def signal_options(config: TrainConfig, env, group: int) -> list[str]:
         curriculum=config.signal.curriculum,
         init_from=config.init_from,
         grouped=group >= 2,
-        has_difficulties=bool(env.difficulties()) if hasattr(env, "difficulties") else False,
+        has_difficulties=bool(declared_levels(env, strict=False)),
         has_format_reward=hasattr(env, "format_reward"),
     )
 
 
 def check_resumable(run_dir: Path, config: TrainConfig) -> None:
-    """Refuse ``--resume`` with a config that changes what the earlier updates did."""
+    """Refuse ``--resume`` with a config that changes what the earlier updates did, or a checkpoint it cannot continue.
+
+    The latest checkpoint's update number must lie within ``updates`` with every earlier update in
+    ``metrics.jsonl``, and its RNG states must restore (``checkpoint.check_resume_state``).
+    """
     try:
         saved = to_dict(from_dict(json.loads((run_dir / "config.json").read_text()), other_sections="drop"))
     except ValueError as err:
@@ -94,6 +100,19 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> None:
             f"--resume: the config differs from the run's in {run_folder.describe_changes(saved, to_dict(config), changed)}; "
             f"only {', '.join(run_folder.SAFE_ON_RESUME)} may change on resume"
         )
+    latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
+    if latest is None:
+        raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; start again with --overwrite")
+    start = ckpt.check_resume_state(ckpt.load_checkpoint(latest, mmap=True), latest, updates=config.updates)
+    metrics = run_dir / "metrics.jsonl"
+    if metrics.exists():  # every update the checkpoint counts ran and was logged: a run reports no update it never ran
+        logged = {json.loads(line)["update"] for line in run_folder.read_metrics(metrics, before=start)}
+        missing = [u for u in range(start) if u not in logged]
+        if missing:
+            raise ckpt.CheckpointError(
+                f"{latest} counts {start} updates, but {metrics} logs no update {missing[0]} ({len(missing)} missing): "
+                f"point {latest.parent / ckpt.LATEST} at an earlier checkpoint, or start again with --overwrite"
+            )
 
 
 def start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int):

@@ -6,6 +6,10 @@ Level 0: the reward is 1 when the response has an even number of characters (a c
 model, so a group's rewards often differ); level 1: never rewarded. ``solved`` is reported.
 """
 
+import enum
+
+import numpy as np
+
 from marft_envs import DependencyGraph, FlexEnv, RoundResult
 from marft_envs.outcomes import SHARED_REWARD
 
@@ -56,3 +60,52 @@ class ParityChain(FlexEnv):
         win = float(len(actions["actor_0"]) % 2 == 0)
         infos = {a: {"solved": bool(win), SHARED_REWARD: win} for a in actions}
         return RoundResult(rewards=dict.fromkeys(actions, win), terminations=dict.fromkeys(actions, True), infos=infos)
+
+
+# -- difficulty levels a curriculum must check (issue 38): kinds a checkpoint could not hold, and broken ones
+
+
+class Level(enum.Enum):
+    """Levels as Enum members: the env is given the members, checkpoints hold ``Level.EASY``."""
+
+    EASY = 0
+    HARD = 1
+
+
+class NumpyLevels(ParityTask):
+    """ParityTask whose levels are NumPy integers (what ``np.arange`` gives)."""
+
+    def difficulties(self):
+        return tuple(np.arange(2))
+
+
+class EnumLevels(ParityTask):
+    """ParityTask whose levels are Enum members."""
+
+    def difficulties(self):
+        return (Level.EASY, Level.HARD)
+
+    def reset_task(self, options):
+        level = options.get("difficulty", Level.EASY)
+        assert isinstance(level, Level), level  # the env is given its own levels, not their plain form
+        self.level = level.value
+
+
+class NanLevels(ParityTask):
+    def difficulties(self):
+        return (0.0, float("nan"))
+
+
+class DuplicateLevels(ParityTask):
+    def difficulties(self):
+        return (0, 1, 1)
+
+
+class UnhashableLevels(ParityTask):
+    def difficulties(self):
+        return ([0], [1])
+
+
+class RaisingLevels(ParityTask):
+    def difficulties(self):
+        raise RuntimeError("the level table is gone")
