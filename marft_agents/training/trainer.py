@@ -149,6 +149,7 @@ def _train(
         group_size=group,
         workers=config.distributed.workers,
         algo=config.algo,
+        stopping=lambda: stop.requested is not None,  # a signal ends dynamic sampling's draws
     )
     if latest is not None:
         collector.load_state_dict(state.get("signal", {}))

@@ -29,3 +29,13 @@ class ParityTask(FlexEnv):
     def end_round(self, actions):
         win = self.level == 0 and len(actions["solver_0"]) % 2 == 0
         return RoundResult(rewards={"solver_0": float(win)}, terminations={"solver_0": True}, infos={"solver_0": {"solved": win}})
+
+
+class FlatTask(ParityTask):
+    """solver_0 answers once and is never rewarded: every group is uninformative (dynamic sampling never has enough)."""
+
+    def __init__(self):
+        super().__init__(levels=False)
+
+    def end_round(self, actions):
+        return RoundResult(rewards={"solver_0": 0.0}, terminations={"solver_0": True}, infos={"solver_0": {"solved": False}})
