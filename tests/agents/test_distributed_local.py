@@ -66,6 +66,9 @@ out["nodes"] = [n["NodeManagerAddress"] for n in ray.nodes()]
 procs = {p.pid: p for p in psutil.Process().children(recursive=True)}
 procs[os.getpid()] = psutil.Process()
 out["worker_seen"] = worker in procs
+from marft_agents.distributed.session import marked_pids
+marked = marked_pids(folder)  # what the next local cluster would end, were this run killed
+out["marked"] = {"worker": worker in marked, "only_ours": set(marked) <= set(procs), "n": len(marked)}
 sockets = []
 for p in procs.values():
     try:
@@ -142,3 +145,8 @@ def test_a_local_clusters_folders_are_private_and_hold_no_secret(probe):
     assert probe["folder_mode"] == "0o700" and probe["temp_in_folder"]
     assert probe["worker_token"] == SECRET and probe["worker_offline"] == "1"  # inherited, and handed on
     assert probe["runtime_env_logs"] > 0 and probe["files_with_token"] == []  # Ray logged the runtime_env, without it
+
+
+def test_every_process_of_a_local_cluster_carries_its_folders_marker(probe):
+    # by it the next local cluster finds and ends what a killed run left (marft_agents/distributed/session.py)
+    assert probe["marked"]["worker"] and probe["marked"]["only_ours"] and probe["marked"]["n"] >= 5
