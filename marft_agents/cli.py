@@ -281,6 +281,7 @@ def cmd_eval(args) -> int:
             samples=args.transcripts_n if args.transcripts else 0,
         )
     from marft_agents.runs.report import headline, write_transcripts
+    from marft_envs.text import terminal_text
 
     if args.transcripts:
         print(f"transcripts: {write_transcripts(Path(args.transcripts), result.pop('samples'), overwrite=args.overwrite)}")
@@ -293,8 +294,8 @@ def cmd_eval(args) -> int:
         f"{config.env}: {label} = {value} on {result['episodes']} episodes; "
         f"mean return {result['mean_return']:.2f} ± {result['mean_return_stderr']:.2f}"
     )
-    for agent, r in result["roles"].items():
-        print(f"  {agent}: " + ", ".join(_shown(k, v) for k, v in r.items()))
+    for agent, r in result["roles"].items():  # an env's own agent ids and keys: shown, never run by the terminal
+        print(terminal_text(f"  {agent}: " + ", ".join(_shown(k, v) for k, v in r.items())))
     return 0
 
 
@@ -304,8 +305,9 @@ EVAL_KEYS = ("threads", "max_new_tokens", "dtype")
 
 def cmd_show(args) -> int:
     from marft_agents.runs.report import show
+    from marft_envs.text import terminal_text
 
-    print(show(args.run_dir, args.which, args.n, reward=args.reward))
+    print(terminal_text(show(args.run_dir, args.which, args.n, reward=args.reward)))  # model text: its escapes shown, not run
     return 0
 
 

@@ -56,7 +56,7 @@ from gymnasium.utils import seeding
 from marft_envs import spaces
 from marft_envs.errors import EnvUsageError, FlexEnvError, TaskError, UnknownOptionWarning  # noqa: F401 (re-exported)
 from marft_envs.graph import DependencyGraph
-from marft_envs.text import valid_text
+from marft_envs.text import terminal_text, valid_text
 from marft_envs.validation import check_seed as _check_seed
 from marft_envs.validation import checked_actions
 
@@ -297,7 +297,7 @@ class FlexEnv:
             return None
         text = valid_text(self.render_text())
         if self.render_mode == "human":
-            print(text, flush=True)
+            print(terminal_text(text), flush=True)  # the agents' text, not the terminal's commands
             return None
         return text
 

@@ -9,10 +9,15 @@ A local cluster that marft starts is for the user who runs it, on this machine o
   ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` names it), so it is off while the node starts, and only then;
   likewise while a driver joins a head at a loopback address (``distributed.address=127.0.0.1:PORT``).
 - **Token authentication stays on.** A fresh random token (256 bits) in a file only its owner can
-  read (0600, in a 0700 folder of its own), handed to Ray through ``RAY_AUTH_MODE=token`` and
+  read (0600, in the cluster's 0700 session folder), handed to Ray through ``RAY_AUTH_MODE=token`` and
   ``RAY_AUTH_TOKEN_PATH`` (Ray 2.60 reads a token from ``RAY_AUTH_TOKEN``, then that path, then
   ``~/.ray/auth_token``); the cluster's processes inherit them. ``~/.ray`` is never read or written,
   and the folder goes when the run ends.
+- **Private folders.** Ray's temp folder (sockets, logs) is inside that 0700 session folder, unless
+  ``distributed.temp_dir`` names another: Ray makes its temp folder and every folder in it 0777 again
+  each time one of its processes starts, so only a private folder around it keeps others out. A run
+  killed with SIGKILL leaves its cluster's processes and folder behind; the next local cluster ends
+  and removes them first (:mod:`marft_agents.distributed.session`).
 - **Workers at the run's priority** (:data:`WORKER_NICENESS`), not Ray's nice 15: on a busy machine
   the workers would starve beside any other process.
 """
@@ -24,14 +29,16 @@ import os
 import secrets
 import shutil
 import socket
-import tempfile
 from dataclasses import dataclass, field
 
 from marft_agents.distributed import ClusterError
 from marft_agents.distributed.config import DistributedConfig
+from marft_agents.distributed.session import MARKER, end_leftovers, make_session_folder, session_base
 
 AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 """The environment variables Ray 2.60 reads its token settings from (set while a local cluster lives)."""
+SET_VARS = (*AUTH_VARS, MARKER)
+"""The variables a local cluster sets in this process (its processes inherit them), put back at the end."""
 LOOPBACK = "127.0.0.1"
 WORKER_NICENESS = 0
 """The rollout workers' nice value. Ray's default is 15 (``worker_niceness`` in Ray's
@@ -46,9 +53,9 @@ class Connection:
     started: bool = False
     """This process called ``ray.init`` (joined or started a cluster), so it shuts Ray down at the end."""
     folders: list[str] = field(default_factory=list)
-    """Folders to remove at the end (the session folder we made, the token's folder)."""
+    """Folders to remove at the end (the session folder with the token and, by default, Ray's temp folder)."""
     saved_env: dict[str, str | None] = field(default_factory=dict)
-    """The values :data:`AUTH_VARS` had before the local cluster (None: unset), put back at the end."""
+    """The values :data:`SET_VARS` had before the local cluster (None: unset), put back at the end."""
 
 
 def connect(settings: DistributedConfig, cpus: int | None = None) -> Connection:
@@ -69,22 +76,19 @@ def connect(settings: DistributedConfig, cpus: int | None = None) -> Connection:
         except Exception as err:  # Ray raises many kinds; the user needs one line
             raise ClusterError(f"cannot join the Ray cluster at {settings.address}: {first_line(err)}") from None
         return Connection(started=True)
-    base = tempfile.gettempdir()
-    base = base if len(base) <= 20 or not os.path.isdir("/tmp") else "/tmp"  # short: Ray's sockets live under it
+    base = session_base()  # short: Ray's sockets live under it
+    end_leftovers(base)  # the processes and folders of local clusters whose run was killed
     connection = Connection(started=True)
-    temp_dir = settings.temp_dir
-    if not temp_dir:
-        temp_dir = tempfile.mkdtemp(prefix="marft-ray-", dir=base)
-        connection.folders.append(temp_dir)
-    token_dir = tempfile.mkdtemp(prefix="marft-ray-auth-", dir=base)  # 0700 (Ray makes its session folder 0777)
-    connection.folders.append(token_dir)
-    token_path = os.path.join(token_dir, "auth_token")
+    folder = make_session_folder(base)  # 0700: Ray makes its own folders 0777
+    connection.folders.append(folder)
+    temp_dir = settings.temp_dir or os.path.join(folder, "ray")
+    token_path = os.path.join(folder, "auth_token")
     fd = os.open(token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secrets.token_hex(32))
-    connection.saved_env = {name: os.environ.get(name) for name in AUTH_VARS}
+    connection.saved_env = {name: os.environ.get(name) for name in SET_VARS}
     os.environ.pop("RAY_AUTH_TOKEN", None)  # it would win over the file
-    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=token_path)
+    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": token_path, MARKER: folder})
     reset_auth_state()
     try:
         with _loopback_node():

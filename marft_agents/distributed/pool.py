@@ -28,13 +28,11 @@ import marft_envs
 from marft_agents.distributed import ClusterError, WorkerError
 from marft_agents.distributed.cluster import connect, disconnect, first_line
 from marft_agents.distributed.config import DistributedConfig
+from marft_agents.distributed.environment import worker_env_vars
 from marft_agents.distributed.worker import RolloutWorker, WorkerSpec
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.evaluation import HELDOUT_SEED, episode_options, eval_plan, eval_result
 from marft_agents.rollout.layered import Episode
-
-FORWARDED_ENV = ("HF_", "MARFT_", "TRANSFORMERS_", "TOKENIZERS_", "OMP_")
-"""Prefixes of this process's environment variables the workers also get (offline Hub, test hooks)."""
 
 _open_pools: list[WorkerPool] = []
 
@@ -91,7 +89,7 @@ class WorkerPool:
                     f"({name.lower()}s_per_worker={per:g}) but the cluster has {total.get(name, 0):g}: "
                     f"lower distributed.workers or distributed.{name.lower()}s_per_worker, or add nodes"
                 )
-        env_vars = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV)}
+        env_vars = worker_env_vars(os.environ)  # Ray logs them: settings only, never a secret (environment.py)
         actor = ray.remote(RolloutWorker).options(
             num_cpus=settings.cpus_per_worker,
             num_gpus=settings.gpus_per_worker,

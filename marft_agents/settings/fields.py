@@ -32,6 +32,12 @@ past it (50,000 took 106 s); MATH's test split has 5,000 problems.
 ``eval_episodes=10**9`` hung in that draw."""
 MAX_SEED = 2**32 - 1
 """Seeds are unsigned 32-bit integers: every generator here (Python, NumPy, torch, vLLM) takes them."""
+MAX_DRAWS = 100
+"""Dynamic sampling's collections per update (``signal.max_draws``): each plays a whole update's
+episodes again, so 100 draws make one update cost a hundred updates' generation. A task that needs
+more to find informative groups is too hard or too easy for the model: a curriculum or an easier
+split serves it better. ``max_draws=10**9`` on uninformative groups made an update that never ended."""
+DRAWS = f"an integer in [1, {MAX_DRAWS}]"
 TEMPERATURE, LR = f">= {MIN_TEMPERATURE:g}", f"in (0, {MAX_LR:g})"
 EVAL_EPISODES, SEED = f"in [1, {MAX_EVAL_EPISODES}]", f"an integer in [0, {MAX_SEED}]"
 WHY_LR = "an Adam step moves each weight by about lr; LoRA's usual rates are 1e-5 to 1e-3"
@@ -45,6 +51,7 @@ HOLDS = {
     LR: lambda v: 0 < v < MAX_LR,
     EVAL_EPISODES: lambda v: 1 <= v <= MAX_EVAL_EPISODES,
     SEED: lambda v: isinstance(v, int) and 0 <= v <= MAX_SEED,
+    DRAWS: lambda v: isinstance(v, int) and 1 <= v <= MAX_DRAWS,
 }
 """Each rule's test, on a number that is not a bool."""
 

@@ -9,7 +9,7 @@ did. ``signal.curriculum`` adds a difficulty level per group (``marft_agents/sig
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from marft_agents.engines.seeded import EpisodeSeededEngine, episode_seed
@@ -80,10 +80,13 @@ class BatchCollector:
         group_size: int,
         workers: int,
         algo: str,
+        stopping: Callable[[], bool] = lambda: False,
     ):
+        """``stopping()``: whether the run was asked to stop (a signal); dynamic sampling then draws no more."""
         levels = check(settings, envs[0], group_size=group_size, workers=workers, algo=algo)
         self.engine, self.envs, self.generator = engine, envs, generator
         self.settings = settings
+        self.stopping = stopping
         self.seed, self.episodes_per_update, self.updates, self.group = seed, episodes_per_update, updates, group_size
         self.sampler = None
         if settings.curriculum:
@@ -110,6 +113,7 @@ class BatchCollector:
                 updates=self.updates,
                 group_size=self.group,
                 max_draws=self.settings.max_draws,
+                stopping=self.stopping,
             )
         else:
             episodes, metrics = one(draw_indices(0, update, self.episodes_per_update, self.updates)), {}

@@ -9,6 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from marft_agents.settings.fields import DRAWS, HOLDS, ranged
+from marft_agents.settings.text import shown
+
 
 @dataclass
 class SignalConfig:
@@ -16,8 +19,8 @@ class SignalConfig:
 
     dynamic_sampling: bool = False
     """Drop groups whose rewards are all equal and play fresh problems until the batch holds episodes_per_update / group_size informative groups (DAPO; needs a group-relative algo such as grpo)."""
-    max_draws: int = 4
-    """Dynamic sampling: at most this many collections per update, the first included; then the batch is filled up with uninformative groups."""
+    max_draws: int = ranged(4, DRAWS)
+    """Dynamic sampling: at most this many collections per update (1-100), the first included; then the batch is filled up with uninformative groups."""
     curriculum: bool = False
     """Draw each group's difficulty level by the team's running success on it (the env must declare difficulties(), e.g. MATH's synthetic levels)."""
     curriculum_window: int = 64
@@ -37,10 +40,11 @@ class SignalConfig:
 
 def check(settings: SignalConfig) -> None:
     """Refuse values no run can use, in one line naming the key."""
-    for key in ("max_draws", "curriculum_window"):
-        value = getattr(settings, key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"signal.{key} must be an integer >= 1, got {value!r}")
+    if isinstance(settings.max_draws, bool) or not HOLDS[DRAWS](settings.max_draws):  # also where the config layer did not check
+        raise ValueError(f"signal.max_draws must be {DRAWS}, got {shown(settings.max_draws)}")
+    value = settings.curriculum_window
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"signal.curriculum_window must be an integer >= 1, got {value!r}")
     for key in ("curriculum_low", "curriculum_high", "curriculum_floor"):
         value = getattr(settings, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:

@@ -5,7 +5,9 @@ under GRPO: it costs a forward and backward pass and teaches nothing. With ``sig
 the trainer drops such groups and plays fresh problems until the batch holds the asked number of
 informative groups, or until it has made ``signal.max_draws`` collections; then it fills the rest of
 the batch with the uninformative groups it drew first, so every update trains on the same number of
-episodes (the learners' batch arithmetic stays as configured).
+episodes (the learners' batch arithmetic stays as configured). A stop asked for meanwhile (SIGINT or
+SIGTERM, ``marft_agents/training/interrupts.py``) ends the draws the same way, after the one playing:
+the update trains on what was drawn, is checkpointed, and the run stops.
 
 Fresh problems need fresh episode indices (the index picks the seed, hence the problem): draw ``d``
 (0 = the ordinary collection) of update ``u`` uses ``[o + u E, o + (u + 1) E)`` with
@@ -41,18 +43,26 @@ def pick_groups(returns: list[list[float]], wanted: int) -> tuple[list[int], int
 
 
 def collect_informative(
-    collect: Callable[[range], list[Episode]], *, update: int, episodes_per_update: int, updates: int, group_size: int, max_draws: int
+    collect: Callable[[range], list[Episode]],
+    *,
+    update: int,
+    episodes_per_update: int,
+    updates: int,
+    group_size: int,
+    max_draws: int,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> tuple[list[Episode], dict[str, float]]:
     """Collect until the batch holds ``episodes_per_update / group_size`` informative groups (or ``max_draws``).
 
-    ``collect(indices)`` plays the episodes with those indices. Returns the batch, in draw order, and
-    the ``signal/*`` metrics of the sampling: collections made, groups drawn, informative groups kept.
+    ``collect(indices)`` plays the episodes with those indices; once ``stopping()`` is true no further
+    draw starts (the first always runs: it is the batch). Returns the batch, in draw order, and the
+    ``signal/*`` metrics of the sampling: collections made, groups drawn, informative groups kept.
     """
     wanted = episodes_per_update // group_size
     drawn: list[list[Episode]] = []
     informative = 0
     draws = 0
-    while draws < max_draws and informative < wanted:
+    while draws < max_draws and informative < wanted and not (draws and stopping()):
         new = groups_of(collect(draw_indices(draws, update, episodes_per_update, updates)), group_size)
         drawn += new
         informative += sum(has_spread([episode_return(e) for e in g]) for g in new)

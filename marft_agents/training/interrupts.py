@@ -1,10 +1,12 @@
 """SIGINT and SIGTERM during a run: finish the update, write its checkpoint, stop with 130 or 143.
 
-While :class:`StopOnSignal` is active (the life of ``train()``), the first SIGINT (Ctrl-C) or SIGTERM
-(``kill``, a scheduler's preemption) that arrives during an update asks the loop to stop once that
-update is done and checkpointed; a second one, or one that arrives outside the update loop (loading,
-the evaluations), stops at once. Either way the run raises :class:`RunInterrupted`, and since every
-run file and checkpoint is written atomically (``run_files``), the newest complete checkpoint is what
+While :class:`StopOnSignal` is active (the life of ``train()``), the first SIGINT (Ctrl-C) or
+SIGTERM (``kill``, a scheduler's preemption) that arrives during an update asks the loop to stop
+once that update is done and checkpointed; a second one, or one that arrives outside the update loop
+(loading, the evaluations), stops at once. Dynamic sampling starts no further draw once a stop is
+asked for (``marft_agents/signal/dynamic.py``), so the update ends soon whatever
+``signal.max_draws`` is. Either way the run raises :class:`RunInterrupted`, and since every run file
+and checkpoint is written atomically (``run_files``), the newest complete checkpoint is what
 ``--resume`` continues from. ``marft train`` turns it into one line with that checkpoint and the
 ``--resume`` command, and exits ``128 + signal`` (130 for SIGINT, 143 for SIGTERM), as a shell does.
 """

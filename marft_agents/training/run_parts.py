@@ -141,6 +141,7 @@ def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStac
         group_size=algo.group_size,
         workers=config.distributed.workers,
         algo=config.algo,
+        stopping=lambda: stop.requested is not None,  # a signal ends dynamic sampling's draws
     )
     if latest is not None:
         collector.load_state_dict(state.get("signal", {}))

@@ -23,6 +23,11 @@ The wire format:
 Over plain HTTP each request gets a fresh env (OpenEnv's contract); an episode is played over a
 WebSocket session (``openenv``'s ``EnvClient``/``GenericEnvClient``), one FlexEnv per session.
 
+Limits (``marft_envs/adapters/server_limits.py``): at most ``--max-sessions`` WebSocket sessions at
+once (8); a session that sends nothing for ``--idle-timeout`` seconds (300) is closed; a request or
+message over :func:`request_limit` bytes (the longest action text, JSON-escaped) is refused, over
+HTTP with 413. A ``/reset`` the env refuses (a bad option) is answered 422 with the env's one line.
+
 Version history:
     v0: first release (openenv-core 0.3.0).
 """
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +44,21 @@ from typing import Any
 from marft_envs.core import FlexEnv
 from marft_envs.errors import EnvUsageError
 from marft_envs.registration import make
+
+JSON_BYTES_PER_CHAR = 6
+"""The most bytes one character of a text takes in JSON as clients send it (``\\uXXXX``; ``json.dumps``'s default)."""
+ENVELOPE_BYTES = 64 * 1024
+"""Room in a request's limit for what is not the action's text (the JSON around it, the agent's id)."""
+IDLE_TIMEOUT_S = 300.0
+"""Seconds a WebSocket session may send nothing before the server closes it (``--idle-timeout``)."""
+MAX_SESSIONS = 8
+"""WebSocket sessions (each one FlexEnv) the server holds at once (``--max-sessions``)."""
+PROG = "python -m marft_envs.adapters.openenv"
+
+
+class RequestRefused(ValueError):
+    """A request the env refused (a bad reset option): HTTP answers it 422 with this one line."""
+
 
 LAZY = ("FlexAction", "FlexObservation", "FlexState", "FlexEnvironment")
 """The module's classes: they subclass openenv's, so they are built when first asked for (this module
@@ -94,7 +115,11 @@ def _classes() -> dict[str, type]:
             self._state = FlexState(episode_id=None, step_count=0)
 
         def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> FlexObservation:
-            self.flex.reset(seed=seed, options=kwargs.get("options"))
+            try:
+                self.flex.reset(seed=seed, options=kwargs.get("options"))
+            except (ValueError, TypeError, KeyError) as err:  # the client's seed or options (EnvUsageError is a ValueError)
+                message = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+                raise RequestRefused((message.splitlines() or [type(err).__name__])[0]) from None
             self._state = FlexState(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
             self._sync_state()
             return self._view()
@@ -154,36 +179,100 @@ def _classes() -> dict[str, type]:
 
 def environment_factory(env_id: str, **env_kwargs: Any) -> Callable[[], Any]:
     """What OpenEnv's ``create_app`` takes: a function building a fresh ``FlexEnvironment``."""
-    environment = _classes()["FlexEnvironment"]
     make(env_id, **env_kwargs).close()  # a bad id or kwarg fails here, in one line, not at the first request
+    environment = _classes()["FlexEnvironment"]
     return lambda: environment(make(env_id, **env_kwargs))
 
 
-def create_server_app(env_id: str, max_concurrent_envs: int = 8, **env_kwargs: Any):
-    """The FastAPI app serving ``env_id`` (OpenEnv's ``create_app``, without its web UI)."""
+def request_limit(env: FlexEnv) -> int:
+    """The most bytes a request to a server of ``env`` needs: its longest action text, JSON-escaped, and an envelope."""
+    longest = max(getattr(env.action_space(agent), "max_length", 0) or 0 for agent in env.possible_agents)
+    return JSON_BYTES_PER_CHAR * longest + ENVELOPE_BYTES
+
+
+def create_server_app(
+    env_id: str,
+    max_concurrent_envs: int = MAX_SESSIONS,
+    *,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
+    max_request_bytes: int | None = None,
+    **env_kwargs: Any,
+):
+    """The FastAPI app serving ``env_id`` (OpenEnv's ``create_app``, without its web UI), with the module's limits.
+
+    ``max_request_bytes``: the largest request body or WebSocket message (default: :func:`request_limit`).
+    """
+    if isinstance(max_concurrent_envs, bool) or not isinstance(max_concurrent_envs, int) or max_concurrent_envs < 1:
+        raise ValueError(f"--max-sessions (max_concurrent_envs) must be an integer >= 1, got {max_concurrent_envs!r}")
+    if isinstance(idle_timeout_s, bool) or not isinstance(idle_timeout_s, (int, float)) or not 0 < idle_timeout_s < float("inf"):
+        raise ValueError(f"--idle-timeout (idle_timeout_s) must be a finite number of seconds > 0, got {idle_timeout_s!r}")
+    factory = environment_factory(env_id, **env_kwargs)
+    if max_request_bytes is None:
+        probe = make(env_id, **env_kwargs)
+        max_request_bytes = request_limit(probe)
+        probe.close()
+    from fastapi.responses import JSONResponse
     from openenv.core.env_server.http_server import create_fastapi_app
 
+    from marft_envs.adapters.server_limits import Limits
+
     classes = _classes()
-    return create_fastapi_app(
-        environment_factory(env_id, **env_kwargs), classes["FlexAction"], classes["FlexObservation"], max_concurrent_envs
-    )
+    app = create_fastapi_app(factory, classes["FlexAction"], classes["FlexObservation"], max_concurrent_envs)
+
+    async def refused(request, err: RequestRefused):
+        return JSONResponse(status_code=422, content={"detail": str(err)})
+
+    app.add_exception_handler(RequestRefused, refused)
+    app.add_middleware(Limits, max_body_bytes=max_request_bytes, idle_timeout_s=float(idle_timeout_s))
+    app.state.max_request_bytes = max_request_bytes
+    return app
 
 
-def serve(env_id: str, host: str = "127.0.0.1", port: int = 8000, **env_kwargs: Any) -> None:
+def serve(
+    env_id: str,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    max_sessions: int = MAX_SESSIONS,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
+    **env_kwargs: Any,
+) -> None:
     """Run the server until interrupted (loopback by default: pass ``host`` to listen elsewhere)."""
+    _run(create_server_app(env_id, max_sessions, idle_timeout_s=idle_timeout_s, **env_kwargs), host, port)
+
+
+def _run(app: Any, host: str, port: int) -> None:
     import uvicorn
 
-    uvicorn.run(create_server_app(env_id, **env_kwargs), host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", ws_max_size=app.state.max_request_bytes)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve a marft env over OpenEnv's HTTP/WebSocket API")
+def main(argv: list[str] | None = None) -> int:
+    """``python -m marft_envs.adapters.openenv ENV_ID``: a bad value ends in one line on stderr and exit status 2."""
+    parser = argparse.ArgumentParser(prog=PROG, description="Serve a marft env over OpenEnv's HTTP/WebSocket API")
     parser.add_argument("env_id", help="a registered id, e.g. marft/MathChain-v0")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: loopback only)")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="0 to 65535 (0: any free port)")
+    parser.add_argument("--max-sessions", type=int, default=MAX_SESSIONS, help=f"WebSocket sessions at once (default {MAX_SESSIONS})")
+    parser.add_argument(
+        "--idle-timeout", type=float, default=IDLE_TIMEOUT_S, help=f"close a session silent this many seconds (default {IDLE_TIMEOUT_S:g})"
+    )
     args = parser.parse_args(argv)
-    serve(args.env_id, host=args.host, port=args.port)
+    try:
+        if not 0 <= args.port <= 65535:
+            raise ValueError(f"--port must be in 0..65535, got {args.port}")
+        app = create_server_app(args.env_id, args.max_sessions, idle_timeout_s=args.idle_timeout)
+    except Exception as err:  # a bad id, env kwargs or limit, openenv missing: the user needs one line, not a traceback
+        message = str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+        return _fail(parser, (message.splitlines() or [type(err).__name__])[0])
+    _run(app, args.host, args.port)
+    return 0
+
+
+def _fail(parser: argparse.ArgumentParser, message: str) -> int:
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

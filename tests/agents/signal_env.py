@@ -109,3 +109,13 @@ class UnhashableLevels(ParityTask):
 class RaisingLevels(ParityTask):
     def difficulties(self):
         raise RuntimeError("the level table is gone")
+
+
+class FlatTask(ParityTask):
+    """solver_0 answers once and is never rewarded: every group is uninformative (dynamic sampling never has enough)."""
+
+    def __init__(self):
+        super().__init__(levels=False)
+
+    def end_round(self, actions):
+        return RoundResult(rewards={"solver_0": 0.0}, terminations={"solver_0": True}, infos={"solver_0": {"solved": False}})

@@ -5,6 +5,8 @@ Every expected number is worked out by hand in the comment next to it.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -134,6 +136,16 @@ def test_dynamic_sampling_stops_after_max_draws_and_fills_the_batch():
     collect, calls = fake_collect({0: [0, 0, 0, 0]})
     batch, _ = collect_informative(collect, update=0, episodes_per_update=4, updates=10, group_size=2, max_draws=1)
     assert [e.index for e in batch] == [0, 1, 2, 3] and len(calls) == 1
+
+
+def test_dynamic_sampling_starts_no_draw_once_a_stop_is_asked_for():
+    flat = {40 * d: [0, 0, 0, 0] for d in range(100)}  # never informative: all 100 draws would run
+    for stop_after in (1, 2):  # the first draw always runs: it is the batch
+        collect, calls = fake_collect(flat)
+        stopping = functools.partial(lambda calls, n: len(calls) >= n, calls, stop_after)  # asked for while draw n plays
+        sizes = dict(update=0, episodes_per_update=4, updates=10, group_size=2)
+        batch, metrics = collect_informative(collect, **sizes, max_draws=100, stopping=stopping)
+        assert len(calls) == stop_after and metrics["signal/draws"] == stop_after and [e.index for e in batch] == [0, 1, 2, 3]
 
 
 # --------------------------------------------------------------------------------------- curriculum

@@ -108,6 +108,33 @@ def test_dynamic_sampling_trains_on_informative_groups(tiny_model_dir, tmp_path)
     assert all(any(v.abs().sum() > 0 for k, v in state.items() if "lora_B" in k) for state in final_adapters(run).values())
 
 
+def test_a_signal_during_dynamic_sampling_ends_the_draws_and_the_run_stops_after_that_update(tiny_model_dir, tmp_path, monkeypatch):
+    import os
+    import signal
+
+    from marft_agents.signal.collection import BatchCollector
+    from marft_agents.training.interrupts import RunInterrupted
+
+    played = []
+    play = BatchCollector._play
+
+    def play_and_signal(self, indices, update, draw):
+        played.append((update, draw))
+        if len(played) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)  # as `kill` would, while the first draw plays
+        return play(self, indices, update, draw)
+
+    monkeypatch.setattr(BatchCollector, "_play", play_and_signal)
+    run = tmp_path / "run"
+    options = {"signal.dynamic_sampling": True, "signal.max_draws": 100}
+    config = config_for(tiny_model_dir, run, algo="grpo", env="signal_env:FlatTask", **options)
+    with pytest.raises(RunInterrupted, match="stopped by SIGTERM after update 1; resume from the checkpoint") as err:
+        train(config, progress=False, quiet=True)
+    assert err.value.exit_code == 143 and err.value.checkpoint is not None
+    assert played == [(0, 0)]  # uninformative groups would have drawn 100 times
+    assert [(row["update"], row["signal/draws"]) for row in rows(run)] == [(0, 1.0)]
+
+
 def test_dynamic_sampling_needs_groups_and_says_so_before_any_file(tiny_model_dir, tmp_path):
     run = tmp_path / "run"
     with pytest.raises(ConfigError, match="use a group-relative algo") as err:
@@ -119,8 +146,9 @@ def test_dynamic_sampling_needs_groups_and_says_so_before_any_file(tiny_model_di
             progress=False,
             quiet=True,
         )
-    with pytest.raises(ConfigError, match="signal.max_draws must be an integer >= 1"):
-        train(config_for(tiny_model_dir, run, **{"signal.max_draws": 0}), progress=False, quiet=True)
+    for draws in (0, 101, 10**9, 4.0):  # at most 100: each draw plays a whole update's episodes again
+        with pytest.raises(ConfigError, match=r"signal.max_draws must be an integer in \[1, 100\]"):
+            train(config_for(tiny_model_dir, run, **{"signal.max_draws": draws}), progress=False, quiet=True)
     with pytest.raises(ConfigError, match="must be below"):
         train(config_for(tiny_model_dir, run, **{"signal.curriculum_low": 0.9, "signal.curriculum_high": 0.5}), progress=False, quiet=True)
     assert not run.exists()
