@@ -24,7 +24,7 @@ def test_each_kind_has_at_least_one_id():
     assert "marft/MathChain-v0" in marft_envs.list_envs("aec")
     assert "marft/MathDebate-v0" in marft_envs.list_envs("parallel")
     assert "marft/MathSolo-v0" in marft_envs.list_envs("gym")
-    assert shipped() == AEC_IDS and len(AEC_IDS) == 10
+    assert shipped() == AEC_IDS and len(AEC_IDS) == 11
 
 
 @pytest.mark.parametrize("env_id", AEC_IDS)
@@ -46,6 +46,10 @@ def test_registered_env_passes_every_checker(env_id):
 
 def scripted(env_id):
     """Env kwargs and a policy factory ``make_policy(env)`` that reach each family's rewarded paths."""
+    if env_id == "marft/MathJigsaw-v0":
+        from marft_envs.tasks.math.scripted import jigsaw_policy
+
+        return {"rounds": 3, "n_agents": 3}, lambda env: jigsaw_policy(env, slip=0.5)
     if env_id.startswith("marft/Math"):
         from marft_envs.tasks.math.scripted import chain_policy, solver_policy
 
@@ -126,6 +130,7 @@ EVAL_DECLARATIONS = {
     "marft/MathChain-v0": ({"split": "test"}, "rounds"),
     "marft/MathSolo-v0": ({"split": "test"}, "rounds"),
     "marft/MathCORY-v0": ({"split": "test"}, "rounds"),
+    "marft/MathJigsaw-v0": ({"split": "test"}, "rounds"),
     "marft/MathDebate-v0": ({"split": "test"}, None),  # its rounds are debate rounds, not attempts
     "marft/CodeRepair-v0": ({"split": "test"}, "rounds"),
     "marft/CodeRepairVote-v0": ({"split": "test"}, "rounds"),

@@ -151,7 +151,7 @@ def play_policy(env, policy, rng):
         ({"rounds": 0}, "rounds must be at least 1"),
         ({"n_agents": 0}, "n_agents must be at least 1"),
         ({"profile": "/no/such/profile.json"}, "no such profile"),
-        ({"profile": "general"}, "pass a shipped one ('default', 'general-v0')"),
+        ({"profile": "general"}, "pass a shipped one ('default', 'general-v0', "),
         ({"profile": {"roles": {"reasoner": "r"}}}, "no prompt for roles ['actor']"),
         ({"n_agents": 2, "roles": ["actor"]}, "pass one of them"),
     ],

@@ -15,7 +15,9 @@ from fractions import Fraction
 import numpy as np
 
 from marft_envs.core import FlexEnv
+from marft_envs.tasks.math.jigsaw_problems import read_facts
 
+_SHOWN = re.compile(r"^(?:Your part of the problem|Message from \w+): (.*)$")
 _LAST_VALUE = re.compile(r"=\s*(-?\d+(?:/\d+)?)\s*$")
 
 
@@ -63,3 +65,24 @@ def chain_policy(env: FlexEnv, slip: float = 0.3):
 def solver_policy(env: FlexEnv, slip: float = 0.3):
     """A scripted policy for ``MathDebate`` and ``MathSolo``: each solver slips on its own."""
     return SlipReasoner(env, slip, boxed=True)
+
+
+def shown_parts(text: str) -> list[str]:
+    """The story text of a MathJigsaw observation: its own part and its parents' messages, without the labels."""
+    return [m.group(1) for line in text.splitlines() if (m := _SHOWN.match(line))]
+
+
+def jigsaw_policy(env: FlexEnv, slip: float = 0.3):
+    """A scripted policy for ``MathJigsaw``: sharers pass on what they see, the answerer adds it up."""
+
+    def policy(agent: str, observation: dict, rng: np.random.Generator) -> str:
+        parts = shown_parts(observation["text"])
+        if agent.startswith("answerer"):
+            facts = read_facts(" ".join(parts))
+            return f"\\boxed{{{sum(facts)}}}" if facts else "I do not know."
+        message = " ".join(parts)
+        if rng.random() < slip:  # change the first number by a little: the message still reads, but is wrong
+            message = re.sub(r"\d+", lambda m: str(int(m.group()) + int(rng.choice([1, 2]))), message, count=1)
+        return message
+
+    return policy
