@@ -286,3 +286,17 @@ def test_the_root_of_marft_agents_holds_at_most_six_modules():
     root_modules = sorted(p.name for p in (ROOT / "marft_agents").glob("*.py"))
     assert "cli.py" in root_modules and "__init__.py" in root_modules
     assert len(root_modules) <= MAX_ROOT_MODULES, f"the root of marft_agents holds {root_modules}: put modules in the wing of their layer"
+
+
+def test_marft_envs_rewards_import_nothing_from_the_tasks():
+    # Rewards are pure functions below the tasks that compose them (a task imports its reward, never
+    # the reverse); what both need, like the booking domain's days and distances, lives in rewards/.
+    graph = import_graph()
+    found = [
+        f"{m} -> {t}"
+        for m in sorted(graph)
+        if m.startswith("marft_envs.rewards")
+        for t in sorted(graph[m])
+        if t.startswith("marft_envs.tasks")
+    ]
+    assert not found, f"a reward module imports a task module: {found}"
