@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -300,3 +301,16 @@ def test_marft_envs_rewards_import_nothing_from_the_tasks():
         if t.startswith("marft_envs.tasks")
     ]
     assert not found, f"a reward module imports a task module: {found}"
+
+
+def test_the_architecture_picture_draws_every_wing(tmp_path):
+    # docs/architecture.png is drawn from ALLOWED by docs/make_architecture_png.py: a new wing needs a
+    # place in its LAYOUT, or the script (and this test) stops and names it.
+    spec = importlib.util.spec_from_file_location("make_architecture_png", ROOT / "docs" / "make_architecture_png.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert set(script.LAYOUT) == set(ALLOWED) | {"marft_envs"}
+    assert script.reduce({("a", "b"), ("b", "c"), ("a", "c")}) == {("a", "b"), ("b", "c")}
+    arrows = script.draw(tmp_path / "architecture.png")
+    assert ("runs", "algorithms") in arrows and ("training", "models") not in arrows  # implied by a path
+    assert (tmp_path / "architecture.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
