@@ -57,8 +57,8 @@ from marft_envs import spaces
 from marft_envs.errors import EnvUsageError, FlexEnvError, TaskError, UnknownOptionWarning  # noqa: F401 (re-exported)
 from marft_envs.graph import DependencyGraph
 from marft_envs.text import terminal_text, valid_text
+from marft_envs.validation import MAX_HELDOUT, check_heldout_n, checked_actions
 from marft_envs.validation import check_seed as _check_seed
-from marft_envs.validation import checked_actions
 
 RENDER_MODES = ("human", "ansi")
 """What every FlexEnv renders: ``"ansi"`` returns the transcript, ``"human"`` prints it (and returns None)."""
@@ -156,9 +156,10 @@ class FlexEnv:
         """Reset options of (up to) ``n`` fixed held-out episodes; evaluation resets episode ``i`` with seed ``seed + i``.
 
         Read only for envs registered with ``eval_kwargs`` (a held-out split). By default the seeds
-        alone pick the episodes: ``n`` empty option dicts.
+        alone pick the episodes: ``n`` empty option dicts. ``n`` past ``MAX_HELDOUT`` (10,000), negative
+        or not an integer: ValueError in one line.
         """
-        return [{} for _ in range(n)]
+        return [{} for _ in range(check_heldout_n(n, MAX_HELDOUT, f"{self.name}.heldout_options"))]
 
     def difficulties(self) -> tuple:
         """The difficulty levels this env can play on request, easiest first; optional, empty by default.

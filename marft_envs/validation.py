@@ -1,4 +1,4 @@
-"""What a FlexEnv refuses before it changes anything: a bad seed, a bad action or agent.
+"""What a FlexEnv refuses before it changes anything: a bad seed, a bad action or agent, an impossible count.
 
 Each refusal is an :class:`~marft_envs.errors.EnvUsageError` whose one line says what to pass instead.
 """
@@ -71,4 +71,17 @@ def check_n_agents(n: Any, maximum: int = MAX_AGENTS) -> int:
     """``n_agents`` as an env takes it: an int from 1 to ``maximum``; else ValueError in one line."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or not 1 <= n <= maximum:
         raise ValueError(f"n_agents must be at least 1 and at most {maximum}, got {n!r}"[:200])
+    return int(n)
+
+
+MAX_HELDOUT = 10_000
+"""The most held-out episodes one query returns from a source that makes them (generated problems,
+seeds): the CLI's ``--episodes`` bound. The synthetic test split draws 10,000 distinct problems in
+about 10 s; ``heldout_options(10**9)`` ran for minutes (MathChain) or out of memory (Booking)."""
+
+
+def check_heldout_n(n: Any, limit: int, where: str) -> int:
+    """``n`` for a held-out query that can supply at most ``limit`` episodes: an int from 0 to ``limit``; else ValueError in one line."""
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or not 0 <= n <= limit:
+        raise ValueError(f"{where}: n (held-out episodes) must be an integer from 0 to {limit}, got {n!r}"[:200])
     return int(n)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,153 @@ def test_model_loading_is_the_bottom_layer_of_marft_agents():
     for name in loading:
         above = {t for t in graph[name] if t.startswith("marft_agents.") and t not in loading}
         assert not above, f"{name} imports {sorted(above)}, which sit above model loading"
+
+
+# -- the layers of marft_agents ------------------------------------------------------------------
+#
+# marft_agents is cut into wings (folders), each a layer that imports only the layers below it:
+#
+#   settings < models < engines < rollout < {algorithms, signal} < runs < distributed < training < root
+#
+# pretraining (``marft pretrain``) is a program beside the trainer: it uses the policy, the engines
+# and the rollout engine (its evaluation plays the held-out split), nothing of a training run. The
+# root (``cli.py``, ``__init__.py``) may import every wing; no wing imports the root. Every wing may
+# import marft_envs, the package below all of marft_agents (marft_envs never imports marft_agents).
+
+ALLOWED: dict[str, set[str]] = {
+    "settings": set(),
+    "models": {"settings"},
+    "engines": {"settings", "models"},
+    "rollout": {"settings", "models", "engines"},
+    "algorithms": {"settings", "models", "engines", "rollout"},
+    "signal": {"settings", "models", "engines", "rollout"},
+    "runs": {"settings", "models", "engines", "rollout", "algorithms", "signal"},
+    "distributed": {"settings", "models", "engines", "rollout", "algorithms", "signal", "runs"},
+    "training": {"settings", "models", "engines", "rollout", "algorithms", "signal", "runs", "distributed"},
+    "pretraining": {"settings", "models", "engines", "rollout"},
+    "root": {"settings", "models", "engines", "rollout", "algorithms", "signal", "runs", "distributed", "training", "pretraining"},
+}
+"""Wing -> the wings of marft_agents its modules may import (besides their own wing and marft_envs)."""
+MAX_ROOT_MODULES = 6
+"""The root of marft_agents keeps at most this many modules: everything else lives in a wing."""
+
+
+def wing_of(module: str) -> str:
+    """``marft_agents.models.policy`` -> ``models``; the root's modules (``marft_agents``, ``marft_agents.cli``) -> ``root``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (ROOT / "marft_agents" / parts[1]).is_dir()) else "root"
+
+
+def layer_violations(graph: dict[str, set[str]], allowed: dict[str, set[str]]) -> list[str]:
+    """One line per import in ``graph`` from a wing of marft_agents to a wing that ``allowed`` does not list for it."""
+    out = []
+    for module in sorted(m for m in graph if m.split(".")[0] == "marft_agents"):
+        wing = wing_of(module)
+        for target in sorted(t for t in graph[module] if t.split(".")[0] == "marft_agents"):
+            to = wing_of(target)
+            if to != wing and to not in allowed[wing]:
+                out.append(f"{module} ({wing}/) imports {target} ({to}/); {wing}/ may import only {sorted(allowed[wing])}")
+    return out
+
+
+def imports_between(graph: dict[str, set[str]], lower: str, higher: str) -> list[str]:
+    """``module -> target`` for every import from a module of wing ``lower`` into wing ``higher``."""
+    return [
+        f"{m} -> {t}"
+        for m in sorted(graph)
+        if m.startswith("marft_agents") and wing_of(m) == lower
+        for t in sorted(graph[m])
+        if t.startswith("marft_agents") and wing_of(t) == higher
+    ]
+
+
+def test_layer_violations_on_a_hand_made_graph():
+    graph = {
+        "marft_agents.models.policy": {"marft_agents.models.lm", "marft_envs.core"},
+        "marft_agents.models.lm": set(),
+        "marft_agents.runs.report": {"marft_agents.training.trainer"},
+        "marft_agents.training.trainer": {"marft_agents.models.policy"},
+    }
+    allowed = {"models": set(), "runs": {"models"}, "training": {"models", "runs"}}
+    assert layer_violations(graph, allowed) == [
+        "marft_agents.runs.report (runs/) imports marft_agents.training.trainer (training/); runs/ may import only ['models']"
+    ]
+    assert imports_between(graph, "runs", "training") == ["marft_agents.runs.report -> marft_agents.training.trainer"]
+    assert wing_of("marft_agents") == wing_of("marft_agents.cli") == "root"
+
+
+def test_the_layer_table_names_every_wing_and_has_no_cycle():
+    on_disk = {p.name for p in (ROOT / "marft_agents").iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    assert on_disk == set(ALLOWED) - {"root"}, "a wing was added or removed: give it its row in ALLOWED"
+    assert all(wings <= set(ALLOWED) - {"root"} for wings in ALLOWED.values())  # no wing may import the root
+    assert find_cycle({w: set(ws) for w, ws in ALLOWED.items()}) is None
+
+
+def test_every_import_in_marft_agents_follows_the_layer_rules():
+    violations = layer_violations(import_graph(), ALLOWED)
+    assert not violations, "imports that run up a layer (move the code down, or the name to a lower wing):\n" + "\n".join(violations)
+
+
+@pytest.mark.parametrize(
+    "lower, higher",
+    [
+        ("settings", "models"),  # settings are plain values: no model, no torch
+        ("models", "engines"),  # the model layer knows nothing of the engines that drive it
+        ("models", "rollout"),
+        ("engines", "rollout"),  # an engine answers a layer of requests; it does not play envs
+        ("rollout", "algorithms"),  # rollouts do not know who learns from them
+        ("algorithms", "signal"),  # the update and the batch's drawing are siblings
+        ("signal", "algorithms"),
+        ("signal", "training"),  # the batch's drawing takes its values; the loop owns the config
+        ("algorithms", "runs"),  # an algorithm never writes a run's files
+        ("runs", "training"),  # what a run writes does not know how a run runs
+        ("distributed", "training"),  # the workers play rollouts; the loop drives them
+        ("pretraining", "training"),  # marft pretrain is a program beside the trainer
+        ("pretraining", "algorithms"),
+        ("training", "root"),  # nothing below the CLI imports it or the package's __init__
+        ("models", "root"),
+    ],
+)
+def test_a_lower_wing_never_imports_a_higher_one(lower, higher):
+    assert higher not in ALLOWED[lower], f"the table lets {lower}/ import {higher}/"
+    found = imports_between(import_graph(), lower, higher)
+    assert not found, f"{lower}/ must never import {higher}/: {found}"
+
+
+def test_marft_envs_never_imports_marft_agents():
+    graph = import_graph()
+    found = [f"{m} -> {t}" for m in sorted(graph) if m.startswith("marft_envs") for t in sorted(graph[m]) if t.startswith("marft_agents")]
+    assert not found, f"marft_envs sits below marft_agents: {found}"
+
+
+def test_the_root_of_marft_agents_holds_at_most_six_modules():
+    root_modules = sorted(p.name for p in (ROOT / "marft_agents").glob("*.py"))
+    assert "cli.py" in root_modules and "__init__.py" in root_modules
+    assert len(root_modules) <= MAX_ROOT_MODULES, f"the root of marft_agents holds {root_modules}: put modules in the wing of their layer"
+
+
+def test_marft_envs_rewards_import_nothing_from_the_tasks():
+    # Rewards are pure functions below the tasks that compose them (a task imports its reward, never
+    # the reverse); what both need, like the booking domain's days and distances, lives in rewards/.
+    graph = import_graph()
+    found = [
+        f"{m} -> {t}"
+        for m in sorted(graph)
+        if m.startswith("marft_envs.rewards")
+        for t in sorted(graph[m])
+        if t.startswith("marft_envs.tasks")
+    ]
+    assert not found, f"a reward module imports a task module: {found}"
+
+
+def test_the_architecture_picture_draws_every_wing(tmp_path):
+    # docs/architecture.png is drawn from ALLOWED by docs/make_architecture_png.py: a new wing needs a
+    # place in its LAYOUT, or the script (and this test) stops and names it.
+    spec = importlib.util.spec_from_file_location("make_architecture_png", ROOT / "docs" / "make_architecture_png.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert set(script.LAYOUT) == set(ALLOWED) | {"marft_envs"}
+    assert script.reduce({("a", "b"), ("b", "c"), ("a", "c")}) == {("a", "b"), ("b", "c")}
+    arrows = script.draw(tmp_path / "architecture.png")
+    assert ("runs", "algorithms") in arrows and ("training", "models") not in arrows  # implied by a path
+    assert (tmp_path / "architecture.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

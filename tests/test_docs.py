@@ -7,6 +7,9 @@ on files in the checkout). Tracebacks point at the Markdown file and line.
 Tags after the language: ```python no-run shows a block without running it (the tutorial and the
 reward-testing page may not use it); a ```text output block right after a python block is what that
 block prints, and must match it exactly (trailing whitespace aside).
+
+Every relative link of README.md and the docs (outside code blocks) points at a file the repository
+holds, and at one of its headings when it names one.
 """
 
 from __future__ import annotations
@@ -163,3 +166,80 @@ def test_block_parser(tmp_path: Path):
         ("text", ("output",), 17, False, None),
     ]
     assert blocks[1].code == "```\nb"
+
+
+# -- links -------------------------------------------------------------------------------------------
+
+LINKED_PAGES = [DOCS.parent / "README.md", *sorted(DOCS.rglob("*.md"))]
+_LINK = re.compile(r"!?\[(?:[^\]\[]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+_REF_LINK = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$", re.M)
+
+
+def _prose(path: Path) -> str:
+    """The page without its fenced code blocks (a link inside a code sample is an example, not a link)."""
+    lines, keep, fence = path.read_text().splitlines(), [], None
+    for line in lines:
+        opening = _FENCE.match(line)
+        if fence is None and opening:
+            fence = opening["fence"]
+        elif fence is not None and line.strip().startswith(fence) and not line.strip().strip(fence[0]):
+            fence = None
+        elif fence is None:
+            keep.append(line)
+    return "\n".join(keep)
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[`*]|<[^>]+>", "", heading).strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors of a page's headings (a repeated heading gets ``-1``, ``-2``, ... as on GitHub)."""
+    seen: dict[str, int] = {}
+    out = set()
+    for heading in re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", _prose(path), re.M):
+        base = slug(heading)
+        out.add(base if base not in seen else f"{base}-{seen[base]}")
+        seen[base] = seen.get(base, 0) + 1
+    return out
+
+
+def broken_links(page: Path, root: Path = DOCS.parent) -> list[str]:
+    """``page: target`` for every relative link whose file (or heading anchor) is not in the repository."""
+    text = _prose(page)
+    broken = []
+    for target in [*_LINK.findall(text), *_REF_LINK.findall(text)]:
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I):  # https:, mailto:, ...
+            continue
+        file, _, anchor = target.partition("#")
+        path = (page.parent / file).resolve() if file else page
+        if not path.exists():
+            broken.append(f"{page.relative_to(root)}: {target} (no such file)")
+        elif anchor and path.suffix == ".md" and anchor not in anchors(path):
+            broken.append(f"{page.relative_to(root)}: {target} (no such heading)")
+    return broken
+
+
+def test_link_checker_on_a_hand_made_page(tmp_path: Path):
+    (tmp_path / "there.md").write_text("# A title\n\n## Tree sampling (`grpo.grouping=tree`)\n\n## Same\n\n## Same\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[ok](there.md) [ok](there.md#tree-sampling-grpogroupingtree) [ok](there.md#same-1) [web](https://x.org/a.md)\n"
+        "[gone](missing.md) ![img](pics/none.png) [bad](there.md#nope) [self](#a-heading)\n\n"
+        "```python\n[example](not/checked.md)\n```\n\n# A heading\n\n[ref]: also-missing.md\n"
+    )
+    found = [line.split(": ", 1)[1] for line in broken_links(page, tmp_path)]
+    assert found == [
+        "missing.md (no such file)",
+        "pics/none.png (no such file)",
+        "there.md#nope (no such heading)",
+        "also-missing.md (no such file)",
+    ]
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES, ids=[str(p.relative_to(DOCS.parent)) for p in LINKED_PAGES])
+def test_every_relative_link_points_at_a_file_the_repository_holds(page: Path):
+    broken = broken_links(page)
+    assert not broken, "links to files or headings the repository does not hold:\n" + "\n".join(broken)

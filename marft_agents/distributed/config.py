@@ -40,7 +40,7 @@ class DistributedConfig:
 
 
 def check(settings: DistributedConfig, engine: str = "hf") -> None:
-    """Refuse settings Ray cannot use, in one line naming the key (the ranges travel with the fields: ``config_fields.ranged``)."""
+    """Refuse settings Ray cannot use, in one line naming the key (the ranges travel with the fields: ``settings.fields.ranged``)."""
     if settings.episode_seeds and engine != "hf":
         raise ValueError(
             f"distributed.episode_seeds=true samples with the hf engine's per-episode generators; "

@@ -8,7 +8,7 @@
   back through the broadcast);
 - :func:`sampling_config` and :func:`generate` sample from exactly ``softmax(logits / T)``, every
   other sampling knob pinned off, so behaviour log-probs are those of the distribution that sampled
-  (``EXPERIMENTS.md``, lesson 5);
+  (scored at another temperature they differ: ``tests/agents/test_policy.py``);
 - :func:`response_lengths` cuts generated rows at their first end-of-turn token.
 """
 

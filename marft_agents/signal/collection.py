@@ -14,10 +14,10 @@ from typing import Any
 
 from marft_agents.engines.seeded import EpisodeSeededEngine, episode_seed
 from marft_agents.rollout.layered import Episode
+from marft_agents.settings.text import ConfigError
 from marft_agents.signal.config import SignalConfig
 from marft_agents.signal.curriculum import DifficultySampler, check_levels, sampler_rng
 from marft_agents.signal.dynamic import collect_informative, draw_indices
-from marft_agents.training.config import ConfigError
 
 
 def check(settings: SignalConfig, env: Any, *, group_size: int, workers: int, algo: str) -> tuple:

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from marft_envs.tasks.booking.world import DAY_NAMES, WORK_END, WORK_START, distance_km
+from marft_envs.rewards.booking_units import DAY_NAMES, WORK_END, WORK_START, distance_km
 
 if TYPE_CHECKING:  # the booking family's records, for annotations only
     from marft_envs.tasks.booking.db import CanonicalBooking

@@ -26,6 +26,7 @@ from marft_envs.outcomes import SHARED_REWARD
 from marft_envs.rewards.credit import CREDIT_MODES, assign_credit, shared_part
 from marft_envs.tasks import profiles
 from marft_envs.tasks.profiles import role_of
+from marft_envs.validation import MAX_HELDOUT, check_heldout_n
 
 
 class AttemptsTask(FlexEnv):
@@ -83,7 +84,9 @@ class AttemptsTask(FlexEnv):
         return self.profile["roles"][role_of(agent)]
 
     def heldout_options(self, n: int, seed: int) -> list[dict[str, Any]]:
-        """One ``{"problem": ...}`` per problem of the source's fixed held-out set."""
+        """One ``{"problem": ...}`` per problem of the source's fixed held-out set (up to ``n``; more than the
+        source's ``max_heldout``, negative or not an integer: ValueError in one line)."""
+        n = check_heldout_n(n, getattr(self.problems, "max_heldout", MAX_HELDOUT), f"{self.name}.heldout_options")
         return [{"problem": p} for p in self.problems.heldout(n, seed=seed)]
 
     # -- the end of an attempt --------------------------------------------------------------------

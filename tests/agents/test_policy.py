@@ -15,7 +15,7 @@ def make_policy(model_dir, agents, mode="lora"):
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_behaviour_logps_match_a_recompute_at_the_sampling_temperature(tiny_model_dir, temperature):
-    # Scoring at another temperature than the one sampled at gives other log-probs (EXPERIMENTS.md, lesson 5).
+    # Scoring at another temperature than the one sampled at gives other log-probs, so the policy scores at the sampling one.
     env = marft_envs.make("marft/MathChain-v0")
     policy = make_policy(tiny_model_dir, env.possible_agents)
     env.reset(seed=0)

@@ -5,8 +5,8 @@
 - ``marft/BookingDecPOMDP-v0`` (:class:`BookingDecPOMDP`): no same-round dependencies.
 
 The env classes are imported on first access (PEP 562), so that importing one of the family's plain
-modules (``world``, used by ``marft_envs.rewards.booking``) does not import the envs, which import
-that reward module: no import cycle through this package.
+modules (``world``, ``db``, ...) does not import the envs and the grader
+(:mod:`marft_envs.rewards.booking`, which imports nothing of this package).
 """
 
 import importlib

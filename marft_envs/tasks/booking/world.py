@@ -9,15 +9,14 @@ existing bookings. Times are minutes after midnight on a 30-minute grid; days ar
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri")
-DAY_NAMES = {"Mon": "Monday", "Tue": "Tuesday", "Wed": "Wednesday", "Thu": "Thursday", "Fri": "Friday"}
-WORK_START, WORK_END = 8 * 60, 18 * 60
-"""Working hours: calendars are only searched, and meetings only placed, between 08:00 and 18:00."""
+# The days, working hours and distance are shared with the grader, so they live below it; the
+# booking family reads them from here.
+from marft_envs.rewards.booking_units import DAY_NAMES, DAYS, WORK_END, WORK_START, distance, distance_km  # noqa: F401
+
 GRID = 30
 """Minutes: busy blocks, opening hours and meeting start times all lie on this grid."""
 DURATIONS = (30, 60, 90, 120)
@@ -203,16 +202,6 @@ class World:
 
     def landmark(self, name: str) -> Landmark:
         return next(m for m in self.landmarks if m.name == name)
-
-
-def distance(ax: float, ay: float, bx: float, by: float) -> float:
-    """Straight-line distance in km, rounded to 10 m: every tool, task and check uses this same value."""
-    return round(math.hypot(ax - bx, ay - by), 2)
-
-
-def distance_km(venue: Venue, landmark: Landmark) -> float:
-    """How far ``venue`` is from ``landmark`` (see :func:`distance`)."""
-    return distance(venue.x, venue.y, landmark.x, landmark.y)
 
 
 @dataclass(frozen=True)

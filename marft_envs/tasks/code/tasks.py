@@ -45,6 +45,7 @@ from marft_envs.tasks.code.generate import CORPUS_FILE, GENERATION_LIMITS, mutat
 from marft_envs.tasks.code.harness import TestRunner, runner_for
 from marft_envs.tasks.code.humaneval import HUMANEVAL_COLUMNS, humaneval_path, program_from_row, read_jsonl
 from marft_envs.tasks.code.task import CodeTask, TaskSpecError
+from marft_envs.validation import MAX_HELDOUT, check_heldout_n
 
 SPLITS = ("train", "test", "all")
 
@@ -63,9 +64,12 @@ class TaskSource(ABC):
     def sample(self, rng: np.random.Generator) -> CodeTask:
         """One task; all randomness from ``rng`` (the env's ``self.np_random``)."""
 
+    max_heldout: int = MAX_HELDOUT
+    """The largest ``n`` :meth:`heldout` takes (a larger one is refused at once, in one line)."""
+
     @abstractmethod
     def heldout(self, n: int, seed: int = 0) -> list[CodeTask]:
-        """A deterministic evaluation set of (up to) ``n`` distinct tasks."""
+        """A deterministic evaluation set of (up to) ``n`` distinct tasks; ``n`` in [0, :attr:`max_heldout`]."""
 
 
 class TaskList(TaskSource):
@@ -86,7 +90,13 @@ class TaskList(TaskSource):
     def sample(self, rng: np.random.Generator) -> CodeTask:
         return self.tasks[int(rng.integers(len(self.tasks)))]
 
+    @property
+    def max_heldout(self) -> int:
+        """``MAX_HELDOUT``, or the number of tasks if larger (a larger ``n`` than the list holds gives all of it)."""
+        return max(len(self.tasks), MAX_HELDOUT)
+
     def heldout(self, n: int, seed: int = 0) -> list[CodeTask]:
+        n = check_heldout_n(n, self.max_heldout, f"{self.name} heldout")
         order = np.random.default_rng(seed).permutation(len(self.tasks))[:n]
         return [self.tasks[i] for i in order]
 
@@ -131,7 +141,13 @@ class MutatedPrograms(TaskSource):
                 return tasks[int(rng.integers(len(tasks)))]
         raise TaskSpecError(f"{self.name}: no program yielded a bug that its tests catch")
 
+    @property
+    def max_heldout(self) -> int:
+        """``MAX_HELDOUT``, or the number of programs if larger (one held-out task per program at most)."""
+        return max(len(self.programs), MAX_HELDOUT)
+
     def heldout(self, n: int, seed: int = 0) -> list[CodeTask]:
+        n = check_heldout_n(n, self.max_heldout, f"{self.name} heldout")
         out = []
         for i in np.random.default_rng(seed).permutation(len(self.programs)):
             tasks = self.tasks_of(int(i))

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from marft_envs.core import RoundResult
-from marft_envs.rewards.format import boxed_format
-from marft_envs.rewards.math import answers_match, extract_answer
+from marft_envs.rewards.math_attempt import grade_attempt
 from marft_envs.tasks import profiles
 from marft_envs.tasks.attempts import AttemptsTask
 from marft_envs.tasks.math.problems import Problem, ProblemSource, load_problems
@@ -90,32 +89,25 @@ class MathTask(AttemptsTask):
     # -- grading ---------------------------------------------------------------------------------
 
     def end_round(self, actions: dict[str, str]) -> RoundResult:
-        gold = self.problem.answer
-        extracted = {a: extract_answer(text) for a, text in actions.items()}
-        correct = {a: ans is not None and answers_match(ans, gold) for a, ans in extracted.items()}
-        answering = [a for a in self.answering_agents() if a in actions]
-        team_reward = sum(correct[a] for a in answering) / max(len(answering), 1)
-        answer = self.team_answer({a: extracted[a] for a in answering})
-        solved = answer is not None and answers_match(answer, gold)
-        self.attempts.append({"actions": dict(actions), "answer": answer, "correct": solved})
+        # The formula is marft_envs/rewards/math_attempt.py's; here the attempt is recorded and credited.
+        grade = grade_attempt(actions, self.problem.answer, self.answering_agents(), self.team_answer, self.format_reward)
+        self.attempts.append({"actions": dict(actions), "answer": grade.team_answer, "correct": grade.solved})
 
         infos = {}
         for a in actions:
             info: dict[str, Any] = {
-                "reward_components": {"team": team_reward, "own_correct": float(correct[a])},
-                "answer": extracted[a],
-                "team_answer": answer,
-                "solved": solved,
+                "reward_components": {"team": grade.team, "own_correct": float(grade.correct[a])},
+                "answer": grade.answers[a],
+                "team_answer": grade.team_answer,
+                "solved": grade.solved,
             }
-            if extracted[a] is None:
+            if grade.answers[a] is None:
                 info["parse"] = NO_ANSWER_NOTE
             infos[a] = info
-        result = self.attempt_result(solved, team_reward, {a: float(correct[a]) for a in actions}, infos)
-        if self.format_reward > 0:  # the answering agents' bonus for a readable box, right or wrong
-            for a in answering:
-                bonus = self.format_reward * boxed_format(actions[a])
-                infos[a]["reward_components"]["format"] = bonus
-                result.rewards[a] = result.rewards.get(a, 0.0) + bonus
+        result = self.attempt_result(grade.solved, grade.team, {a: float(grade.correct[a]) for a in actions}, infos)
+        for a, bonus in grade.format.items():  # the answering agents' bonus for a readable box, right or wrong
+            infos[a]["reward_components"]["format"] = bonus
+            result.rewards[a] = result.rewards.get(a, 0.0) + bonus
         return result
 
     # -- text helpers ----------------------------------------------------------------------------

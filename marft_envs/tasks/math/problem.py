@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from marft_envs.validation import MAX_HELDOUT
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -30,6 +32,8 @@ class ProblemSource(ABC):
     name: str = ""
     levels: tuple[int, ...] = ()
     """The difficulty levels :meth:`sample_at` can draw from, easiest first; empty (the default): none."""
+    max_heldout: int = MAX_HELDOUT
+    """The largest ``n`` :meth:`heldout` takes (a larger one is refused at once, in one line)."""
 
     @abstractmethod
     def sample(self, rng: np.random.Generator) -> Problem:
@@ -37,7 +41,7 @@ class ProblemSource(ABC):
 
     @abstractmethod
     def heldout(self, n: int, seed: int = 0) -> list[Problem]:
-        """A deterministic evaluation set of (up to) ``n`` distinct problems."""
+        """A deterministic evaluation set of (up to) ``n`` distinct problems; ``n`` in [0, :attr:`max_heldout`]."""
 
     def sample_at(self, rng: np.random.Generator, level: int) -> Problem:
         """One problem of difficulty ``level`` (one of :attr:`levels`); all randomness from ``rng``."""

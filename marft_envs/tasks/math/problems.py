@@ -41,6 +41,7 @@ import numpy as np
 
 from marft_envs.tasks.math.problem import Problem, ProblemSource
 from marft_envs.tasks.math.synthetic import ALL_LEVELS, LEVELS, SyntheticMath
+from marft_envs.validation import MAX_HELDOUT, check_heldout_n
 
 __all__ = ["Problem", "ProblemSource", "SyntheticMath", "FileProblems", "ProblemSpecError", "load_problems"]
 
@@ -129,7 +130,13 @@ class FileProblems(ProblemSource):
         pool = self._by_level[level]
         return pool[int(rng.integers(len(pool)))]
 
+    @property
+    def max_heldout(self) -> int:
+        """``MAX_HELDOUT``, or the number of problems if larger (a larger ``n`` than the file holds gives all of it)."""
+        return max(len(self.problems), MAX_HELDOUT)
+
     def heldout(self, n: int, seed: int = 0) -> list[Problem]:
+        n = check_heldout_n(n, self.max_heldout, f"{self.name} heldout")
         order = np.random.default_rng(seed).permutation(len(self.problems))[:n]
         return [self.problems[i] for i in order]
 

@@ -29,11 +29,15 @@ import numpy as np
 
 from marft_envs.tasks.math.problem import Problem, ProblemSource
 from marft_envs.tasks.math.templates import TEMPLATES, VOCAB, Numbers, Template
+from marft_envs.validation import check_heldout_n
 
 LEVELS = (1, 2, 3, 4)  # the default mix ("synthetic")
 ALL_LEVELS = (0, *LEVELS)  # level 0 is opt-in: adding it to the default would change every run's problems
 TEST_BUCKETS = 10  # one uid bucket in TEST_BUCKETS is the test split
 _MAX_TRIES = 10_000  # rejection-sampling guard; a test problem needs ~TEST_BUCKETS tries on average
+_MAX_STALE = 1_000
+"""``heldout`` gives up after this many (plus 20 per problem found) draws in a row bring no new test
+problem: level 0 alone has 112, and asking it for 10,000 drew for 3 minutes before refusing."""
 
 
 def latex_answer(x: Fraction | int) -> str:
@@ -102,13 +106,17 @@ class SyntheticMath(ProblemSource):
         return self._draw(rng, self.split, levels=(level,))
 
     def heldout(self, n: int, seed: int = 0) -> list[Problem]:
+        n = check_heldout_n(n, self.max_heldout, f"{self.name} heldout")
         rng = np.random.default_rng(seed)
         out: dict[str, Problem] = {}
+        stale = 0  # draws in a row that found nothing new: a small level set runs out of test problems
         for _ in range(n * 50 + 1_000):  # duplicates are rare; this bound only stops runaway loops
             if len(out) >= n:
                 return list(out.values())
             problem = self._draw(rng, "test")
-            out.setdefault(problem.uid, problem)
+            stale = 0 if out.setdefault(problem.uid, problem) is problem else stale + 1
+            if stale > _MAX_STALE + 20 * len(out):
+                break
         raise ValueError(f"{self.name}: found only {len(out)} distinct test problems; ask for fewer")
 
     def _draw(self, rng: np.random.Generator, split: str, levels: tuple[int, ...] | None = None) -> Problem:
