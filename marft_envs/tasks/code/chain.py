@@ -17,6 +17,11 @@ Version history:
         program runs in a root of its own (the standard library and its working directory; no
         third-party packages, task data or checkout), under a syscall filter; text crossing the env is
         valid UTF-8.
+    v0, the judge hardened (issue 38; every shipped task's solution, buggy program and oracle tester
+        score as before): one of the program's objects is never compared with plain data nor asked
+        whether it is true, and arithmetic on it stays its object (a value that says yes to every
+        comparison no longer passes tolerance tests); a tester's asserts run where neither program's
+        text can be read, so a tester is paid for behaviour only.
 """
 
 from __future__ import annotations
