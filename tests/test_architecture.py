@@ -173,7 +173,8 @@ def test_model_loading_is_the_bottom_layer_of_marft_agents():
 #   settings < models < engines < rollout < {algorithms, signal} < runs < distributed < training < root
 #
 # pretraining (``marft pretrain``) is a program beside the trainer: it uses the policy, the engines
-# and the rollout engine (its evaluation plays the held-out split), nothing of a training run. The
+# and the rollout engine (its evaluation plays the held-out split), and writes its output folder through
+# runs/ (atomic files, no symbolic link followed), as a run does; nothing of a training run. The
 # root (``cli.py``, ``__init__.py``) may import every wing; no wing imports the root. Every wing may
 # import marft_envs, the package below all of marft_agents (marft_envs never imports marft_agents).
 
@@ -187,7 +188,7 @@ ALLOWED: dict[str, set[str]] = {
     "runs": {"settings", "models", "engines", "rollout", "algorithms", "signal"},
     "distributed": {"settings", "models", "engines", "rollout", "algorithms", "signal", "runs"},
     "training": {"settings", "models", "engines", "rollout", "algorithms", "signal", "runs", "distributed"},
-    "pretraining": {"settings", "models", "engines", "rollout"},
+    "pretraining": {"settings", "models", "engines", "rollout", "runs"},
     "root": {"settings", "models", "engines", "rollout", "algorithms", "signal", "runs", "distributed", "training", "pretraining"},
 }
 """Wing -> the wings of marft_agents its modules may import (besides their own wing and marft_envs)."""

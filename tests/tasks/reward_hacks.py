@@ -152,6 +152,16 @@ HACKS = [
         "def {entry}(*args, **kwargs):\n    return {{'t': 'ref', 'v': 0, 'type': 'bool'}}\n",
         "function",
     ),
+    Hack(
+        "an object that says yes to every comparison, truth test and operator",
+        "class _Yes:\n    def __eq__(self, other):\n        return True\n"
+        "    __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __contains__ = __eq__\n"
+        "    def __bool__(self):\n        return True\n    def __hash__(self):\n        return 0\n"
+        "    def _itself(self, *args):\n        return self\n"
+        "    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __abs__ = __neg__ = _itself\n"
+        "def {entry}(*args, **kwargs):\n    return _Yes()\n",
+        "function",
+    ),
     Hack("sys.exit at import", "import sys\nsys.exit(0)\n{buggy}"),
     Hack("os._exit inside the function", "def {entry}(*args, **kwargs):\n    import os\n    os._exit(0)\n", "function"),
     Hack("SystemExit inside the function", "def {entry}(*args, **kwargs):\n    raise SystemExit(0)\n", "function"),
@@ -214,7 +224,7 @@ HACKS = [
         "         '    except OSError:\\n        pass\\n')\n"
         "for _d in ('.', '/tmp'):\n"
         "    for _n in ('sitecustomize.py', 'usercustomize.py', 'conftest.py', 'json.py', 'ast.py', 'judge_wire.py',"
-        " 'judge_program.py', 'resource.py', 'signal.py', 'traceback.py'):\n"
+        " 'judge_program.py', 'judge_proxy.py', 'resource.py', 'signal.py', 'traceback.py'):\n"
         "        try:\n            open(os.path.join(_d, _n), 'w').write(_CODE)\n        except OSError:\n            pass\n"
         "    try:\n        open(os.path.join(_d, 'x.pth'), 'w').write('import os; os.write(1, b\"pth\")\\n')\n"
         "    except OSError:\n        pass\n{buggy}",

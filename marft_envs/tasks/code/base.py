@@ -18,6 +18,9 @@ fixer     the whole corrected function, or a unified diff    its own patch's rew
 reviewer  ``ACCEPT`` or ``REJECT`` of the fixer's patch      1 if the verdict matches the tests
 ========  =================================================  ============================================
 
+A tester's asserts run where neither program's text can be read (the judge's guarded mode), so its
+score measures the programs' behaviour only.
+
 The team reward is the team patch's :func:`~marft_envs.rewards.code.repair_reward`: the fraction of
 tests passing (``reward="partial"``) or 1 only when all pass (``reward="resolved"``); a patch that does
 not apply or parse, crashes or times out scores 0 and says why in ``info["status"]`` / ``info["reason"]``.
@@ -30,6 +33,7 @@ holds reports that depend only on the program and the tests.
 from __future__ import annotations
 
 import ast
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,9 +226,13 @@ class CodeRepairTask(AttemptsTask):
         tests = assert_lines(text)
         if not tests or task.solution is None:
             return 0.0
-        # the asserts are the model's, the programs are the task's: each assert runs alone
-        on_solution = self.runner.run(task.solution, tests, task.entry_point, task.setup, untrusted="tests")
-        on_buggy = self.runner.run(task.buggy, tests, task.entry_point, task.setup, untrusted="tests")
+        # The asserts are the model's, the programs are the task's: each assert runs alone, in a process
+        # that never held either program's text (judge.py), and in a random order of the two programs, so
+        # that an assert that notices it ran before (a sandbox worker keeps earlier runs' output) learns nothing.
+        programs = {"solution": task.solution, "buggy": task.buggy}
+        order = ["solution", "buggy"] if secrets.randbelow(2) else ["buggy", "solution"]
+        reports = {name: self.runner.run(programs[name], tests, task.entry_point, task.setup, untrusted="tests") for name in order}
+        on_solution, on_buggy = reports["solution"], reports["buggy"]
         if on_solution.status != "ok":
             return 0.0
         buggy_passed = on_buggy.passed if on_buggy.status == "ok" else (False,) * len(tests)

@@ -1,12 +1,13 @@
 """Run a program's unit tests in the sandbox: one run per (program, tests), results cached.
 
-Each run is the judge (``judge.py``, with ``judge_wire.py`` and ``judge_program.py``): the tests
-run in a process that never loads the program and reaches it only by plain-data requests to a
-second process that does, and the tests reach the judge as sealed input, after that second process
-was forked, so the program can neither read them nor decide a verdict (the threat model is in
-``docs/envs/code.md``). A test passes when it runs without raising. Here, on the host, a report
-counts only when it is the run's one stdout line, carries the run's nonce, and holds exactly one
-result per test asked for; anything else is a crash.
+Each run is the judge (``judge.py``, with ``judge_proxy.py``, ``judge_program.py`` and
+``judge_wire.py``): the tests run in a process that never loads the program and reaches it only by
+plain-data requests to a second process that does, and the tests reach the judge as sealed input,
+after that second process was forked, so the program can neither read them nor decide a verdict
+(the threat model is in ``docs/envs/code.md``). With ``untrusted="tests"`` the program comes as
+sealed input too, and each test runs in a process that never held its text. A test passes when it
+runs without raising. Here, on the host, a report counts only when it is the run's one stdout line,
+carries the run's nonce, and holds exactly one result per test asked for; anything else is a crash.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ STATUSES = ("ok", "syntax_error", "import_error", "missing_entry_point", "timeou
 VERDICTS = ("pass", "fail", "error")
 UNTRUSTED = ("program", "tests")
 """``TestRunner.run(untrusted=...)``: whose code may be hostile, the program's (a patch) or the tests' (a tester's)."""
-JUDGE_FILES = ("judge.py", "judge_wire.py", "judge_program.py")
+JUDGE_FILES = ("judge.py", "judge_wire.py", "judge_proxy.py", "judge_program.py")
 """The judge's sources (``judge.py`` is the run's ``main.py``; the others are imported before the program loads)."""
 _HERE = Path(__file__).parent
 HARNESS = (_HERE / "judge.py").read_text()
@@ -64,12 +65,12 @@ def judge_run(program: str, tests, entry_point: str, setup: str = "", context: s
     """The sandbox run (``run_python`` keyword arguments) that judges ``program``, and its report's nonce."""
     nonce = secrets.token_hex(16)
     spec = {"tests": list(tests), "setup": setup, "context": context, "entry_point": entry_point, "nonce": nonce}
-    run = {
-        "source": HARNESS,
-        "files": {**_JUDGE_MODULES, "candidate.py": program},
-        "env": {"MARFT_JUDGE_UNTRUSTED": untrusted},
-        "stdin": json.dumps(spec).encode(),
-    }
+    files = dict(_JUDGE_MODULES)
+    if untrusted == "tests":
+        spec["program"] = program  # in the sealed input only: the tests' processes never hold its text
+    else:
+        files["candidate.py"] = program
+    run = {"source": HARNESS, "files": files, "env": {"MARFT_JUDGE_UNTRUSTED": untrusted}, "stdin": json.dumps(spec).encode()}
     return run, nonce
 
 

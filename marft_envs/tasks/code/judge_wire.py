@@ -91,12 +91,12 @@ def encode(value, handle=None, depth: int = 0, budget: list | None = None):
         return value
     if kind in CONTAINERS:
         items = [encode(v, handle, depth + 1, budget) for v in value]
-        if kind in (set, frozenset) and any(isinstance(i, dict) and i.get("t") == "ref" for i in items):
+        if kind in (set, frozenset) and _holds_ref(items):
             return _other(value, handle)  # a handle has no hash on this side
         return {"t": CONTAINERS[kind], "v": items}
     if kind is dict:
         keys = [encode(k, handle, depth + 1, budget) for k in value]
-        if any(isinstance(k, dict) and k.get("t") == "ref" for k in keys):
+        if _holds_ref(keys):
             return _other(value, handle)
         return {"t": "dict", "v": [[k, encode(v, handle, depth + 1, budget)] for k, v in zip(keys, value.values())]}
     if kind is bytes:
@@ -123,12 +123,16 @@ def decode(data, remote=None, depth: int = 0):
         raise WireError(f"not a value: {kind.__name__}")
     tag, v = data["t"], data.get("v")
     if tag in ("list", "tuple", "set", "frozenset") and type(v) is list:
+        if tag in ("set", "frozenset") and _holds_ref(v):
+            raise WireError(f"a handle in a {tag}")  # hashing it would ask the program (encode never sends one)
         items = [decode(x, remote, depth + 1) for x in v]
         try:
             return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
         except TypeError:
             raise WireError(f"unhashable item in a {tag}") from None
     if tag == "dict" and type(v) is list and all(type(p) is list and len(p) == 2 for p in v):
+        if _holds_ref([k for k, _ in v]):
+            raise WireError("a handle as a dict key")
         try:
             return {decode(k, remote, depth + 1): decode(x, remote, depth + 1) for k, x in v}
         except TypeError:
@@ -140,6 +144,19 @@ def decode(data, remote=None, depth: int = 0):
     if tag == "ref" and type(v) is int and remote is not None:
         return remote(v, str(data.get("type", "object"))[:60])
     raise WireError(f"not a value: tag {str(tag)[:20]!r}")
+
+
+def _holds_ref(data) -> bool:
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            if item.get("t") == "ref":
+                return True
+            stack.append(item.get("v"))
+        elif type(item) is list:
+            stack.extend(item)
+    return False
 
 
 def describe(err: BaseException) -> str:

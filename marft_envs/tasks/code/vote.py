@@ -19,6 +19,10 @@ Version history:
     v0, additions under the same id (rewards unchanged): each round's infos carry ``shared_reward``
         (``marft_envs.outcomes.SHARED_REWARD``: the part of every agent's reward that all received alike,
         the team reward under ``credit="team"``), so the team's return counts it once, not once per agent.
+    v0, the judge hardened (issue 38; every shipped task's solution and buggy program score as
+        before): one of the program's objects is never compared with plain data nor asked whether it
+        is true, and arithmetic on it stays its object (a value that says yes to every comparison no
+        longer passes tolerance tests).
 """
 
 from __future__ import annotations
