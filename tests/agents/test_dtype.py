@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from agent_helpers import plant_rewards
 
 import marft_envs
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
@@ -42,7 +43,7 @@ def test_a_bf16_update_changes_every_trainable_parameter_and_no_frozen_one(tiny_
     policy = build_policy(TrainConfig(model=str(tiny_model_dir), dtype="bfloat16"), envs[0].possible_agents)
     algo = MARFT(policy, MARFTConfig(minibatch_size=2), temperature=1.0)  # 2 steps per adapter: A moves once B has
     torch.manual_seed(0)
-    episodes = RolloutEngine(policy, Sampling(1.0, 8)).collect(envs, range(4))
+    episodes = plant_rewards(RolloutEngine(policy, Sampling(1.0, 8)).collect(envs, range(4)))  # returns that differ: a policy step
     assert all(s.token_logps.dtype == torch.float32 for e in episodes for s in e.steps)
     before = snapshot(policy)
     metrics = algo.update(episodes, 0, np.random.default_rng(0))

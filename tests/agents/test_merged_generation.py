@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from agent_helpers import plant_rewards
 
 import marft_envs
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
@@ -91,7 +92,9 @@ def test_an_update_on_merged_rollouts_changes_every_trainable_parameter_and_no_f
     policy = build_policy(TrainConfig(model=str(tiny_model_dir)), envs[0].possible_agents)
     engine = make_engine("hf", policy, merge_lora=True)
     torch.manual_seed(0)
-    episodes = RolloutEngine(policy, Sampling(1.0, 8), engine=engine).collect(envs, range(4))
+    episodes = plant_rewards(
+        RolloutEngine(policy, Sampling(1.0, 8), engine=engine).collect(envs, range(4))
+    )  # returns that differ: a policy step
     before = {n: (p.detach().clone(), p.requires_grad) for n, p in policy.base.named_parameters()}
     MARFT(policy, MARFTConfig(minibatch_size=2), temperature=1.0).update(episodes, 0, np.random.default_rng(0))
     after = dict(policy.base.named_parameters())
