@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.base import PPOSettings, apply, minibatches
+from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share, shared_means
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.algorithms.tis import action_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
@@ -39,16 +40,18 @@ def action_ppo_loss(
     entropy_coef: float,
     kl_coef: float,
     weights: torch.Tensor | None = None,
+    share: Share = WHOLE,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The action-level PPO loss of one minibatch and its clip statistics.
 
     ``logp``, ``logp_old``, ``advantages`` (and ``weights``) are ``(B,)``; ``entropy`` and ``kl`` are
-    scalars (per-token means); ``kl`` None leaves the KL term out.
+    scalars (per-token means); ``kl`` None leaves the KL term out. ``share``: the part of a global
+    minibatch these rows are (data-parallel): the clip term is a mean over rows, the others over tokens.
     """
     ppo, stats = ppo_clip_loss(logp, logp_old, advantages, clip_eps, weights=weights)
-    loss = ppo - entropy_coef * entropy
+    loss = share.rows * ppo - entropy_coef * share.tokens * entropy
     if kl is not None:
-        loss = loss + kl_coef * kl
+        loss = loss + kl_coef * share.tokens * kl
     return loss, stats
 
 
@@ -64,11 +67,14 @@ def action_ppo_step(
     settings: PPOSettings,
     temperature: float,
     tis_cap: float | None,
+    ranks: Ranks = SINGLE,
 ) -> dict[str, float]:
     """Epochs of PPO-clip on whole actions over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)`` over ``steps``.
 
     Returns the minibatches' mean ``loss``, ``entropy``, ``clip_frac``, ``approx_kl`` (and ``kl_ref``,
     TIS statistics) under ``<adapter>/``, and ``<adapter>/skipped_minibatches`` (the KL gate's).
+    ``ranks``: this rank's steps of a data-parallel update; the KL gate and the clip statistics are the
+    global minibatch's, so every rank skips the same minibatches.
     """
     reduction = settings.logp_reduction
     log, skipped = [], 0  # per-minibatch stats
@@ -82,6 +88,7 @@ def action_ppo_step(
         minibatch_size=settings.minibatch_size,
         epochs=settings.ppo_epochs,
         reference=settings.kl_coef > 0,
+        ranks=ranks,
     ):
         logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
         old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
@@ -98,18 +105,22 @@ def action_ppo_step(
             entropy_coef=settings.entropy_coef,
             kl_coef=settings.kl_coef,
             weights=weights,
+            share=mb.share,
         )
-        row = {} if kl is None else {"kl_ref": kl.item()}  # logged for gated minibatches too
+        rows, tokens = mb.share.rows, mb.share.tokens  # the clip statistics are means over rows, entropy and KL over tokens
+        local = {**stats, "entropy": entropy.item(), **({} if kl is None else {"kl_ref": kl.item()})}
+        stats = shared_means(ranks, local, {"clip_frac": rows, "approx_kl": rows, "entropy": tokens, "kl_ref": tokens})
+        row = {} if kl is None else {"kl_ref": stats["kl_ref"]}  # logged for gated minibatches too
         if settings.kl_gate is not None and stats["approx_kl"] > settings.kl_gate:  # too far from the behaviour policy
             log.append(row)
             skipped += 1
             continue
-        apply(optimizer, loss, policy.parameters(adapter), settings.max_grad_norm, adapter)
+        total = apply(optimizer, loss, policy.parameters(adapter), settings.max_grad_norm, adapter, ranks)
         log.append(
             {
                 **row,
-                "loss": loss.item(),
-                "entropy": entropy.item(),
+                "loss": total,
+                "entropy": stats["entropy"],
                 "clip_frac": stats["clip_frac"],
                 "approx_kl": stats["approx_kl"],
                 **weight_stats(weights),

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share, schedule
 from marft_agents.algorithms.losses import ensure_finite
 from marft_agents.algorithms.sequential import SequentialConfig
 from marft_agents.models.policy import LaMASPolicy
@@ -57,6 +58,9 @@ class Learner(ABC):
     optimizers: dict[str, torch.optim.Optimizer]
     """One optimizer per adapter (:func:`adapter_optimizers`; empty until the learner makes them),
     checkpointed by :meth:`state_dict`."""
+    ranks: Ranks = SINGLE
+    """The data-parallel ranks this learner's updates span (``algorithms/data_parallel.py``); the trainer
+    sets it under torchrun. Each rank's ``update`` gets its share of the batch; collectives make the rest global."""
 
     def __init__(self, policy: LaMASPolicy, config: Any, temperature: float, tis_cap: float | None = None):
         self.policy = policy
@@ -70,6 +74,19 @@ class Learner(ABC):
     @classmethod
     def check_env(cls, config: Any, env: Any, *, workers: int = 0) -> None:
         """Refuse, before any work, an env (or ``workers`` > 0) this learner cannot train with (default: any)."""
+
+    @classmethod
+    def check_data_parallel(cls, config: Any) -> None:
+        """Refuse, in one line, a config whose update this learner cannot split across ranks (default: every one;
+        a learner that can overrides this)."""
+        raise ValueError("it does not split its update across ranks yet")
+
+    def learned(self) -> list[torch.nn.Parameter]:
+        """Every parameter its optimizers step (the ones ranks must start from equal)."""
+        groups = [g for o in self.optimizers.values() for g in o.param_groups]
+        critic = getattr(self, "critic_optimizer", None)
+        groups += list(critic.param_groups) if critic is not None else []
+        return [p for g in groups for p in g["params"]]
 
     def collector(self, rollout: Any) -> Any:
         """What plays the episodes, given the rollout engine (default: the engine; GRPO's tree: a tree rollout)."""
@@ -266,6 +283,9 @@ class Minibatch:
     """True on real response tokens."""
     ref_tok: torch.Tensor | None
     """Log-probs under the reference (the base, adapters off; no grad) when asked for, else None."""
+    share: Share = WHOLE
+    """This rank's part of the global minibatch (data-parallel; all of it in one process): scale each
+    loss term's mean by ``share.rows`` or ``share.tokens``, so that the ranks' terms sum to the global mean."""
 
 
 def minibatches(
@@ -279,36 +299,66 @@ def minibatches(
     minibatch_size: int,
     epochs: int = 1,
     reference: bool = False,
+    ranks: Ranks = SINGLE,
 ) -> Iterator[Minibatch]:
     """``epochs`` passes over the steps ``idx`` of ``adapter``, each in a fresh ``rng`` permutation.
 
     ``rng=None``: one pass in ``idx`` order (e.g. new log-probs after a step, under ``torch.no_grad``).
     ``reference``: also score every minibatch under the reference policy (for a KL penalty).
+    ``ranks`` (with an ``rng``): ``steps`` and ``idx`` are this rank's; the minibatches are the global
+    ones every rank draws alike, each cut to this rank's rows with its :class:`Share`
+    (``data_parallel.schedule``).
     """
+    if ranks.parallel and rng is not None:
+        generating = next((i for i, s in enumerate(steps) if s.response and not s.skipped), None)
+        fallback = idx[0] if len(idx) else generating  # a rank without rows scores one step with share 0
+        sizes = [len(s.response) for s in steps]
+        for rows, share in schedule(ranks, sizes, idx, rng, minibatch_size=minibatch_size, epochs=epochs, fallback=fallback):
+            yield _scored(policy, adapter, steps, rows, temperature, reference, share)
+        return
     for _ in range(epochs):
         order = np.asarray(idx) if rng is None else rng.permutation(idx)
         for start in range(0, len(order), minibatch_size):
-            rows = order[start : start + minibatch_size]
-            mb = [steps[i] for i in rows]
-            prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
-            logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, temperature)  # (B, R)
-            ref_tok = None
-            if reference:
-                with torch.no_grad():
-                    ref_tok, _, _ = policy.score(prompts, responses, None, temperature)  # (B, R)
-            yield Minibatch(rows=rows, steps=mb, logp_tok=logp_tok, entropy_tok=entropy_tok, mask=mask, ref_tok=ref_tok)
+            yield _scored(policy, adapter, steps, order[start : start + minibatch_size], temperature, reference, WHOLE)
+
+
+def _scored(
+    policy: LaMASPolicy, adapter: str, steps: list[AgentStep], rows: np.ndarray, temperature: float, reference: bool, share: Share
+) -> Minibatch:
+    """The steps ``rows`` scored by ``adapter`` (and the reference when asked)."""
+    mb = [steps[i] for i in rows]
+    prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
+    logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, temperature)  # (B, R)
+    ref_tok = None
+    if reference:
+        with torch.no_grad():
+            ref_tok, _, _ = policy.score(prompts, responses, None, temperature)  # (B, R)
+    return Minibatch(rows=rows, steps=mb, logp_tok=logp_tok, entropy_tok=entropy_tok, mask=mask, ref_tok=ref_tok, share=share)
 
 
 # -- 3. the optimizer step --------------------------------------------------------------------------
 
 
-def apply(optimizer: torch.optim.Optimizer, loss: torch.Tensor, params: list[torch.nn.Parameter], max_grad_norm: float, name: str) -> None:
-    """One gradient step on ``loss``: zero the gradients, backward, clip their norm, step.
+def apply(
+    optimizer: torch.optim.Optimizer,
+    loss: torch.Tensor,
+    params: list[torch.nn.Parameter],
+    max_grad_norm: float,
+    name: str,
+    ranks: Ranks = SINGLE,
+) -> float:
+    """One gradient step on ``loss``: zero the gradients, backward, clip their norm, step; returns the loss.
 
     A NaN or infinite loss or gradient norm raises (naming ``name``) before any weight changes.
+    Data-parallel, ``loss`` is this rank's part: the gradients (and the loss returned) are summed over
+    the ranks before the clip, so every rank refuses or takes the same step.
     """
-    ensure_finite(loss, f"{name}/loss")
+    if not ranks.parallel:
+        ensure_finite(loss, f"{name}/loss")
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    total = ranks.reduce_gradients(params, loss)
+    ensure_finite(total, f"{name}/loss")
     ensure_finite(torch.nn.utils.clip_grad_norm_(params, max_grad_norm), f"{name}/grad_norm")
     optimizer.step()
+    return float(total)

@@ -11,12 +11,14 @@ every learner with a value head.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
+from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share, schedule
 from marft_agents.algorithms.losses import clipped_value_loss, ensure_finite, masked_mean
 
 if TYPE_CHECKING:
@@ -72,24 +74,43 @@ def fit_critic(
     max_grad_norm: float,
     mask: torch.Tensor | None = None,
     prefix: str = "critic",
+    ranks: Ranks = SINGLE,
 ) -> dict[str, float]:
     """Fit ``critic(*inputs)`` to ``returns`` with the clipped value loss, in shuffled minibatches.
 
     ``values_old``/``returns`` are ``(N,)`` (one value per step) or ``(N, R)`` with ``mask`` marking
-    the real entries (one value per token); every tensor of ``inputs`` has ``N`` rows.
+    the real entries (one value per token); every tensor of ``inputs`` has ``N`` rows. ``ranks``: the
+    ``N`` rows are this rank's, the minibatches the global ones (``data_parallel.schedule``).
     """
     losses = []
-    n = len(values_old)
-    for _ in range(epochs):
-        order = torch.as_tensor(rng.permutation(n))
-        for start in range(0, n, minibatch_size):
-            mb = order[start : start + minibatch_size]
-            values = critic(*(x[mb] for x in inputs))
-            loss = clipped_value_loss(values, values_old[mb], returns[mb], value_clip, None if mask is None else mask[mb])
+    params = list(critic.parameters())
+    for mb, share in _minibatches(ranks, len(values_old), rng, epochs, minibatch_size, mask):
+        values = critic(*(x[mb] for x in inputs))
+        loss = clipped_value_loss(values, values_old[mb], returns[mb], value_clip, None if mask is None else mask[mb])
+        if ranks.parallel:  # this rank's part of the global minibatch's mean
+            loss = loss * (share.rows if mask is None else share.tokens)
+        else:
             ensure_finite(loss, f"{prefix}/value_loss")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            ensure_finite(torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm), f"{prefix}/grad_norm")
-            optimizer.step()
-            losses.append(loss.item())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        total = ranks.reduce_gradients(params, loss)  # data-parallel: summed over the ranks
+        ensure_finite(total, f"{prefix}/value_loss")
+        ensure_finite(torch.nn.utils.clip_grad_norm_(params, max_grad_norm), f"{prefix}/grad_norm")
+        optimizer.step()
+        losses.append(float(total))
     return {f"{prefix}/value_loss": float(np.mean(losses)) if losses else 0.0, f"{prefix}/value_mean": float(masked_mean(values_old, mask))}
+
+
+def _minibatches(
+    ranks: Ranks, n: int, rng: np.random.Generator, epochs: int, minibatch_size: int, mask: torch.Tensor | None
+) -> Iterator[tuple[torch.Tensor, Share]]:
+    """``epochs`` shuffled passes over ``n`` rows: this rank's rows of each (global) minibatch and its share."""
+    if not ranks.parallel:
+        for _ in range(epochs):
+            order = torch.as_tensor(rng.permutation(n))
+            for start in range(0, n, minibatch_size):
+                yield order[start : start + minibatch_size], WHOLE
+        return
+    sizes = [1] * n if mask is None else [int(k) for k in mask.sum(1)]  # a row's size: 1, or its real entries
+    for rows, share in schedule(ranks, sizes, list(range(n)), rng, minibatch_size=minibatch_size, epochs=epochs, fallback=0):
+        yield torch.as_tensor(rows), share

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import agent_scaled, group_relative, spread
 from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, steps_of
 from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
@@ -176,6 +177,14 @@ class GRPO(Learner):
         except NotBranchableError as err:
             raise ValueError(str(err)) from None
 
+    @classmethod
+    def check_data_parallel(cls, config: GRPOConfig) -> None:
+        """Whole groups stay on one rank, so their baselines are local; refuse what spans the batch or the tree."""
+        if config.grouping == "tree":
+            raise ValueError("grpo.grouping=tree plays its trees in one process: use grpo.grouping=problem or agent_round")
+        if config.normalize == "agent":
+            raise ValueError("grpo.normalize=agent scales by each agent's std over the whole batch: use grpo.normalize=group")
+
     def collector(self, rollout: RolloutEngine):
         """Tree sampling wraps the rollout engine in a tree rollout; the other groupings play whole episodes."""
         cfg = self.config
@@ -203,8 +212,9 @@ class GRPO(Learner):
             "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
             "signal/advantage_std": spread(advantages),
         }
+        anywhere = dp.held(self.ranks, idx_of)  # data-parallel: every rank steps the same adapters
         for adapter, idx in idx_of.items():
-            if idx:
+            if anywhere[adapter]:
                 metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
         return metrics
 
@@ -244,6 +254,7 @@ class GRPO(Learner):
             minibatch_size=cfg.minibatch_size,
             epochs=cfg.ppo_epochs,
             reference=cfg.kl_coef > 0,
+            ranks=self.ranks,
         ):
             width = mb.mask.shape[1]
             old = _pad([s.token_logps for s in mb.steps], width)  # (B, R) behaviour log-probs
@@ -251,9 +262,12 @@ class GRPO(Learner):
             # the KL penalty is inside each response's token average (grpo_loss), unlike PPO's
             grpo, stats = grpo_loss(mb.logp_tok, old, advantages[mb.rows], mb.mask, cfg.clip_eps, mb.ref_tok, cfg.kl_coef, weights=weights)
             entropy = masked_mean(mb.entropy_tok, mb.mask)
-            loss = grpo - cfg.entropy_coef * entropy
-            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append({"loss": loss.item(), "entropy": entropy.item(), **stats, **weight_stats(weights, mb.mask)})
+            # data-parallel: each response's token mean is one row of the global mean over rows; entropy is over tokens
+            loss = mb.share.rows * grpo - cfg.entropy_coef * mb.share.tokens * entropy
+            total = apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter, self.ranks)
+            tokens = mb.share.tokens  # the clip statistics and the KL are means over tokens
+            stats = dp.shared_means(self.ranks, {"entropy": entropy.item(), **stats}, dict.fromkeys(("entropy", *stats), tokens))
+            log.append({"loss": total, **stats, **weight_stats(weights, mb.mask)})
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": 0.0}  # no gate: never skips
 
 

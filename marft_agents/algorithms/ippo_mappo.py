@@ -28,8 +28,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.action_ppo import action_ppo_step
-from marft_agents.algorithms.advantages import chain_gae, normalize_per_agent, returns_differ, spread
+from marft_agents.algorithms.advantages import chain_gae, spread
 from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_ids, adapter_optimizers, agent_health, by_adapter, team_returns
 from marft_agents.algorithms.critic import ValueHead, features, fit_critic
 from marft_agents.models.policy import LaMASPolicy
@@ -106,6 +107,10 @@ class IPPO(CriticLearner):
         self.optimizers = adapter_optimizers(policy, config.lr)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
 
+    @classmethod
+    def check_data_parallel(cls, config: IPPOConfig) -> None:
+        """IPPO and MAPPO split across ranks: whole episodes stay on one rank (each agent's GAE is local)."""
+
     def critic_features(self, steps: list[AgentStep]) -> torch.Tensor:
         """What the critic sees, ``(N, d)``: IPPO, each agent's own observation."""
         return features(self.policy, steps, self.config.minibatch_size)
@@ -122,11 +127,12 @@ class IPPO(CriticLearner):
         raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
         metrics: dict[str, float] = agent_health(steps, idx_of, advantages)
         if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
-            advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps))
-        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
+            advantages = dp.normalize_per_agent(self.ranks, advantages, adapter_ids(self.policy, steps), len(self.policy.adapters))
+        informative = dp.returns_differ(self.ranks, team_returns(episodes))  # equal returns: a step would follow critic noise
         metrics["policy/skipped_equal_returns"] = float(not informative)
+        anywhere = dp.held(self.ranks, idx_of)  # data-parallel: every rank steps the same adapters
         for adapter in self.policy.adapters:
-            if idx_of[adapter] and informative:
+            if anywhere[adapter] and informative:
                 metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
         metrics.update(
             fit_critic(
@@ -140,6 +146,7 @@ class IPPO(CriticLearner):
                 minibatch_size=cfg.minibatch_size,
                 value_clip=cfg.value_clip,
                 max_grad_norm=cfg.max_grad_norm,
+                ranks=self.ranks,
             )
         )
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
@@ -161,6 +168,7 @@ class IPPO(CriticLearner):
             settings=self.config,
             temperature=self.temperature,
             tis_cap=self.tis_cap,
+            ranks=self.ranks,
         )
 
 

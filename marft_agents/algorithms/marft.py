@@ -20,8 +20,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.action_ppo import action_log_ratios, action_ppo_step
-from marft_agents.algorithms.advantages import chain_gae, normalize_per_agent, returns_differ, spread
+from marft_agents.algorithms.advantages import chain_gae, spread
 from marft_agents.algorithms.base import (
     ChainSettings,
     CriticLearner,
@@ -77,26 +78,28 @@ class MARFT(CriticLearner):
         raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
         metrics: dict[str, float] = agent_health(steps, idx_of, advantages)
         if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
-            advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps))
-        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
+            advantages = dp.normalize_per_agent(self.ranks, advantages, adapter_ids(self.policy, steps), len(self.policy.adapters))
+        informative = dp.returns_differ(self.ranks, team_returns(episodes))  # equal returns: a step would follow critic noise
         metrics["policy/skipped_equal_returns"] = float(not informative)
         learning = self.learning_adapters(update) if informative else []
         trust = None
         if cfg.sequential.enabled:  # one adapter after another, each weighted by its predecessors' ratios
             learning = agent_order(learning, cfg.sequential.order, rng)
             trust = SequentialWeights([(s.episode, s.round) for s in steps], cfg.sequential.weight_clip)
+        anywhere = dp.held(self.ranks, idx_of)  # data-parallel: every rank steps the same adapters
         for k, adapter in enumerate(learning):
             idx = idx_of[adapter]
-            if not idx:
+            if not anywhere[adapter]:
                 continue
             if trust is None:
                 metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
                 continue
             weights = trust.weights()  # (N,) M of every step
             metrics.update(self.policy_step(adapter, steps, idx, advantages * weights, rng))
-            metrics[f"{adapter}/sequential_weight"] = float(weights[idx].mean())
+            if idx:  # data-parallel: this rank may hold none of the adapter's steps
+                metrics[f"{adapter}/sequential_weight"] = float(weights[idx].mean())
             metrics[f"{adapter}/sequential_position"] = float(k)
-            if k + 1 < len(learning):  # the last adapter's new ratio is not needed by anyone
+            if k + 1 < len(learning) and idx:  # the last adapter's new ratio is not needed by anyone
                 trust.record(idx, self.log_ratios(adapter, steps, idx))
         metrics.update(
             fit_critic(
@@ -110,11 +113,16 @@ class MARFT(CriticLearner):
                 minibatch_size=cfg.minibatch_size,
                 value_clip=cfg.value_clip,
                 max_grad_norm=cfg.max_grad_norm,
+                ranks=self.ranks,
             )
         )
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         metrics["signal/advantage_std"] = raw_spread
         return metrics
+
+    @classmethod
+    def check_data_parallel(cls, config: MARFTConfig) -> None:
+        """Action-level MARFT splits across ranks: whole episodes stay on one rank (chain GAE is local)."""
 
     def learning_adapters(self, update: int) -> list[str]:
         """The adapters that learn in this update (all, or one in turn)."""
@@ -135,6 +143,7 @@ class MARFT(CriticLearner):
             settings=self.config,
             temperature=self.temperature,
             tis_cap=self.tis_cap,
+            ranks=self.ranks,
         )
 
     def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.action_ppo import action_ppo_step
-from marft_agents.algorithms.advantages import chain_gae, normalize, returns_differ, spread
+from marft_agents.algorithms.advantages import chain_gae, spread
 from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, agent_health, by_adapter, team_returns
 from marft_agents.algorithms.critic import ValueHead, features, fit_critic
 from marft_agents.models.policy import LaMASPolicy
@@ -65,10 +66,11 @@ class PPO(CriticLearner):
         )
         raw, raw_spread = advantages, spread(advantages)  # before normalisation: 0 when there is nothing to learn
         if cfg.normalize_advantages:
-            advantages = normalize(advantages)
+            advantages = dp.normalize(self.ranks, advantages)
         (adapter,) = self.policy.adapters
-        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
-        metrics = self.policy_step(adapter, steps, idx_of[adapter], advantages, rng) if idx_of[adapter] and informative else {}
+        informative = dp.returns_differ(self.ranks, team_returns(episodes))  # equal returns: a step would follow critic noise
+        anywhere = dp.held(self.ranks, idx_of)[adapter]  # data-parallel: every rank steps, or none
+        metrics = self.policy_step(adapter, steps, idx_of[adapter], advantages, rng) if anywhere and informative else {}
         metrics["policy/skipped_equal_returns"] = float(not informative)
         metrics.update(agent_health(steps, idx_of, raw))
         metrics.update(
@@ -83,11 +85,16 @@ class PPO(CriticLearner):
                 minibatch_size=cfg.minibatch_size,
                 value_clip=cfg.value_clip,
                 max_grad_norm=cfg.max_grad_norm,
+                ranks=self.ranks,
             )
         )
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         metrics["signal/advantage_std"] = raw_spread
         return metrics
+
+    @classmethod
+    def check_data_parallel(cls, config: PPOConfig) -> None:
+        """Single-agent PPO splits across ranks: whole episodes stay on one rank (GAE is local)."""
 
     def policy_step(
         self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
@@ -104,4 +111,5 @@ class PPO(CriticLearner):
             settings=self.config,
             temperature=self.temperature,
             tis_cap=self.tis_cap,
+            ranks=self.ranks,
         )

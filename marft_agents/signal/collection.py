@@ -41,6 +41,19 @@ def check(settings: SignalConfig, env: Any, *, group_size: int, workers: int, al
     return levels
 
 
+def rank_share(indices: range, group_size: int, rank: int, world: int) -> range:
+    """The episodes of ``indices`` that data-parallel rank ``rank`` of ``world`` plays: a run of whole groups.
+
+    The groups are dealt in contiguous blocks, lower ranks first, so that the ranks' shares laid end to
+    end are ``indices`` again (the batch one process would play, in its order); the first
+    ``n_groups % world`` ranks take one group more.
+    """
+    groups = len(indices) // max(group_size, 1)
+    first = rank * (groups // world) + min(rank, groups % world)
+    count = groups // world + (rank < groups % world)
+    return indices[first * group_size : (first + count) * group_size]
+
+
 def declared_levels(env: Any, *, strict: bool = True) -> tuple:
     """The env's ``difficulties()``, checked (:func:`check_levels`); ``strict=False``: () where they are unusable.
 
@@ -81,13 +94,19 @@ class BatchCollector:
         workers: int,
         algo: str,
         stopping: Callable[[], bool] = lambda: False,
+        rank: int = 0,
+        world: int = 1,
     ):
-        """``stopping()``: whether the run was asked to stop (a signal); dynamic sampling then draws no more."""
+        """``stopping()``: whether the run was asked to stop (a signal); dynamic sampling then draws no more.
+
+        ``rank`` of ``world`` data-parallel ranks plays only its share of each batch (:func:`rank_share`).
+        """
         levels = check(settings, envs[0], group_size=group_size, workers=workers, algo=algo)
         self.engine, self.envs, self.generator = engine, envs, generator
         self.settings = settings
         self.stopping = stopping
         self.seed, self.episodes_per_update, self.updates, self.group = seed, episodes_per_update, updates, group_size
+        self.rank, self.world = rank, world
         self.sampler = None
         if settings.curriculum:
             self.sampler = DifficultySampler(
@@ -103,7 +122,7 @@ class BatchCollector:
         draws = iter(range(self.settings.max_draws))
 
         def one(indices: range) -> list[Episode]:
-            return self._play(indices, update, next(draws))
+            return self._play(rank_share(indices, self.group, self.rank, self.world), update, next(draws))
 
         if self.settings.dynamic_sampling:
             episodes, metrics = collect_informative(

@@ -22,6 +22,7 @@ import torch
 
 import marft_envs
 from marft_agents.algorithms import build_learner, lookup
+from marft_agents.algorithms.data_parallel import SINGLE, Ranks
 from marft_agents.engines.seeded import EpisodeSeededEngine
 from marft_agents.models.policy import LaMASPolicy, Sampling
 from marft_agents.rollout.evaluation import evaluate
@@ -38,6 +39,7 @@ from marft_agents.training.config import ConfigError, TrainConfig, shown, to_dic
 from marft_agents.training.env_options import check_env_kwargs
 from marft_agents.training.init_from import load_init_adapters
 from marft_agents.training.interrupts import StopOnSignal
+from marft_agents.training.launch import agreed
 from marft_agents.training.setup import build_engine, build_policy, check_resumable, seed_everything, signal_options, start_workers
 from marft_envs.plugins import resolve as resolve_env
 
@@ -95,38 +97,48 @@ class RunParts:
     start: int
     """The first update to run: 0, or the resumed checkpoint's."""
     resumed: bool
+    ranks: Ranks
+    """The data-parallel ranks of the run (one process: :data:`~marft_agents.algorithms.data_parallel.SINGLE`)."""
     eval_before: dict
-    log: MetricsLog
+    log: MetricsLog | None
+    """The metrics log (None on a data-parallel rank other than 0: rank 0 alone writes the run's files)."""
     started: float
     """``time.perf_counter()`` once the config and folder checks had passed (the run's wall time counts from it)."""
 
 
-def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, *, resume: bool, overwrite: bool) -> RunParts:
+def build_run(
+    config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, *, resume: bool, overwrite: bool, ranks: Ranks = SINGLE
+) -> RunParts:
     """Check everything, then open ``run_dir`` (its lock stays in ``held``) and build the run's parts.
 
     On resume the learner, the collector and the RNG states come from the latest checkpoint and the
     first evaluation from ``eval_before.json``; otherwise the first evaluation runs and is written.
+    Data-parallel (``ranks``): every rank checks and builds; rank 0 alone checks and opens the folder,
+    reads the checkpoint (sent to the others), evaluates and writes; a refusal on any rank is raised on all.
     """
-    run_dir = _check_config(config, resume=resume, overwrite=overwrite)
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    started = time.perf_counter()
+    with agreed(ranks):  # every rank leaves with the same verdict: none waits for one that failed
+        run_dir = _check_config(config, resume=resume and ranks.lead, overwrite=overwrite, folder=ranks.lead)
+        if config.threads:
+            torch.set_num_threads(config.threads)
+        started = time.perf_counter()
 
-    rng = seed_everything(config.seed)
-    probe = _probe_env(config)
-    policy = _load_policy(config, probe.possible_agents, resume=resume)
-    algo = _build_learner(config, policy, probe)
-    latest, state = _load_resume_state(run_dir, algo) if resume else (None, {})
+        rng = seed_everything(config.seed)
+        probe = _probe_env(config)
+        policy = _load_policy(config, probe.possible_agents, resume=resume)
+        algo = _build_learner(config, policy, probe)
+        latest, state = _load_resume_state(run_dir, algo) if resume and ranks.lead else (None, {})
+        pool = start_workers(config, policy, algo, state.get("update", 0)) if config.distributed.workers else None
+        stop.take_back()  # ray.init replaces the SIGTERM handler with its own exit
+        if ranks.lead:
+            # -- every check passed: from here on the run writes into run_dir -----------------------------
+            _open_run_dir(run_dir, held, config, resume=resume, overwrite=overwrite, latest=latest)
+    if ranks.parallel:
+        latest, state = _same_start(ranks, algo, latest, state)
     start = state.get("update", 0)
-    pool = start_workers(config, policy, algo, start) if config.distributed.workers else None
-    stop.take_back()  # ray.init replaces the SIGTERM handler with its own exit
-
-    # -- every check passed: from here on the run writes into run_dir ---------------------------------
-    _open_run_dir(run_dir, held, config, resume=resume, overwrite=overwrite, latest=latest)
-    n_envs = 1 if pool else min(config.episodes_per_update, 128)  # workers have their own envs
+    n_envs = 1 if pool else min(config.episodes_per_update // ranks.world, 128)  # workers have their own envs
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     # closed at the end of the run; a run that fails midway leaves it to the engine's finalizer
-    generator = _generation_engine(config, policy, pool, run_dir)
+    generator = _generation_engine(config, policy, pool, run_dir, seeded=ranks.parallel)
     if latest is not None:
         generator.sync(start)  # the resumed adapter weights
     engine = pool if pool else algo.collector(_rollout_engine(config, policy, algo, generator))
@@ -142,6 +154,8 @@ def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStac
         workers=config.distributed.workers,
         algo=config.algo,
         stopping=lambda: stop.requested is not None,  # a signal ends dynamic sampling's draws
+        rank=ranks.rank,
+        world=ranks.world,
     )
     if latest is not None:
         collector.load_state_dict(state.get("signal", {}))
@@ -149,11 +163,14 @@ def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStac
     evaluation = _evaluation(config, policy, algo, pool, generator, run_dir)
     if latest is not None:
         ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
+    if not ranks.lead:  # rank 0 evaluates and writes
+        eval_before = {}
+    elif latest is not None:
         eval_before = json.loads((run_dir / "eval_before.json").read_text())
     else:
         eval_before = evaluation.full("eval_before")
         run_files.write_text(run_dir, "eval_before.json", json.dumps(eval_before, indent=2))
-    log = MetricsLog(run_dir, resume_from=start if latest is not None else None)
+    log = MetricsLog(run_dir, resume_from=start if latest is not None else None) if ranks.lead else None
     return RunParts(
         run_dir=run_dir,
         policy=policy,
@@ -167,26 +184,38 @@ def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStac
         signal_options=options,
         start=start,
         resumed=latest is not None,
+        ranks=ranks,
         eval_before=eval_before,
         log=log,
         started=started,
     )
 
 
-def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool) -> Path:
-    """The checks that need no model: config values, vLLM's presence, the run folder, ``--resume``, the env and its options."""
+def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool, folder: bool = True) -> Path:
+    """The checks that need no model: config values, vLLM's presence, the run folder (``folder``), ``--resume``, the env and its options."""
     validate(config)
     if config.generation.engine == "vllm":
         from marft_agents.engines.vllm import check_available
 
         check_available()  # a missing vLLM is named before any work
     run_dir = Path(config.run_dir)
-    run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
+    if folder:
+        run_folder.check_target(run_dir, resume=resume, overwrite=overwrite)
     if resume:
         check_resumable(run_dir, config)
     resolve_env(config.env)  # entry points, ``module:Class`` ids
     check_env_kwargs(config.env, config.env_kwargs)
     return run_dir
+
+
+def _same_start(ranks: Ranks, algo, latest: Path | None, state: dict) -> tuple[Path | None, dict]:
+    """Every rank starts from rank 0's learner: its checkpoint (resume) and its weights, sent to the others."""
+    latest, state = ranks.broadcast((latest, state))
+    if state and not ranks.lead:
+        algo.load_state_dict(state["algo"])  # rank 0 loaded this very state without error
+    ranks.same_weights(algo.learned())
+    algo.ranks = ranks
+    return latest, state
 
 
 def _probe_env(config: TrainConfig):
@@ -268,12 +297,16 @@ def _open_run_dir(
         raise ConfigError(f"cannot write run_dir {run_dir}: {err.strerror or err}") from None
 
 
-def _generation_engine(config: TrainConfig, policy: LaMASPolicy, pool, run_dir: Path) -> Any:
-    """The engine that samples the adapters: the worker pool, the episode-seeded engine, or ``generation.engine``."""
+def _generation_engine(config: TrainConfig, policy: LaMASPolicy, pool, run_dir: Path, seeded: bool = False) -> Any:
+    """The engine that samples the adapters: the worker pool, the episode-seeded engine, or ``generation.engine``.
+
+    ``seeded``: episode-seeded whatever ``distributed.episode_seeds`` says (data-parallel ranks: an
+    episode draws the same tokens on whichever rank plays it, as in one process with episode_seeds=true).
+    """
     if config.generation.engine == "vllm":  # vllm writes its adapters and cache there: not through a link
         run_files.ensure_folder(run_dir, "engine")
     generator = pool if pool else build_engine(config, policy, run_dir / "engine")
-    if not pool and config.distributed.episode_seeds:  # the workers' sampling, in this process
+    if not pool and (config.distributed.episode_seeds or seeded):  # the workers' sampling, in this process
         generator = EpisodeSeededEngine(policy)
     return generator
 

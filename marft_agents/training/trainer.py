@@ -13,14 +13,18 @@ parts; this module loops over them and writes the summary.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from marft_agents.algorithms.data_parallel import Ranks
 from marft_agents.algorithms.tis import recompute_behaviour
 from marft_agents.rollout.evaluation import summarize
 from marft_agents.rollout.layered import check_on_policy
@@ -31,6 +35,8 @@ from marft_agents.runs.metrics import Timings
 from marft_agents.signal import diagnostics as reward_signal
 from marft_agents.training.config import TrainConfig, to_dict
 from marft_agents.training.interrupts import RunInterrupted, StopOnSignal
+from marft_agents.training.launch import check as check_data_parallel
+from marft_agents.training.launch import process_group, ranks_from_env
 from marft_agents.training.run_parts import RunParts, build_run
 from marft_agents.training.setup import build_engine, build_policy
 
@@ -49,10 +55,18 @@ def train(
     the first file is written: a refused run leaves ``run_dir`` as it was. ``overwrite`` replaces an
     earlier run in ``run_dir``; without it (or ``resume``) a folder holding a run is refused. SIGINT
     or SIGTERM raises :class:`RunInterrupted` naming the checkpoint to resume from.
+
+    Under ``torchrun`` (``RANK``/``WORLD_SIZE`` set) this process is one data-parallel rank
+    (``training/launch.py``): it plays its share of every batch and takes part in every update; rank 0
+    alone writes the run folder, prints, evaluates and checkpoints; every rank returns rank 0's summary.
     """
-    with StopOnSignal() as stop, contextlib.ExitStack() as held:  # held: the folder's lock, until the end
+    ranks = ranks_from_env()
+    check_data_parallel(config, ranks)  # before any process group: every rank refuses alike, none waits
+    if not ranks.lead:
+        progress, quiet = False, True
+    with StopOnSignal() as stop, contextlib.ExitStack() as held, process_group(ranks):  # held: the folder's lock, until the end
         try:
-            return _train(config, stop, held, resume=resume, overwrite=overwrite, progress=progress, quiet=quiet)
+            return _train(config, stop, held, ranks, resume=resume, overwrite=overwrite, progress=progress, quiet=quiet)
         except RunInterrupted as err:
             latest = ckpt.latest_checkpoint(Path(config.run_dir) / "checkpoints")
             where = f"resume from the checkpoint {latest}" if latest is not None else "no checkpoint was written yet"
@@ -60,15 +74,26 @@ def train(
 
 
 def _train(
-    config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, *, resume: bool, overwrite: bool, progress: bool, quiet: bool
+    config: TrainConfig,
+    stop: StopOnSignal,
+    held: contextlib.ExitStack,
+    ranks: Ranks,
+    *,
+    resume: bool,
+    overwrite: bool,
+    progress: bool,
+    quiet: bool,
 ) -> dict[str, Any]:
-    run = build_run(config, stop, held, resume=resume, overwrite=overwrite)  # every check, then the run's parts
+    run = build_run(config, stop, held, resume=resume, overwrite=overwrite, ranks=ranks)  # every check, then the run's parts
     warnings = _run_updates(config, run, stop, progress)
-    signal_summary = reward_signal.summary_of([json.loads(line) for line in run.log.path.read_text().splitlines()])
-    # updates=0: an evaluation-only run, nothing changed since eval_before
-    eval_after = run.eval_before if config.updates == 0 else run.evaluation.full("eval_after")
+    summary = None
+    if ranks.lead:  # the others wait for its summary
+        signal_summary = reward_signal.summary_of([json.loads(line) for line in run.log.path.read_text().splitlines()])
+        # updates=0: an evaluation-only run, nothing changed since eval_before
+        eval_after = run.eval_before if config.updates == 0 else run.evaluation.full("eval_after")
+        summary = _finish(run.run_dir, quiet, _summary(config, run, eval_after, warnings, signal_summary))
     run.generator.close()
-    return _finish(run.run_dir, quiet, _summary(config, run, eval_after, warnings, signal_summary))
+    return ranks.broadcast(summary)
 
 
 def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progress: bool) -> list[str]:
@@ -98,8 +123,9 @@ def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progres
         timings.prompts = run.engine.timings["prompts"]
         timings.env = run.engine.timings["env"]
         t1 = time.perf_counter()
-        metrics = _learn(config, run, episodes, update)
+        metrics = run.ranks.mean_metrics(_learn(config, run, episodes, update))  # data-parallel: the ranks' mean
         timings.training = time.perf_counter() - t1
+        episodes = _whole_batch(run.ranks, episodes)  # what the batch's metrics and warnings read
         t2 = time.perf_counter()
         if pending is not None:  # the workers load them once the batch they are playing is done
             run.generator.sync(update + 1, wait=False)
@@ -108,25 +134,51 @@ def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progres
         timings.sync = time.perf_counter() - t2
         metrics.update(_update_metrics(episodes, timings, run.engine.timings, time.perf_counter() - t0))
         metrics.update({**reward_signal.signal_metrics(episodes, run.algo.group_size), **sampling})
-        if config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates:
+        evaluate = config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates
+        if evaluate and run.ranks.lead:
             metrics["eval/accuracy"] = run.evaluation.accuracy()
-        run.log.write(update, metrics)
         warning = watch.check(update, episodes, metrics)
-        if warning is not None:
-            _say(warning, bar)
-        if hasattr(bar, "set_postfix"):
-            bar.set_postfix(solved=f"{metrics['train/solved']:.2f}", refresh=False)
-        if due or stop.requested is not None:
-            _save_checkpoint(config, run, update + 1)
-        if stop.requested is not None:
-            run.log.close()
+        requested = _stop_requested(run.ranks, stop)  # data-parallel: every rank stops after the same update
+        if run.ranks.lead:
+            run.log.write(update, metrics)
+            if warning is not None:
+                _say(warning, bar)
+            if hasattr(bar, "set_postfix"):
+                bar.set_postfix(solved=f"{metrics['train/solved']:.2f}", refresh=False)
+            if due or requested is not None:
+                _save_checkpoint(config, run, update + 1)
+        if requested is not None:
+            if run.log is not None:
+                run.log.close()
             getattr(bar, "close", lambda: None)()  # the one line that follows starts on a line of its own
-            raise RunInterrupted(stop.requested, f"stopped by {stop.name} after update {update + 1}")
+            name = signal.Signals(requested).name
+            raise RunInterrupted(requested, f"stopped by {name} after update {update + 1}")
     stop.deferring = False  # the evaluation after training: a signal stops at once (the last checkpoint is written)
-    run.log.close()
+    if run.log is not None:
+        run.log.close()
     if stop.requested is not None:  # it came after the last update's own check
         raise RunInterrupted(stop.requested, f"stopped by {stop.name} after update {config.updates}")
     return watch.warnings
+
+
+def _stop_requested(ranks: Ranks, stop: StopOnSignal) -> int | None:
+    """The signal that asked this run to stop after this update, on any rank (the first in rank order), or None."""
+    if not ranks.parallel:
+        return stop.requested
+    return next((r for r in ranks.gather(stop.requested) if r is not None), None)
+
+
+def _whole_batch(ranks: Ranks, episodes: list) -> list:
+    """Every rank's episodes of this update, in index order, without their token tensors (for the batch's metrics)."""
+    if not ranks.parallel:
+        return episodes
+    light = [dataclasses.replace(e, steps=[_light(s) for s in e.steps], branches=[]) for e in episodes]
+    return sorted((e for part in ranks.gather(light) for e in part), key=lambda e: e.index)
+
+
+def _light(step):
+    """An agent-step without what the batch's metrics do not read (prompt, log-probs, state, observation)."""
+    return dataclasses.replace(step, prompt=[], token_logps=torch.zeros(0), engine_logps=None, state=None, observation=None)
 
 
 def _learn(config: TrainConfig, run: RunParts, episodes: list, update: int) -> dict[str, float]:

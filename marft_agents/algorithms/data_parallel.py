@@ -1,0 +1,276 @@
+"""Data-parallel updates: N processes (ranks) learn from their shares of one batch exactly as one process would.
+
+``torchrun`` starts the ranks (``marft_agents/training/launch.py`` opens the process group); each
+rank collects whole groups of the update's episodes, so group baselines and chain GAE stay local.
+What spans the batch is made global here, so that one update equals one process's update on the
+whole batch:
+
+- the minibatch schedule: every rank holds the same generator and permutes the same *global* row
+  numbers (:class:`Layout`: rank ``r`` holds rows ``offsets[r]:offsets[r+1]`` of the batch one
+  process would have, in the same order), then scores only its own rows of each global minibatch;
+- the loss: each term is this rank's mean times its share of the minibatch's rows or tokens
+  (:class:`Share`), so that the terms summed over ranks are the global means;
+- the gradients: :meth:`Ranks.reduce_gradients` sums the gradients of the parameters that learned,
+  then every rank clips and steps the same numbers. No ``DistributedDataParallel`` wrapper: wrapped
+  around a multi-adapter peft model it fails on the adapters that get no gradient in a step;
+- advantage normalisation and the equal-returns check use the whole batch (:func:`normalize_per_agent`,
+  :func:`returns_differ`).
+
+A rank that holds none of a global minibatch's rows scores one of its own steps with share 0: it
+joins every collective in the same order as the others and adds exactly zero. With one rank
+(:data:`SINGLE`) every function here is the single-process code path, untouched.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from marft_agents.algorithms import advantages as adv
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place among the ranks that learn together (``world == 1``: alone, no collective runs)."""
+
+    rank: int = 0
+    """This process's rank (torchrun's ``RANK``); rank 0 alone writes the run's files."""
+    world: int = 1
+    """How many ranks learn together (torchrun's ``WORLD_SIZE``)."""
+    device: str = "cpu"
+    """Where the tensors of a collective live: the model's device (nccl reduces CUDA tensors, gloo CPU ones)."""
+
+    @property
+    def parallel(self) -> bool:
+        """Whether other ranks take part (every collective is a no-op otherwise)."""
+        return self.world > 1
+
+    @property
+    def lead(self) -> bool:
+        """Whether this is rank 0: the one that writes the run folder, logs, checkpoints and evaluates."""
+        return self.rank == 0
+
+    def sum(self, values: torch.Tensor) -> torch.Tensor:
+        """The element-wise sum of ``values`` over the ranks (``values`` itself when alone)."""
+        if not self.parallel:
+            return values
+        out = values.detach().to(self.device, torch.float64).clone()
+        dist.all_reduce(out)
+        return out.cpu()
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj`` (picklable), in rank order."""
+        if not self.parallel:
+            return [obj]
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, obj)
+        return out
+
+    def broadcast(self, obj: Any) -> Any:
+        """Rank 0's ``obj`` on every rank."""
+        if not self.parallel:
+            return obj
+        box = [obj if self.lead else None]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def same_weights(self, params: list[torch.nn.Parameter]) -> None:
+        """Overwrite ``params`` with rank 0's values, in place (every rank starts from the same weights)."""
+        if not self.parallel:
+            return
+        for p in params:
+            dist.broadcast(p.data, src=0)
+
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any rank: one answer on every rank."""
+        return bool(self.sum(torch.tensor([float(flag)]))[0] > 0) if self.parallel else flag
+
+    def reduce_gradients(self, params: list[torch.nn.Parameter], loss: torch.Tensor) -> torch.Tensor:
+        """Sum ``params``' gradients over the ranks in place (a missing one counts as zeros); returns the summed ``loss``.
+
+        One flat all-reduce: the gradients and the loss travel together, so every rank learns the global
+        loss (to refuse a non-finite one on every rank at once) without a second collective.
+        """
+        if not self.parallel:
+            return loss.detach()
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = torch.cat([g.detach().reshape(-1).float() for g in grads] + [loss.detach().reshape(1).float()])
+        dist.all_reduce(flat)
+        start = 0
+        for p, g in zip(params, grads):
+            n = g.numel()
+            p.grad = flat[start : start + n].view_as(g).to(g.dtype)
+            start += n
+        return flat[-1]
+
+    def mean_metrics(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Every key's mean over the ranks that report it (the update's metrics, logged by rank 0)."""
+        if not self.parallel:
+            return metrics
+        values: dict[str, list[float]] = {}
+        for part in self.gather(metrics):
+            for k, v in part.items():
+                values.setdefault(k, []).append(v)
+        return {k: float(np.max(v) if k.endswith("_max") else np.mean(v)) for k, v in values.items()}
+
+    def share_error(self, err: BaseException | None) -> BaseException | None:
+        """The first error any rank met (in rank order), the same on every rank; None when none did."""
+        if not self.parallel:
+            return err
+        try:
+            mine = pickle.dumps(err)
+        except Exception:  # an error that does not pickle travels as its type's name and its message
+            mine = pickle.dumps(RuntimeError(f"{type(err).__name__}: {err}"))
+        for rank, blob in enumerate(self.gather(mine)):
+            found = pickle.loads(blob)
+            if found is not None:
+                return err if rank == self.rank else found  # its own keeps its traceback
+        return None
+
+
+SINGLE = Ranks()
+"""One process: every function of this module is the single-process path."""
+
+
+@dataclass(frozen=True)
+class Share:
+    """This rank's part of one global minibatch: the fractions of its rows and of its response tokens."""
+
+    rows: float = 1.0
+    """Local rows over global rows: scales a mean over rows (an action-level loss, a value loss)."""
+    tokens: float = 1.0
+    """Local tokens over global tokens: scales a mean over tokens (entropy, a per-token KL)."""
+
+
+WHOLE = Share()
+"""The whole of a minibatch: what one process holds."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the rows of the update's batch live: rank ``r`` holds global rows ``offsets[r]:offsets[r + 1]``."""
+
+    offsets: tuple[int, ...]
+    """``(world + 1,)`` first global row of every rank, then the batch's size."""
+    sizes: np.ndarray
+    """Every global row's size in tokens (its response length; 1 where rows are not token sequences)."""
+    rank: int
+
+    @classmethod
+    def gathered(cls, ranks: Ranks, sizes: list[int]) -> Layout:
+        """The layout of the batch whose local rows have ``sizes`` (one gather)."""
+        parts = ranks.gather(list(sizes))
+        offsets = tuple(int(x) for x in np.cumsum([0] + [len(p) for p in parts]))
+        return cls(offsets=offsets, sizes=np.asarray([n for p in parts for n in p], dtype=np.int64), rank=ranks.rank)
+
+    def to_global(self, ranks: Ranks, idx: list[int] | np.ndarray) -> np.ndarray:
+        """Every rank's local row numbers ``idx`` as global ones, in rank order (one gather)."""
+        parts = ranks.gather([int(i) for i in idx])
+        return np.asarray([self.offsets[r] + i for r, p in enumerate(parts) for i in p], dtype=np.int64)
+
+    def local(self, rows: np.ndarray) -> np.ndarray:
+        """This rank's rows among the global ``rows``, as local row numbers, in the order given."""
+        lo, hi = self.offsets[self.rank], self.offsets[self.rank + 1]
+        mine = rows[(rows >= lo) & (rows < hi)]
+        return mine - lo
+
+    def share(self, rows: np.ndarray, mine: np.ndarray) -> Share:
+        """This rank's share of the global minibatch ``rows`` that it holds as local ``mine``."""
+        lo = self.offsets[self.rank]
+        tokens = int(self.sizes[rows].sum())
+        return Share(rows=len(mine) / len(rows), tokens=int(self.sizes[mine + lo].sum()) / max(tokens, 1))
+
+
+def schedule(
+    ranks: Ranks, sizes: list[int], idx: list[int], rng: np.random.Generator, *, minibatch_size: int, epochs: int, fallback: int | None
+) -> Iterator[tuple[np.ndarray, Share]]:
+    """``epochs`` passes of global minibatches over every rank's rows ``idx``, as this rank takes part in them.
+
+    Yields this rank's local rows of each global minibatch and its :class:`Share`; where it holds none,
+    the local row ``fallback`` with share 0 (it still joins the gradient sum). ``sizes``: the size in
+    tokens of each local row of the batch. Every rank draws the same permutations from ``rng``.
+    """
+    layout = Layout.gathered(ranks, sizes)
+    everyone = layout.to_global(ranks, idx)  # the single process's idx
+    for _ in range(epochs):
+        order = rng.permutation(everyone)
+        for start in range(0, len(order), minibatch_size):
+            rows = order[start : start + minibatch_size]
+            mine = layout.local(rows)
+            if len(mine):
+                yield mine, layout.share(rows, mine)
+            elif fallback is None:
+                raise RuntimeError(f"rank {ranks.rank} holds no step to join the update's gradient sum with")
+            else:
+                yield np.asarray([fallback]), Share(rows=0.0, tokens=0.0)
+
+
+def shared_means(ranks: Ranks, values: dict[str, float], shares: dict[str, float]) -> dict[str, float]:
+    """The global means of per-rank means ``values``, each weighted by its key's share (one all-reduce).
+
+    A key whose share is missing is left as this rank's value.
+    """
+    if not ranks.parallel:
+        return values
+    keys = [k for k in values if k in shares]
+    total = ranks.sum(torch.tensor([values[k] * shares[k] for k in keys], dtype=torch.float64))
+    return {**values, **{k: float(total[i]) for i, k in enumerate(keys)}}
+
+
+def held(ranks: Ranks, idx_of: dict[str, list[int]]) -> dict[str, bool]:
+    """Whether any rank holds steps of each adapter: every rank then steps the same adapters."""
+    if not ranks.parallel:
+        return {a: bool(idx) for a, idx in idx_of.items()}
+    counts = ranks.sum(torch.tensor([float(len(idx)) for idx in idx_of.values()]))
+    return {a: bool(counts[k] > 0) for k, a in enumerate(idx_of)}
+
+
+def returns_differ(ranks: Ranks, returns: torch.Tensor) -> bool:
+    """:func:`~marft_agents.algorithms.advantages.returns_differ` over every rank's episode returns ``(E,)``."""
+    if not ranks.parallel:
+        return adv.returns_differ(returns)
+    return adv.returns_differ(torch.cat([torch.as_tensor(r) for r in ranks.gather(returns.tolist())]))
+
+
+def normalize(ranks: Ranks, advantages: torch.Tensor, mask: torch.Tensor | None = None, eps: float = 1e-8) -> torch.Tensor:
+    """:func:`~marft_agents.algorithms.advantages.normalize` with the whole batch's mean and std."""
+    if not ranks.parallel:
+        return adv.normalize(advantages, mask, eps)
+    return normalize_per_agent(ranks, advantages, torch.zeros(len(advantages), dtype=torch.long), 1, mask, eps)
+
+
+def normalize_per_agent(
+    ranks: Ranks, advantages: torch.Tensor, agents: torch.Tensor, n_agents: int, mask: torch.Tensor | None = None, eps: float = 1e-8
+) -> torch.Tensor:
+    """:func:`~marft_agents.algorithms.advantages.normalize_per_agent` with every agent's mean and std over the whole batch.
+
+    ``agents`` ``(N,)`` numbers each row's agent in ``range(n_agents)`` (the same numbering on every
+    rank). Two all-reduces: the counts and sums, then the squared deviations from the global means.
+    """
+    if not ranks.parallel:
+        return adv.normalize_per_agent(advantages, agents, mask, eps)
+    valid = torch.ones_like(advantages, dtype=torch.bool) if mask is None else mask
+    rows = advantages.double()
+    one_hot = torch.nn.functional.one_hot(agents, n_agents).double()  # (N, n_agents)
+    if rows.dim() == 2:  # (N, R): each row's real entries
+        count = one_hot.T @ valid.double().sum(1)
+        total = one_hot.T @ (rows * valid).sum(1)
+    else:
+        count, total = one_hot.T @ valid.double(), one_hot.T @ (rows * valid)
+    both = ranks.sum(torch.cat([count, total]))
+    count, total = both[:n_agents], both[n_agents:]
+    mean = total / count.clamp(min=1)  # (n_agents,)
+    centred = rows - (mean[agents].unsqueeze(1) if rows.dim() == 2 else mean[agents])
+    squares = (centred**2 * valid).sum(1) if rows.dim() == 2 else centred**2 * valid
+    std = (ranks.sum(one_hot.T @ squares) / count.clamp(min=1)).sqrt()  # population std, as normalize's
+    scale = std[agents].unsqueeze(1) if rows.dim() == 2 else std[agents]
+    out = (centred / (scale + eps)).float()
+    enough = (count >= 2)[agents]  # a single sample has no spread to normalise by
+    enough = enough.unsqueeze(1) if rows.dim() == 2 else enough
+    return torch.where(valid & enough, out, torch.zeros_like(out))

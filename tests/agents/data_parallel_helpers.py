@@ -1,0 +1,125 @@
+"""Data-parallel test helpers: a learner's updates on this rank's share of fixed batches, and how to launch torchrun.
+
+Run as a script under ``torchrun`` (``python -m torch.distributed.run ... data_parallel_helpers.py ALGO MODEL OUT``)
+each rank learns from its share of the same batches and saves what the tests compare; :func:`learn` called
+in the test's own process (rank 0 of 1) gives the single process's numbers on the whole batches.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from agent_helpers import plant_rewards
+
+import marft_envs
+from marft_agents.algorithms.base import Learner
+from marft_agents.algorithms.grpo import GRPO, GRPOConfig
+from marft_agents.algorithms.marft import MARFT, MARFTConfig
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.rollout.layered import RolloutEngine
+from marft_agents.signal.collection import rank_share
+from marft_agents.training.launch import process_group, ranks_from_env
+
+EPISODES = 8
+UPDATES = 3
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def learner(algo: str, model_dir: str) -> tuple[LaMASPolicy, Learner, list]:
+    """A tiny policy and its learner, with every loss term on (entropy, KL to the reference) and no clipping of the norm."""
+    torch.manual_seed(0)
+    envs = [marft_envs.make("marft/MathChain-v0") for _ in range(EPISODES)]
+    model, tokenizer = load_base(model_dir)
+    policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
+    if algo == "marft":
+        config = MARFTConfig(minibatch_size=3, ppo_epochs=2, kl_coef=0.1, entropy_coef=0.01, max_grad_norm=1e9)
+        return policy, MARFT(policy, config, temperature=1.0), envs
+    config = GRPOConfig(group_size=2, minibatch_size=3, ppo_epochs=2, kl_coef=0.1, entropy_coef=0.01, max_grad_norm=1e9)
+    return policy, GRPO(policy, config, temperature=1.0), envs
+
+
+def record_gradients(learner: Learner) -> list[list[torch.Tensor]]:
+    """Every optimizer step's gradients from now on (after the sum over ranks, before the step), in order."""
+    steps: list[list[torch.Tensor]] = []
+    optimizers = [*learner.optimizers.values(), *([learner.critic_optimizer] if hasattr(learner, "critic_optimizer") else [])]
+    for optimizer in optimizers:
+        step = optimizer.step
+
+        def recorded(*args, _step=step, _optimizer=optimizer, **kwargs):
+            steps.append([p.grad.detach().clone() for g in _optimizer.param_groups for p in g["params"]])
+            return _step(*args, **kwargs)
+
+        optimizer.step = recorded
+    return steps
+
+
+def learn(algo: str, model_dir: str) -> dict:
+    """``UPDATES`` updates on this rank's share of fixed batches: the first update's gradients, the weights before and after."""
+    ranks = ranks_from_env()
+    with process_group(ranks):
+        policy, learner_, envs = learner(algo, model_dir)
+        learner_.ranks = ranks
+        ranks.same_weights(learner_.learned())
+        start = [p.detach().clone() for p in learner_.learned()]
+        rng = np.random.default_rng(0)
+        gradients = record_gradients(learner_)
+        first: list = []
+        for update in range(UPDATES):
+            torch.manual_seed(100 + update)  # every rank plays the whole batch alike, then keeps its share
+            episodes = RolloutEngine(policy, Sampling(1.0, 6)).collect(envs, range(update * EPISODES, (update + 1) * EPISODES))
+            episodes = plant_rewards(episodes)
+            share = rank_share(range(EPISODES), learner_.group_size, ranks.rank, ranks.world)
+            learner_.update([episodes[i] for i in share], update, rng)
+            first = first or list(gradients)
+        return {"gradients": first, "start": start, "weights": [p.detach().clone() for p in learner_.learned()], "rank": ranks.rank}
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (the rendezvous of one test)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(args: list[str], *, nproc: int = 2, timeout: float = 240, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``torchrun --nproc_per_node nproc ARGS`` on 127.0.0.1, one thread per rank; its process group is killed on a timeout."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)]),
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--nnodes=1",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        *args,
+    ]
+    process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # torchrun and every rank: no process left behind
+        out, err = process.communicate()
+        raise AssertionError(f"torchrun timed out after {timeout} s: {err[-2000:]}") from None
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+if __name__ == "__main__":
+    algo, model_dir, out = sys.argv[1:4]
+    result = learn(algo, model_dir)
+    torch.save(result, Path(out) / f"rank{result['rank']}.pt")

@@ -1,0 +1,171 @@
+"""The data-parallel learner: 2 ranks on gloo equal one process, stay equal, train end to end under torchrun and resume.
+
+Every multi-process test runs ``torchrun`` on 127.0.0.1 with a free port (``data_parallel_helpers.torchrun``),
+one thread per rank, and kills the whole process group on a timeout: no rank is left behind.
+"""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from data_parallel_helpers import HERE, learn, torchrun
+
+from marft_agents.algorithms import data_parallel as dp
+from marft_agents.algorithms.data_parallel import Layout, Ranks
+from marft_agents.runs import checkpoint as ckpt
+from marft_agents.signal.collection import rank_share
+from marft_agents.training.config import ConfigError, load
+from marft_agents.training.launch import check, ranks_from_env
+
+# -- what needs no second process ---------------------------------------------------------------------
+
+
+def test_ranks_play_whole_groups_that_lay_end_to_end_as_the_batch():
+    # 5 groups of 2 on 2 ranks: rank 0 takes 3 groups (episodes 10..15), rank 1 the other 2 (16..19)
+    assert rank_share(range(10, 20), 2, 0, 2) == range(10, 16)
+    assert rank_share(range(10, 20), 2, 1, 2) == range(16, 20)
+    assert [list(rank_share(range(6), 1, r, 4)) for r in range(4)] == [[0, 1], [2, 3], [4], [5]]
+    assert rank_share(range(8), 4, 0, 1) == range(8)  # one process plays the batch
+
+
+def test_a_rank_takes_its_rows_of_a_global_minibatch_and_its_share_of_rows_and_tokens():
+    # rank 1 holds global rows 3..5 of 6, whose responses are 1, 2, 3, 4, 5, 6 tokens long
+    layout = Layout(offsets=(0, 3, 6), sizes=np.array([1, 2, 3, 4, 5, 6]), rank=1)
+    rows = np.array([4, 0, 5, 1])
+    mine = layout.local(rows)
+    assert mine.tolist() == [1, 2]  # global rows 4 and 5, in the minibatch's order
+    share = layout.share(rows, mine)
+    assert share.rows == 2 / 4 and share.tokens == (5 + 6) / (5 + 1 + 6 + 2)
+
+
+def test_one_process_is_rank_0_of_1_and_a_bad_torchrun_environment_is_one_line():
+    assert ranks_from_env({}) == dp.SINGLE
+    assert ranks_from_env({"WORLD_SIZE": "2", "RANK": "1"}).rank == 1
+    with pytest.raises(ConfigError, match="must lie in"):
+        ranks_from_env({"WORLD_SIZE": "2", "RANK": "2"})
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["distributed.workers=1"], "not on Ray rollout workers: set distributed.workers=0"),
+        (["generation.engine=vllm"], "use generation.engine=hf"),
+        (["algo=cory"], "algo=cory cannot run as a data-parallel run"),
+        (["algo=grpo", "grpo.grouping=tree"], "grpo.grouping=tree plays its trees in one process"),
+        (["algo=grpo", "grpo.group_size=4", "episodes_per_update=4"], "set episodes_per_update to at least 8"),
+        (["algo=grpo", "signal.dynamic_sampling=true"], "turn them off"),
+    ],
+)
+def test_what_ranks_cannot_split_is_refused_in_one_line_before_any_process_group(overrides, message):
+    config = load(overrides=overrides)
+    check(config, Ranks())  # one process: nothing is refused here
+    with pytest.raises(ConfigError, match=message) as err:
+        check(config, Ranks(rank=1, world=2))
+    assert "\n" not in str(err.value)
+
+
+# -- 2 ranks on gloo ------------------------------------------------------------------------------------
+
+
+def _relative_error(a: list[list[torch.Tensor]], b: list[list[torch.Tensor]]) -> float:
+    assert len(a) == len(b) and a, "the ranks took another number of optimizer steps than one process"
+    return max(float((x - y).norm() / y.norm().clamp(min=1e-30)) for sa, sb in zip(a, b) for x, y in zip(sa, sb))
+
+
+@pytest.fixture(scope="module", params=["marft", pytest.param("grpo", marks=pytest.mark.slow)])
+def two_ranks(request, tiny_model_dir, tmp_path_factory):
+    """Each rank's first-update gradients and final weights after 3 updates on its share; one process's on the whole."""
+    out = tmp_path_factory.mktemp(f"ranks-{request.param}")
+    run = torchrun([str(HERE / "data_parallel_helpers.py"), request.param, str(tiny_model_dir), str(out)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    ranks = [torch.load(out / f"rank{r}.pt") for r in range(2)]
+    return ranks, learn(request.param, str(tiny_model_dir))
+
+
+def test_one_update_on_two_ranks_has_the_gradients_of_one_process_on_the_whole_batch(two_ranks):
+    (rank0, rank1), alone = two_ranks
+    assert _relative_error(rank0["gradients"], alone["gradients"]) <= 1e-5
+    assert _relative_error(rank1["gradients"], alone["gradients"]) <= 1e-5
+
+
+def test_the_ranks_weights_are_identical_after_three_updates(two_ranks):
+    (rank0, rank1), alone = two_ranks
+    assert all(torch.equal(a, b) for a, b in zip(rank0["weights"], rank1["weights"]))
+    assert all(not torch.equal(a, b) for a, b in zip(rank0["weights"], rank0["start"]))  # every learned weight moved
+    for a, b in zip(rank0["weights"], alone["weights"]):  # and where one process's went
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+# -- marft train under torchrun ------------------------------------------------------------------------
+
+
+def _train_args(model_dir, run_dir, *extra: str) -> list[str]:
+    return [
+        "-m",
+        "marft_agents.cli",
+        "train",
+        "env=signal_env:ParityChain",  # tests/agents/signal_env.py: a random model's team is paid half the time
+        f"model={model_dir}",
+        f"run_dir={run_dir}",
+        "updates=3",
+        "episodes_per_update=4",
+        "eval_episodes=2",
+        "max_new_tokens=6",
+        "checkpoint_every=1",
+        "threads=1",
+        "marft.minibatch_size=3",
+        "--no-progress",
+        *extra,
+    ]
+
+
+def _metrics(run_dir) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def straight(tiny_model_dir, tmp_path_factory):
+    """A 3-update 2-rank run of marft train that was never stopped, alone in its parent folder."""
+    run_dir = tmp_path_factory.mktemp("straight") / "run"
+    done = torchrun(_train_args(tiny_model_dir, run_dir))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run_dir, done
+
+
+def test_torchrun_marft_train_on_two_ranks_writes_one_run_folder(straight):
+    run_dir, done = straight
+    assert [p.name for p in run_dir.parent.iterdir()] == ["run"]
+    assert [m["update"] for m in _metrics(run_dir)] == [0, 1, 2]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["updates"] == 3 and 0.0 <= summary["eval_after"]["accuracy"] <= 1.0
+    assert done.stdout.count("accuracy (greedy)") == 1  # rank 0 alone prints the results table
+    assert ckpt.latest_checkpoint(run_dir / "checkpoints").name == "update_000003.pt"
+
+
+def test_a_resumed_two_rank_run_equals_one_that_never_stopped(straight, tiny_model_dir, tmp_path):
+    run_dir, _ = straight
+    resumed = tmp_path / "run"
+    shutil.copytree(run_dir, resumed, ignore=shutil.ignore_patterns("run.lock"))
+    # killed after update 3 was logged, before its checkpoint: the run continues from update 2's
+    (resumed / "checkpoints" / ckpt.LATEST).write_text("update_000002.pt")
+    (resumed / "checkpoints" / "update_000003.pt").unlink()
+    done = torchrun(_train_args(tiny_model_dir, resumed, "--resume"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _metrics(resumed) == _metrics(run_dir)
+    a, b = (ckpt.load_checkpoint(ckpt.latest_checkpoint(d / "checkpoints"))["algo"] for d in (run_dir, resumed))
+    for adapter in a["adapters"]:
+        for name in a["adapters"][adapter]:
+            torch.testing.assert_close(a["adapters"][adapter][name], b["adapters"][adapter][name], rtol=0, atol=0)
+    s1, s2 = (json.loads((d / "summary.json").read_text()) for d in (run_dir, resumed))
+    assert s1["eval_after"] == s2["eval_after"]
+
+
+def test_a_refusal_only_rank_0_can_see_stops_every_rank_in_one_line(straight, tiny_model_dir):
+    run_dir, _ = straight  # holds a run: rank 0 alone checks the folder, and refuses it without --overwrite
+    done = torchrun(_train_args(tiny_model_dir, run_dir), timeout=180)
+    assert done.returncode != 0
+    lines = [line for line in done.stderr.splitlines() if line.startswith("marft train: error:")]
+    assert len(lines) == 2 and lines[0] == lines[1] and "--overwrite" in lines[0], done.stderr[-3000:]
