@@ -87,10 +87,6 @@ class Ranks:
         for p in params:
             dist.broadcast(p.data, src=0)
 
-    def any(self, flag: bool) -> bool:
-        """Whether ``flag`` holds on any rank: one answer on every rank."""
-        return bool(self.sum(torch.tensor([float(flag)]))[0] > 0) if self.parallel else flag
-
     def reduce_gradients(self, params: list[torch.nn.Parameter], loss: torch.Tensor) -> torch.Tensor:
         """Sum ``params``' gradients over the ranks in place (a missing one counts as zeros); returns the summed ``loss``.
 
