@@ -28,19 +28,17 @@ from marft_agents.training.from_run import check_env_id as _check_env  # neither
 from marft_agents.training.from_run import policy_from_run
 
 
+def _import_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--import MODULE`` (repeatable): modules to import first, which register envs (or algorithms)."""
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=help)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="marft", description="Multi-agent reinforcement fine-tuning of LLM systems.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("envs", help="list registered env ids (with --import: your modules' too)")
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (it registers envs); repeatable",
-    )
+    _import_option(p, "import MODULE first (it registers envs); repeatable")
 
     # Its options live with the code (marft_agents.pretraining.pretrain.build_parser), parsed there, so that
     # other commands do not import torch just to parse their arguments.
@@ -59,14 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         help="print every config key of a run (with --algo: of that algorithm) with its default and docstring",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE before the env id is resolved (it registers envs or algorithms); repeatable",
-    )
+    _import_option(p, "import MODULE before the env id is resolved (it registers envs or algorithms); repeatable")
 
     p = sub.add_parser("eval", help="greedy held-out evaluation")
     p.add_argument(
@@ -89,14 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="episodes in --transcripts, rewarded and unrewarded half each where both exist (default 6)",
     )
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE before the env id is resolved (it registers envs); repeatable",
-    )
+    _import_option(p, "import MODULE before the env id is resolved (it registers envs); repeatable")
 
     sub.add_parser("models", add_help=False, help="named real models: list, or fetch NAME; see --help")
 

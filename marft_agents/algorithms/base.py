@@ -28,6 +28,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from marft_agents.algorithms.advantages import normalize_per_agent, returns_differ, spread
+from marft_agents.algorithms.critic import fit_critic
 from marft_agents.algorithms.losses import ensure_finite
 from marft_agents.algorithms.sequential import SequentialConfig
 from marft_agents.models.policy import LaMASPolicy
@@ -82,6 +84,16 @@ class Learner(ABC):
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """Learn from one batch of whole episodes; return metrics."""
 
+    def minibatches(
+        self, adapter: str, steps: list[AgentStep], idx: list[int], rng: np.random.Generator | None, *, reference: bool | None = None
+    ) -> Iterator[Minibatch]:
+        """:func:`minibatches` at this learner's sampling temperature, in its config's ``minibatch_size``, for its
+        ``ppo_epochs`` (one pass in order with ``rng=None``); a reference pass when its ``kl_coef`` > 0 (or ``reference``)."""
+        cfg = self.config
+        reference = getattr(cfg, "kl_coef", 0.0) > 0 if reference is None else reference
+        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs if rng is not None else 1)
+        return minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature, reference=reference, **passes)
+
     def state_dict(self) -> dict:
         """Adapters and their optimizers; learners with more state extend it."""
         return {
@@ -117,6 +129,40 @@ class CriticLearner(Learner):
         super().load_state_dict(state)
         self.critic.load_state_dict(state["critic"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
+
+    def set_critic(self, critic: torch.nn.Module) -> None:
+        """Take ``critic`` as the value model, with one AdamW per adapter (the config's ``lr``) and one for it (``critic_lr``)."""
+        self.critic = critic
+        self.optimizers = adapter_optimizers(self.policy, self.config.lr)
+        self.critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=self.config.critic_lr, weight_decay=0.0)
+
+    def prepare_advantages(
+        self, episodes: list[Episode], steps: list[AgentStep], idx_of: dict[str, list[int]], advantages: torch.Tensor, mask=None
+    ) -> tuple[torch.Tensor, dict[str, float], bool]:
+        """Between the GAE and the policy steps: ``(advantages, metrics, informative)``.
+
+        The advantages are standardised per agent (``normalize_advantages``; jointly over agents they would push
+        each agent by a constant); ``informative`` is False when the episodes' returns are all equal (then no
+        policy step: it would follow critic noise). The metrics hold each adapter's raw advantage health, the
+        raw spread ``signal/advantage_std`` and ``policy/skipped_equal_returns``.
+        """
+        metrics = {"signal/advantage_std": spread(advantages, mask), **agent_health(steps, idx_of, advantages, mask)}
+        if self.config.normalize_advantages:
+            advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps), mask)
+        informative = returns_differ(team_returns(episodes))
+        metrics["policy/skipped_equal_returns"] = float(not informative)
+        return advantages, metrics, informative
+
+    def fit_value(
+        self, inputs: tuple[torch.Tensor, ...], values_old: torch.Tensor, returns: torch.Tensor, rng: np.random.Generator, **kwargs: Any
+    ) -> dict[str, float]:
+        """Fit ``self.critic`` on ``inputs`` to ``returns`` (:func:`~marft_agents.algorithms.critic.fit_critic`, clipped
+        value loss) with the config's epochs, minibatch size, value clip and gradient clip; ``kwargs``: ``mask``."""
+        cfg = self.config
+        settings = dict(
+            epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm
+        )
+        return fit_critic(self.critic, self.critic_optimizer, inputs, values_old, returns, rng, **settings, **kwargs)
 
 
 @dataclass

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.advantages import at_last_token, normalize, spread, token_advantages
-from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, pack
+from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, pack
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
 from marft_agents.algorithms.losses import masked_mean, mean_stats, ppo_clip_loss
 from marft_agents.algorithms.tis import token_weights, weight_stats
@@ -215,9 +215,7 @@ class CORY(Learner):
         """Epochs of PPO-clip per token over ``adapter``'s steps ``idx`` (the KL penalty is in the reward, not here)."""
         cfg = self.config
         log = []  # per-minibatch stats
-        for mb in minibatches(
-            self.policy, adapter, steps, idx, rng, temperature=self.temperature, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs
-        ):
+        for mb in self.minibatches(adapter, steps, idx, rng, reference=False):  # the KL is in the reward
             rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
             weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
             ppo, stats = ppo_clip_loss(
