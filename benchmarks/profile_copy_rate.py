@@ -1,6 +1,6 @@
 """The untuned team's greedy held-out behaviour under two role-prompt profiles, side by side (issue 35, D7).
 
-    .venv/bin/python benchmarks/profile_copy_rate.py OUT.json [--model smollm2-135m-instruct] [--episodes 200]
+    .venv/bin/python benchmarks/profile_copy_rate.py OUT.json [--model smollm2-135m-instruct] [--episodes 112]
         [--profiles general-v0,general-v1] [--problems synthetic:0] [--threads 2]
 
 For each profile, on the 2-agent ``marft/MathChain-v0`` (reasoner -> actor), with the untuned model:
@@ -42,7 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--episodes", type=int, default=200)
+    parser.add_argument("--episodes", type=int, default=112)  # synthetic:0 has 112 distinct test problems
     parser.add_argument("--profiles", default="general-v0,general-v1")
     parser.add_argument("--problems", default="synthetic:0")
     parser.add_argument("--threads", type=int, default=2)

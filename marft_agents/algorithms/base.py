@@ -146,10 +146,12 @@ class CriticLearner(Learner):
         policy step: it would follow critic noise). The metrics hold each adapter's raw advantage health, the
         raw spread ``signal/advantage_std`` and ``policy/skipped_equal_returns``.
         """
+        cfg = self.config
         metrics = {"signal/advantage_std": spread(advantages, mask), **agent_health(steps, idx_of, advantages, mask)}
-        if self.config.normalize_advantages:
-            advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps), mask)
-        informative = returns_differ(team_returns(episodes))
+        if cfg.normalize_advantages:  # normalize_scope="batch": every step in one group, the joint standardisation
+            groups = adapter_ids(self.policy, steps) if cfg.normalize_scope == "agent" else torch.zeros(len(steps), dtype=torch.long)
+            advantages = normalize_per_agent(advantages, groups, mask)
+        informative = returns_differ(team_returns(episodes)) or not cfg.skip_equal_returns
         metrics["policy/skipped_equal_returns"] = float(not informative)
         return advantages, metrics, informative
 
@@ -194,7 +196,11 @@ class PPOSettings(Ranged):
     max_grad_norm: float = ranged(0.5, POSITIVE)
     """Gradient clipping."""
     normalize_advantages: bool = True
-    """Standardise advantages over the batch."""
+    """Standardise advantages (mean 0, std 1) before the policy step, over the steps ``normalize_scope`` says."""
+    normalize_scope: str = choice("agent", ("agent", "batch"))
+    """Standardise within each agent's steps ("agent"), or jointly ("batch": before issue 35, an agent-wide push; ablations)."""
+    skip_equal_returns: bool = True
+    """No policy step when every episode's return is equal (False: step on critic noise, as before issue 35; for ablations)."""
     logp_reduction: str = choice("sum", ("sum", "mean"))
     """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
 
@@ -203,6 +209,8 @@ class PPOSettings(Ranged):
 class ChainSettings(PPOSettings):
     """The PPO settings plus MARFT's multi-agent ones (action- and token-level MARFT)."""
 
+    shared_reward: str = choice("once", ("once", "per_agent"))
+    """A round's team-credit reward in the chain: "once" (its last agent), or "per_agent" (every copy: before issue 35; ablations)."""
     gamma_agent: float = ranged(0.99, UNIT)
     """Discount between agents of one round (the original used gamma; 1.0 is the principled choice)."""
     agent_iteration_interval: int = ranged(0, NON_NEGATIVE)

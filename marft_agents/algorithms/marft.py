@@ -33,15 +33,15 @@ MARFTConfig = ChainSettings
 
 
 def compute_advantages(
-    steps: list[AgentStep], values: torch.Tensor, *, gamma: float, gamma_agent: float, lam: float
+    steps: list[AgentStep], values: torch.Tensor, *, gamma: float, gamma_agent: float, lam: float, shared_reward: str = "once"
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Chain GAE over all steps as one stream (``done`` cuts the links between episodes).
 
     The stream holds each step's :attr:`~AgentStep.chain_reward`: a round's shared reward enters once,
     on its last agent, and the chain backs it up to the agents before it (every agent's copy of it,
-    summed along the chain, would count it once per agent).
+    summed along the chain, would count it once per agent; ``shared_reward="per_agent"`` does that, for ablations).
     """
-    rewards = torch.tensor([s.chain_reward for s in steps], dtype=torch.float32)
+    rewards = torch.tensor([s.chain_reward if shared_reward == "once" else s.reward for s in steps], dtype=torch.float32)
     round_ends = torch.tensor([s.round_end for s in steps])
     dones = torch.tensor([s.done for s in steps])
     return chain_gae(rewards, values, round_ends, dones, gamma=gamma, gamma_agent=gamma_agent, lam=lam)
@@ -60,7 +60,9 @@ class MARFT(ActionPPOLearner):
         """One MARFT update from whole episodes; returns metrics."""
         cfg = self.config
         steps, idx_of, feats, values_old = self.valued_batch(episodes)  # frozen features: once per update
-        advantages, returns = compute_advantages(steps, values_old, gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda)
+        advantages, returns = compute_advantages(
+            steps, values_old, gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda, shared_reward=cfg.shared_reward
+        )
         advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages)  # per agent; equal returns: no step
         learning = self.learning_adapters(update) if informative else []
         for turn in turns(learning, idx_of, [(s.episode, s.round) for s in steps], cfg.sequential, rng):

@@ -76,7 +76,9 @@ class MARFTToken(CriticLearner):
             values_old = self.critic(feats) * batch.mask  # (N, R)
         episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}
         rewards = at_last_token(
-            torch.tensor([s.chain_reward for s in steps], dtype=torch.float32), batch.lengths, batch.mask.shape[1]
+            torch.tensor([s.chain_reward if cfg.shared_reward == "once" else s.reward for s in steps], dtype=torch.float32),
+            batch.lengths,
+            batch.mask.shape[1],
         )  # (N, R): a step's reward on its last token, a round's shared reward once (on its last agent)
         advantages, returns = token_advantages(
             rewards,
