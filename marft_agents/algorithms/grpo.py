@@ -13,7 +13,9 @@
    - ``grouping="tree"``: tree sampling (``marft_agents/rollout/tree.py``): the trainer plays one tree
      per problem, ``group_size`` candidates at every agent node from one context; the candidates of
      one node (key ``(problem, round, agent, node)``, the exact same prompt) form a group and are
-     compared by their ``score`` (their round's team reward, or the mean of their continuations').
+     compared by their ``score`` (their round's team reward, or the mean of their continuations');
+     so do the continuation samples of one downstream agent after one upstream candidate (key
+     ``(problem, round, agent, node, k)``, scored by their round's team reward).
    ``normalize="agent"`` divides by the agent's own score std over the batch instead of the group's
    (Dr.MAS, ``advantages.agent_scaled``).
 4. Per agent, GRPO's token-level clipped objective with a k3 KL penalty to the reference policy
@@ -35,7 +37,7 @@ from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
 from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
-from marft_agents.rollout.tree import PICKS, TreeRollout
+from marft_agents.rollout.tree import PICKS, TreeRollout, is_continuation
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 from marft_envs.branching import NotBranchableError, probe_branching
 
@@ -59,7 +61,8 @@ class GRPOConfig(Ranged):
     tree_continuations: int = ranged(2, AT_LEAST_ONE)
     """grouping=tree: continuations sampled to the round's end to score an upstream agent's candidate (TreeRPO)."""
     tree_pick: str = choice("best", PICKS)
-    """grouping=tree: the candidate the trunk goes on from: "best" (highest own reward; random for upstream agents) or "sample"."""
+    """grouping=tree: the candidate the trunk goes on from: "best" (highest score: own reward, or its continuations' mean),
+    "random_upstream" (the best closing candidate, a random upstream one) or "sample" (always random)."""
     gamma: float = ranged(1.0, UNIT)
     """Discount per round of the reward-to-go that scores an agent-step."""
     std_eps: float = ranged(1e-6, POSITIVE)
@@ -93,7 +96,8 @@ def reward_to_go(episode: Episode, gamma: float) -> list[float]:
 
 
 def training_steps(episodes: list[Episode]) -> list[AgentStep]:
-    """Every agent-step to learn from: each episode's steps, then its tree branches (none without tree sampling)."""
+    """Every agent-step to learn from: each episode's steps, then its tree branches (unchosen candidates and kept
+    continuation samples; none without tree sampling)."""
     return [s for e in episodes for s in (*e.steps, *e.branches)]
 
 
@@ -111,6 +115,25 @@ def tree_groups(steps: list[AgentStep]) -> tuple[torch.Tensor, torch.Tensor]:
         if prompts.setdefault(s.group, s.prompt) != s.prompt:  # siblings must share the exact context
             raise ValueError(f"tree sibling group {s.group} holds different prompts: the tree rollout is broken")
     return torch.tensor([float(s.score) for s in steps]), torch.tensor([ids[s.group] for s in steps])
+
+
+def tree_group_stats(steps: list[AgentStep], scores: torch.Tensor, groups: torch.Tensor, agents: list[str]) -> dict[str, float]:
+    """Sibling groups of a tree batch: how many there are, the share with no spread, and per agent how many carry signal.
+
+    ``scores`` and ``groups`` are ``tree_groups(steps)``, ``(N,)``; a group is informative when its scores differ.
+    """
+    first: dict[int, int] = {}  # group id -> its first step
+    for n, g in enumerate(groups.tolist()):
+        first.setdefault(g, n)
+    informative = {g: bool(scores[groups == g].max() > scores[groups == g].min()) for g in first}
+    out = {
+        "grpo/zero_spread_groups": float(np.mean([not x for x in informative.values()])) if informative else 0.0,
+        "tree/nodes": float(sum(not is_continuation(steps[n]) for n in first.values())),
+        "tree/continuation_groups": float(sum(is_continuation(steps[n]) for n in first.values())),
+    }
+    for agent in agents:
+        out[f"tree/informative_groups/{agent}"] = float(sum(informative[g] for g, n in first.items() if steps[n].agent == agent))
+    return out
 
 
 def grpo_advantages(
@@ -209,18 +232,17 @@ class GRPO(Learner):
         return metrics
 
     def _tree_update(self, episodes: list[Episode], rng: np.random.Generator) -> dict[str, float]:
-        """One update from tree rollouts: every candidate of every node, compared with its siblings."""
+        """One update from tree rollouts: every candidate of every node and every kept continuation, compared with its siblings."""
         cfg = self.config
         steps = training_steps(episodes)
         scores, groups = tree_groups(steps)
         advantages = _relative(scores, groups, [s.agent for s in steps], cfg.normalize, cfg.std_eps)  # (N,)
-        spread = [float(scores[groups == g].max() - scores[groups == g].min()) for g in torch.unique(groups)]
+        untrained = sum(e.extra_tokens for e in episodes)  # continuation tokens no agent-step holds
         metrics: dict[str, float] = {
             "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
-            "grpo/zero_spread_groups": float(np.mean([d == 0 for d in spread])) if spread else 0.0,
-            "tree/nodes": float(len(spread)),
-            "tree/generated_tokens": float(sum(len(s.response) for s in steps) + sum(e.extra_tokens for e in episodes)),
-            "tree/continuation_tokens": float(sum(e.extra_tokens for e in episodes)),
+            **tree_group_stats(steps, scores, groups, self.policy.agents),
+            "tree/generated_tokens": float(sum(len(s.response) for s in steps) + untrained),
+            "tree/continuation_tokens": float(sum(len(s.response) for s in steps if is_continuation(s)) + untrained),
         }
         for adapter in self.policy.adapters:  # indices into the tree's steps, branches included
             idx = steps_of(self.policy, steps, adapter)

@@ -63,8 +63,9 @@ class AgentStep:
     """The engine's own log-probs of the response tokens, once the trainer has recomputed ``token_logps``
     with its model for the truncated importance-sampling correction (``marft_agents/algorithms/tis.py``); else None."""
     group: tuple | None = None
-    """Tree sampling (``marft_agents/rollout/tree.py``): the sibling group ``(problem, round, agent, node)``
-    whose members share this exact prompt; None in a plain rollout."""
+    """Tree sampling (``marft_agents/rollout/tree.py``): the sibling group ``(problem, round, agent, node)``, or
+    ``(problem, round, agent, node, k)`` for a continuation of node's candidate k, whose members share this exact
+    prompt; None in a plain rollout."""
     score: float | None = None
     """Tree sampling: the value the sibling group compares (its round's team reward, or the mean of its
     continuations'); None in a plain rollout."""
@@ -93,9 +94,10 @@ class Episode:
     solved: bool | None
     """Whether the env reported success (``info[marft_envs.outcomes.SOLVED]``); None when it does not say."""
     branches: list[AgentStep] = field(default_factory=list)
-    """Tree sampling: the candidates that were sampled but not continued from (``steps`` is the chosen path)."""
+    """Tree sampling: the candidates that were sampled but not continued from (``steps`` is the chosen path), and the
+    kept continuation samples."""
     extra_tokens: int = 0
-    """Tree sampling: tokens generated for continuations, which no agent-step holds."""
+    """Tree sampling: tokens generated for continuations which no agent-step holds (past the continuations' first layer)."""
 
     @property
     def team_return(self) -> float:
