@@ -26,6 +26,8 @@ from marft_agents.distributed.config import check as check_distributed
 from marft_agents.engines.config import EngineConfig
 from marft_agents.models.dtype import BASE_DTYPES
 from marft_agents.models.policy import ADAPTER_MODES
+from marft_agents.runs.trackers import LogConfig
+from marft_agents.runs.trackers import check as check_log
 from marft_agents.settings.fields import (
     AT_LEAST_ONE,
     EVAL_EPISODES,
@@ -100,6 +102,8 @@ class TrainConfig:
     """Rollout workers on Ray (``distributed.workers=0``: none, everything in this process)."""
     signal: SignalConfig = field(default_factory=SignalConfig)
     """Ways to get a learning signal when most rewards are 0 (dynamic sampling, a curriculum); all off by default."""
+    log: LogConfig = field(default_factory=LogConfig)
+    """Experiment trackers the run also logs to (``log.wandb=true``: Weights & Biases); metrics.jsonl and TensorBoard always."""
     init_from: str | None = None
     """An earlier run folder whose latest checkpoint's adapters this run starts from (fresh optimizers; same model and agents; None: the untuned adapters)."""
 
@@ -239,6 +243,7 @@ def validate(config: TrainConfig) -> None:
     try:
         check_distributed(config.distributed, config.generation.engine)
         check_signal(config.signal)
+        check_log(config.log)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     if config.distributed.overlap and config.generation.tis_cap is None:  # the batch is one update stale

@@ -32,6 +32,8 @@ from marft_agents.runs import folder as run_folder
 from marft_agents.runs import report
 from marft_agents.runs.lock import RunLock
 from marft_agents.runs.metrics import MetricsLog
+from marft_agents.runs.trackers import check_available as check_trackers
+from marft_agents.runs.trackers import open_tracker
 from marft_agents.signal.collection import BatchCollector
 from marft_agents.signal.collection import check as check_signal_options
 from marft_agents.training.config import ConfigError, TrainConfig, shown, to_dict, validate
@@ -57,6 +59,8 @@ class Evaluation:
     """Transcripts written per full evaluation (``eval_transcripts``)."""
     rounds: int
     """Attempts of the feedback protocol, where the env declares one (``eval_rounds``; 1 or less: none)."""
+    tracker: Any = None
+    """The run's experiment tracker (``runs/trackers.py``), told each full evaluation; None: none."""
 
     def accuracy(self) -> float:
         """The single-pass accuracy (the ``eval/accuracy`` metric during training)."""
@@ -65,10 +69,13 @@ class Evaluation:
     def full(self, name: str) -> dict:
         """The single-pass evaluation, the attempts protocol where the env declares one, and transcripts as ``name``."""
         result = self.run(self.policy, **self.args, samples=self.transcripts)
-        report.write_samples(self.run_dir, name, result.pop("samples"))
+        samples = result.pop("samples")
+        report.write_samples(self.run_dir, name, samples)
         if self.rounds > 1 and marft_envs.spec(self.args["env_id"]).attempts_option is not None:
             multi = self.run(self.policy, **self.args, rounds=self.rounds)
             result[f"solved_within_{self.rounds}_attempts_with_feedback"] = multi["accuracy"]
+        if self.tracker is not None:
+            self.tracker.evaluation(name, result, samples)
         return result
 
 
@@ -99,6 +106,8 @@ class RunParts:
     log: MetricsLog
     started: float
     """``time.perf_counter()`` once the config and folder checks had passed (the run's wall time counts from it)."""
+    tracker: Any = None
+    """The experiment tracker (``log.wandb``; :class:`marft_agents.runs.trackers.WandbTracker`), ended with the run; None: none."""
 
 
 def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, *, resume: bool, overwrite: bool) -> RunParts:
@@ -123,6 +132,9 @@ def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStac
 
     # -- every check passed: from here on the run writes into run_dir ---------------------------------
     _open_run_dir(run_dir, held, config, resume=resume, overwrite=overwrite, latest=latest)
+    tracker = open_tracker(config.log, run_dir, to_dict(config), resume=latest is not None, step=start)
+    if tracker is not None:  # ended with the run, marked failed when it raises
+        held.push(lambda kind, *_: tracker.close(failed=kind is not None))
     n_envs = 1 if pool else min(config.episodes_per_update, 128)  # workers have their own envs
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     # closed at the end of the run; a run that fails midway leaves it to the engine's finalizer
@@ -147,13 +159,14 @@ def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStac
         collector.load_state_dict(state.get("signal", {}))
     options = signal_options(config, probe, algo.group_size)
     evaluation = _evaluation(config, policy, algo, pool, generator, run_dir)
+    evaluation.tracker = tracker
     if latest is not None:
         ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
         eval_before = json.loads((run_dir / "eval_before.json").read_text())
     else:
         eval_before = evaluation.full("eval_before")
         run_files.write_text(run_dir, "eval_before.json", json.dumps(eval_before, indent=2))
-    log = MetricsLog(run_dir, resume_from=start if latest is not None else None)
+    log = MetricsLog(run_dir, resume_from=start if latest is not None else None, tracker=tracker)
     return RunParts(
         run_dir=run_dir,
         policy=policy,
@@ -170,6 +183,7 @@ def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStac
         eval_before=eval_before,
         log=log,
         started=started,
+        tracker=tracker,
     )
 
 
@@ -186,6 +200,7 @@ def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool) -> Path
         check_resumable(run_dir, config)
     resolve_env(config.env)  # entry points, ``module:Class`` ids
     check_env_kwargs(config.env, config.env_kwargs)
+    check_trackers(config.log)  # wandb installed and logged in (or WANDB_MODE=offline)
     return run_dir
 
 

@@ -1,7 +1,8 @@
 """The training loop behind ``marft train``: collect, update, log, checkpoint, evaluate.
 
 A run folder holds ``config.json``, ``metrics.jsonl`` (one line per update), TensorBoard events in
-``tb/``, checkpoints in ``checkpoints/``, ``eval_before.json``, ``summary.json`` and ``curves.png``.
+``tb/``, checkpoints in ``checkpoints/``, ``eval_before.json``, ``summary.json`` and ``curves.png`` (and,
+with ``log.wandb=true``, the W&B run in ``trackers/``: ``runs/trackers.py``).
 ``resume=True`` continues from the latest checkpoint and ends with the same metrics as a run that
 was never interrupted (same RNG states, same data position). Every file goes through ``run_files``
 (atomic, inside the folder, no symbolic link followed); the run holds the folder's lock
@@ -68,7 +69,10 @@ def _train(
     # updates=0: an evaluation-only run, nothing changed since eval_before
     eval_after = run.eval_before if config.updates == 0 else run.evaluation.full("eval_after")
     run.generator.close()
-    return _finish(run.run_dir, quiet, _summary(config, run, eval_after, warnings, signal_summary))
+    summary = _summary(config, run, eval_after, warnings, signal_summary)
+    if run.tracker is not None:
+        run.tracker.finish(summary)
+    return _finish(run.run_dir, quiet, summary)
 
 
 def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progress: bool) -> list[str]:
