@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from marft_agents.models import lm
+from marft_agents.models import lm, token_scores
 from marft_agents.models.chat import prompt_ids
 from marft_agents.models.named import resolve as resolve_named
 
@@ -282,22 +282,21 @@ class LaMASPolicy:
 
         ``adapter=None`` scores under the reference policy. Returns ``(logp, entropy, mask)``, each
         ``(B, R)`` with ``R`` the longest response; sum ``logp * mask`` over the last dim for an
-        action's log-prob. Two savings give the same numbers as a plain forward pass over every full
+        action's log-prob. Three savings give the same numbers as a plain forward pass over every full
         sequence: the prompts' common prefix (an agent's role prompt) runs once with its keys and values
-        broadcast over the batch (gradients flow back through the broadcast), and the output layer and
-        softmax run on response positions only.
+        broadcast over the batch (gradients flow back through the broadcast), the output layer and
+        softmax run on response positions only, and they run a chunk of positions at a time, so no
+        ``(B, R, V)`` tensor is made or kept for backward (:mod:`marft_agents.models.token_scores`).
         """
         P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
         S, R = ids.shape[1], mask.shape[1]
         ctx = self.reference() if adapter is None else self.active(adapter)
         with ctx as model:
-            logits = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, logits_to_keep=R + 1).logits  # (B, R + 1, V)
-        # column S - R - 1 + k predicts response token k
-        logits = logits[:, :R].float() / temperature  # (B, R, V)
-        logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(-1, ids[:, S - R :].unsqueeze(-1)).squeeze(-1)  # (B, R)
-        entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, R)
-        return logp, entropy, mask
+            decoder, head = token_scores.decoder_and_head(model)
+            hidden = lm.forward_after_prefix(decoder, prompts[0][:P], ids, attn).last_hidden_state  # (B, S, d)
+            # column S - R - 1 + k predicts response token k
+            logp, entropy = token_scores.chosen_logps_and_entropy(hidden[:, S - R - 1 : S - 1], ids[:, S - R :], head, temperature)
+        return logp, entropy, mask  # (B, R) each
 
     @torch.no_grad()
     def features(self, prompts: list[list[int]]) -> torch.Tensor:
