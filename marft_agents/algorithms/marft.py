@@ -6,8 +6,8 @@
    between rounds), over all collected episodes at once (episode ends cut exactly one link).
 3. Per agent, PPO-clip on whole actions (:meth:`MARFT.policy_step`): ``log pi(a|o)`` is the sum (or
    mean) of the response's token log-probs under the sampling temperature; an entropy bonus; an
-   optional KL-to-reference penalty (the base with adapters disabled); an optional approx-KL gate
-   that skips a minibatch.
+   optional KL-to-reference penalty (the base with adapters disabled; after ``init_from`` the run's
+   starting adapters); an optional approx-KL gate that skips a minibatch.
 4. The critic fits the GAE returns with a clipped value loss.
 5. Agent-by-agent training (the original's ``agent_iteration_interval``): only agent
    ``(update // K) mod N`` learns in update ``update``; ``K = 0`` trains every agent every update.
@@ -71,6 +71,7 @@ class MARFT(CriticLearner):
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d), frozen: computed once per update
+        self.critic.observe(feats)  # the input statistics first: the old values use them
         with torch.no_grad():
             values_old = self.critic(feats)  # (N,)
         advantages, returns = compute_advantages(steps, values_old, gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda)
@@ -106,7 +107,7 @@ class MARFT(CriticLearner):
                 values_old,
                 returns,
                 rng,
-                epochs=cfg.ppo_epochs,
+                epochs=cfg.critic_epochs,
                 minibatch_size=cfg.minibatch_size,
                 value_clip=cfg.value_clip,
                 max_grad_norm=cfg.max_grad_norm,

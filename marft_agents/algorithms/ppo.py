@@ -51,6 +51,7 @@ class PPO(CriticLearner):
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d), frozen: computed once per update
+        self.critic.observe(feats)  # the input statistics first: the old values use them
         with torch.no_grad():
             values_old = self.critic(feats)  # (N,)
         # With one agent every step ends its round, so chain GAE is plain GAE (gamma_agent never applies).
@@ -79,7 +80,7 @@ class PPO(CriticLearner):
                 values_old,
                 returns,
                 rng,
-                epochs=cfg.ppo_epochs,
+                epochs=cfg.critic_epochs,
                 minibatch_size=cfg.minibatch_size,
                 value_clip=cfg.value_clip,
                 max_grad_norm=cfg.max_grad_norm,
