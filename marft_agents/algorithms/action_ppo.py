@@ -116,6 +116,7 @@ class ActionPPOLearner(CriticLearner):
         per update) and its values ``(N,)`` before the update."""
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = features(self.policy, steps, self.config.minibatch_size)  # (N, d)
+        self.critic.observe(feats)  # the input statistics first: the old values use them
         with torch.no_grad():
             values_old = self.critic(feats)  # (N,)
         return steps, idx_of, feats, values_old

@@ -95,11 +95,15 @@ class Learner(ABC):
         return minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature, reference=reference, **passes)
 
     def state_dict(self) -> dict:
-        """Adapters and their optimizers; learners with more state extend it."""
-        return {
+        """Adapters, their optimizers and their frozen KL reference where it is not the base; learners with more state extend it."""
+        state = {
             "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
             "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
         }
+        reference = self.policy.reference_state()
+        if reference is not None:  # a run from init_from: --resume must compare with the same starting adapters
+            state["reference"] = reference
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` returned."""
@@ -107,6 +111,8 @@ class Learner(ABC):
             self.policy.load_adapter_state(a, state["adapters"][a])
         for a, optimizer in self.optimizers.items():
             optimizer.load_state_dict(state["optimizers"][a])
+        if "reference" in state:
+            self.policy.load_reference_state(state["reference"])
 
 
 def _positive_int(config: Any, name: str, default: int) -> int:
@@ -159,10 +165,10 @@ class CriticLearner(Learner):
         self, inputs: tuple[torch.Tensor, ...], values_old: torch.Tensor, returns: torch.Tensor, rng: np.random.Generator, **kwargs: Any
     ) -> dict[str, float]:
         """Fit ``self.critic`` on ``inputs`` to ``returns`` (:func:`~marft_agents.algorithms.critic.fit_critic`, clipped
-        value loss) with the config's epochs, minibatch size, value clip and gradient clip; ``kwargs``: ``mask``."""
+        value loss) with the config's ``critic_epochs``, minibatch size, value clip and gradient clip; ``kwargs``: ``mask``."""
         cfg = self.config
         settings = dict(
-            epochs=cfg.ppo_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm
+            epochs=cfg.critic_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm
         )
         return fit_critic(self.critic, self.critic_optimizer, inputs, values_old, returns, rng, **settings, **kwargs)
 
@@ -173,8 +179,10 @@ class PPOSettings(Ranged):
 
     lr: float = ranged(3e-4, LR, WHY_LR)
     """Adam learning rate of each agent's adapter."""
-    critic_lr: float = ranged(1e-3, LR, "an Adam step moves each weight by about lr")
-    """Adam learning rate of the value head(s)."""
+    critic_lr: float = ranged(1e-4, LR, "an Adam step moves each weight by about lr")
+    """Adam learning rate of the value head(s) (measured: ``benchmarks/critic_fit.py``)."""
+    critic_epochs: int = ranged(8, AT_LEAST_ONE)
+    """Passes of the value head over its frozen features per update (measured: ``benchmarks/critic_fit.py``)."""
     gamma: float = ranged(0.99, UNIT)
     """Discount between rounds."""
     gae_lambda: float = ranged(0.95, UNIT)
@@ -319,7 +327,8 @@ class Minibatch:
     mask: torch.Tensor
     """True on real response tokens."""
     ref_tok: torch.Tensor | None
-    """Log-probs under the reference (the base, adapters off; no grad) when asked for, else None."""
+    """Log-probs under the adapter's KL reference (``policy.kl_reference``: the base with adapters off, or
+    the adapter's frozen starting copy after ``init_from``; no grad) when asked for, else None."""
 
 
 def minibatches(
@@ -337,7 +346,7 @@ def minibatches(
     """``epochs`` passes over the steps ``idx`` of ``adapter``, each in a fresh ``rng`` permutation.
 
     ``rng=None``: one pass in ``idx`` order (e.g. new log-probs after a step, under ``torch.no_grad``).
-    ``reference``: also score every minibatch under the reference policy (for a KL penalty).
+    ``reference``: also score every minibatch under the adapter's KL reference (for a KL penalty).
     """
     for _ in range(epochs):
         order = np.asarray(idx) if rng is None else rng.permutation(idx)
@@ -349,7 +358,7 @@ def minibatches(
             ref_tok = None
             if reference:
                 with torch.no_grad():
-                    ref_tok, _, _ = policy.score(prompts, responses, None, temperature)  # (B, R)
+                    ref_tok, _, _ = policy.score(prompts, responses, policy.kl_reference(adapter), temperature)  # (B, R)
             yield Minibatch(rows=rows, steps=mb, logp_tok=logp_tok, entropy_tok=entropy_tok, mask=mask, ref_tok=ref_tok)
 
 

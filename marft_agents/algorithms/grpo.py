@@ -19,7 +19,8 @@
    ``normalize="agent"`` divides by the agent's own score std over the batch instead of the group's
    (Dr.MAS, ``advantages.agent_scaled``).
 4. Per agent, GRPO's token-level clipped objective with a k3 KL penalty to the reference policy
-   (the base, adapters off), each response's tokens averaged first (``losses.grpo_loss``).
+   (the base, adapters off; after ``init_from`` the run's starting adapters), each response's tokens
+   averaged first (``losses.grpo_loss``).
 
 """
 

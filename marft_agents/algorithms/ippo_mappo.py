@@ -84,6 +84,11 @@ class ValueHeads(nn.Module):
         super().__init__()
         self.heads = nn.ModuleList(ValueHead(in_features) for _ in range(n))
 
+    def observe(self, features: torch.Tensor, head: torch.Tensor) -> None:
+        """Feed each head the rows it values (:meth:`ValueHead.observe`)."""
+        for k, net in enumerate(self.heads):
+            net.observe(features[head == k])
+
     def forward(self, features: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
         out = features.new_zeros(features.shape[0])  # (B,)
         for k, net in enumerate(self.heads):
@@ -114,6 +119,7 @@ class IPPO(ActionPPOLearner):
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = self.critic_features(steps)  # (N, d), frozen: computed once per update
         heads = torch.tensor([self.head_of[s.agent] for s in steps])  # (N,)
+        self.critic.observe(feats, heads)  # the input statistics first: the old values use them
         with torch.no_grad():
             values_old = self.critic(feats, heads)  # (N,)
         advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)

@@ -6,8 +6,8 @@
    between rounds), over all collected episodes at once (episode ends cut exactly one link).
 3. Per agent, PPO-clip on whole actions (:meth:`ActionPPOLearner.policy_step`, ``action_ppo.py``): ``log pi(a|o)`` is the sum (or
    mean) of the response's token log-probs under the sampling temperature; an entropy bonus; an
-   optional KL-to-reference penalty (the base with adapters disabled); an optional approx-KL gate
-   that skips a minibatch.
+   optional KL-to-reference penalty (the base with adapters disabled; after ``init_from`` the run's
+   starting adapters); an optional approx-KL gate that skips a minibatch.
 4. The critic fits the GAE returns with a clipped value loss.
 5. Agent-by-agent training (the original's ``agent_iteration_interval``): only agent
    ``(update // K) mod N`` learns in update ``update``; ``K = 0`` trains every agent every update.

@@ -72,6 +72,7 @@ class MARFTToken(CriticLearner):
         steps, idx_of = by_adapter(self.policy, episodes)
         batch = pack(steps)
         feats = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen: once per update
+        self.critic.observe(feats, batch.mask)  # the input statistics first (real tokens only): the old values use them
         with torch.no_grad():
             values_old = self.critic(feats) * batch.mask  # (N, R)
         episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}

@@ -3,8 +3,14 @@
 ``LaMASPolicy`` owns the model(s), the tokenizer and the chat template. It generates actions in
 batches (one ``generate`` call per adapter), scores given responses under exactly the distribution
 that sampled them (same temperature; top-k/top-p are deliberately not offered, since the PPO ratio
-needs the exact sampling distribution), scores them under the reference policy (the base with
-adapters disabled, no extra copy), and extracts frozen base features for the critic. The causal-LM
+needs the exact sampling distribution), scores them under each adapter's KL reference, and extracts
+frozen base features for the critic (always the base with adapters disabled).
+
+The KL reference of an adapter is the policy the run started from: the base with adapters disabled
+(no extra copy) for fresh adapters, which add nothing to it; and, once :meth:`freeze_reference` has
+been called (a run that starts from trained adapters, ``init_from``), a frozen copy of each
+adapter's starting weights, a peft adapter named ``<adapter>-ref`` (in ``"copies"`` mode a frozen
+copy of the model). :meth:`kl_reference` names it; checkpoints carry it (:meth:`reference_state`). The causal-LM
 mechanics (padding, the shared-prefix forward pass, the pinned sampling config) live in
 :mod:`marft_agents.models.lm`.
 
@@ -35,6 +41,8 @@ from marft_agents.models.named import resolve as resolve_named
 
 ADAPTER_MODES = ("lora", "shared", "copies")
 EMBEDDED = "embedded"
+REFERENCE_SUFFIX = "-ref"
+"""The frozen reference copy of adapter ``a`` is named ``a + REFERENCE_SUFFIX`` (peft forbids dots in names)."""
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -109,6 +117,8 @@ class LaMASPolicy:
         self.agents = list(agents)
         self.adapter_of = {a: ("shared" if mode == "shared" else a) for a in self.agents}
         self.adapters = list(dict.fromkeys(self.adapter_of.values()))
+        self.references: dict[str, str] = {}
+        """Adapter -> the name of its frozen reference copy; empty while the base is every adapter's reference."""
         model.requires_grad_(False)
         model.eval()
         if mode == "copies":
@@ -204,7 +214,7 @@ class LaMASPolicy:
 
     @contextmanager
     def reference(self):
-        """Run as the reference policy: the base with adapters disabled (no extra copy)."""
+        """Run as the base with adapters disabled (no extra copy): the critic's features, and fresh adapters' KL reference."""
         if self.mode == "copies":
             yield self.base
             return
@@ -245,10 +255,65 @@ class LaMASPolicy:
 
     def _keep_trainable(self) -> None:
         # peft freezes every adapter but the active one on set_adapter and on leaving
-        # disable_adapter; we train each adapter in turn, so all of them stay trainable.
+        # disable_adapter; we train each adapter in turn, so all of them stay trainable,
+        # and set_adapter makes the active one trainable: the reference copies stay frozen.
         for name in self.adapters:
             for p in self.parameters(name):
                 p.requires_grad_(True)
+        for name in self.references.values():
+            for p in self.parameters(name):
+                p.requires_grad_(False)
+
+    # -- the KL reference ------------------------------------------------------------------------
+
+    def kl_reference(self, adapter: str) -> str | None:
+        """What ``adapter``'s KL penalty compares it with, as :meth:`score` takes it: None (the base), or its frozen copy."""
+        return self.references.get(adapter)
+
+    def freeze_reference(self) -> None:
+        """Make every adapter's current weights its KL reference (a frozen copy), in place of the base."""
+        self.load_reference_state({a: self.adapter_state(a) for a in self.adapters})
+
+    def reference_state(self) -> dict[str, dict[str, torch.Tensor]] | None:
+        """The frozen reference weights per adapter, keyed as :meth:`adapter_state` keys the adapter's; None: the base."""
+        if not self.references:
+            return None
+        return {a: self._as_adapter(a, self.adapter_state(ref)) for a, ref in self.references.items()}
+
+    def load_reference_state(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Make ``state`` (from :meth:`reference_state`) the frozen KL reference of every adapter.
+
+        Each adapter's weights are checked as :meth:`load_adapter_state` checks them (RuntimeError or
+        KeyError naming the first that does not fit); the copies never train.
+        """
+        if not isinstance(state, dict) or sorted(state) != sorted(self.adapters):
+            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise KeyError(f"reference weights for adapters {got}, expected {sorted(self.adapters)}")
+        for adapter in self.adapters:
+            ref = adapter + REFERENCE_SUFFIX
+            if adapter not in self.references:
+                if self.mode == "copies":
+                    self.models[ref] = copy.deepcopy(self.models[adapter])
+                else:
+                    self.base.add_adapter(ref, self.base.peft_config[adapter], autocast_adapter_dtype=True)
+                self.references[adapter] = ref
+            renamed = self._as_reference(adapter, state[adapter])
+            self.load_adapter_state(ref, renamed)  # checks every weight against the copy's
+            for p in self.parameters(ref):
+                p.requires_grad_(False)
+        if self.mode != "copies":
+            self._keep_trainable()
+
+    def _as_reference(self, adapter: str, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        # lora mode names weights "...lora_A.<adapter>.weight": the copy's are "...lora_A.<adapter>-ref.weight"
+        if self.mode == "copies":
+            return weights
+        return {n.replace(f".{adapter}.", f".{adapter}{REFERENCE_SUFFIX}."): v for n, v in weights.items()}
+
+    def _as_adapter(self, adapter: str, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if self.mode == "copies":
+            return weights
+        return {n.replace(f".{adapter}{REFERENCE_SUFFIX}.", f".{adapter}."): v for n, v in weights.items()}
 
     # -- prompts -------------------------------------------------------------------------------
 
@@ -280,7 +345,8 @@ class LaMASPolicy:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-token log-probs and entropies of ``responses`` (with grad), and the response mask.
 
-        ``adapter=None`` scores under the reference policy. Returns ``(logp, entropy, mask)``, each
+        ``adapter=None`` scores under the base with adapters disabled; ``adapter`` may name a frozen
+        reference copy (:meth:`kl_reference`). Returns ``(logp, entropy, mask)``, each
         ``(B, R)`` with ``R`` the longest response; sum ``logp * mask`` over the last dim for an
         action's log-prob. Three savings give the same numbers as a plain forward pass over every full
         sequence: the prompts' common prefix (an agent's role prompt) runs once with its keys and values
