@@ -32,7 +32,7 @@ from marft_agents.algorithms.action_ppo import action_ppo_step
 from marft_agents.algorithms.advantages import chain_gae, normalize_per_agent, returns_differ, spread
 from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_ids, adapter_optimizers, agent_health, by_adapter, team_returns
 from marft_agents.algorithms.critic import ValueHead, features, fit_critic
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 IPPOConfig = MAPPOConfig = PPOSettings
@@ -99,7 +99,7 @@ class IPPO(CriticLearner):
     centralised = False
     """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
 
-    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: Temperature, tis_cap: float | None = None):
         super().__init__(policy, config, temperature, tis_cap)
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
         self.critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents))

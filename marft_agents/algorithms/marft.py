@@ -33,7 +33,7 @@ from marft_agents.algorithms.base import (
 )
 from marft_agents.algorithms.critic import ValueHead, features, fit_critic
 from marft_agents.algorithms.sequential import SequentialWeights, agent_order, round_robin
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 MARFTConfig = ChainSettings
@@ -60,7 +60,7 @@ class MARFT(CriticLearner):
 
     config: MARFTConfig
 
-    def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: Temperature, tis_cap: float | None = None):
         super().__init__(policy, config, temperature, tis_cap)
         self.critic = ValueHead(policy.hidden_size)
         self.optimizers = adapter_optimizers(policy, config.lr)

@@ -23,7 +23,7 @@ from marft_agents.algorithms.action_ppo import action_ppo_step
 from marft_agents.algorithms.advantages import chain_gae, normalize, returns_differ, spread
 from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, agent_health, by_adapter, team_returns
 from marft_agents.algorithms.critic import ValueHead, features, fit_critic
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 PPOConfig = PPOSettings
@@ -35,7 +35,7 @@ class PPO(CriticLearner):
 
     config: PPOConfig
 
-    def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: Temperature, tis_cap: float | None = None):
         if len(policy.agents) != 1:
             raise ValueError(
                 f"single-agent PPO needs a one-agent env such as marft/MathSolo-v0, got agents {policy.agents}; "
