@@ -76,7 +76,7 @@ class Evaluation:
     def full(self, name: str) -> dict:
         """The single-pass evaluation, the attempts protocol where the env declares one, and transcripts as ``name``."""
         result = self.run(self.policy, **self.args, samples=self.transcripts)
-        report.write_samples(self.run_dir, name, result.pop("samples"))
+        report.write_samples(self.run_dir, name, result.pop("samples", []))  # eval_transcripts=0: none asked for
         if self.rounds > 1 and marft_envs.spec(self.args["env_id"]).attempts_option is not None:
             multi = self.run(self.policy, **self.args, rounds=self.rounds)
             result[f"solved_within_{self.rounds}_attempts_with_feedback"] = multi["accuracy"]
