@@ -83,7 +83,7 @@ def child(stage: str, path: str, args) -> dict:
     from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessorList, NoBadWordsLogitsProcessor
 
     from marft_agents.models import lm
-    from marft_agents.models.policy import LaMASPolicy, load_base
+    from marft_agents import LaMASPolicy, load_base
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -26,7 +26,7 @@ from marft_agents.algorithms.base import CriticLearner, PPOSettings, apply, by_a
 from marft_agents.algorithms.critic import features
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch, step_stats
 from marft_agents.algorithms.tis import action_weights, weight_stats
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 
@@ -64,7 +64,7 @@ def action_ppo_step(
     rng: np.random.Generator,
     *,
     settings: PPOSettings,
-    temperature: float,
+    temperature: Temperature,
     tis_cap: float | None,
 ) -> dict[str, float]:
     """Epochs of PPO-clip on whole actions over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)`` over ``steps``.
@@ -95,7 +95,14 @@ def action_ppo_step(
 
 @torch.no_grad()
 def action_log_ratios(
-    policy: LaMASPolicy, adapter: str, steps: list[AgentStep], idx: list[int], *, temperature: float, minibatch_size: int, reduction: str
+    policy: LaMASPolicy,
+    adapter: str,
+    steps: list[AgentStep],
+    idx: list[int],
+    *,
+    temperature: Temperature,
+    minibatch_size: int,
+    reduction: str,
 ) -> torch.Tensor:
     """``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s actions ``idx`` (e.g. after its step), ``(len(idx),)``."""
     return torch.cat(

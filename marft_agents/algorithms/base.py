@@ -32,7 +32,7 @@ from marft_agents.algorithms.advantages import normalize_per_agent, returns_diff
 from marft_agents.algorithms.critic import fit_critic
 from marft_agents.algorithms.losses import ensure_finite
 from marft_agents.algorithms.sequential import SequentialConfig
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature, row_temperatures
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 
@@ -59,8 +59,12 @@ class Learner(ABC):
     optimizers: dict[str, torch.optim.Optimizer]
     """One optimizer per adapter (:func:`adapter_optimizers`; empty until the learner makes them),
     checkpointed by :meth:`state_dict`."""
+    temperature: Temperature
+    """The sampling temperature the steps were drawn at: one number, or each agent's own (agent id -> T,
+    ``agents.<agent_id>.temperature``). Pass it on as it is to :func:`minibatches` (or score with
+    :func:`~marft_agents.models.policy.row_temperatures`): each step's log-probs are then its agent's."""
 
-    def __init__(self, policy: LaMASPolicy, config: Any, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: Any, temperature: Temperature, tis_cap: float | None = None):
         self.policy = policy
         self.config = config
         self.temperature = temperature
@@ -338,7 +342,7 @@ def minibatches(
     idx: list[int],
     rng: np.random.Generator | None,
     *,
-    temperature: float,
+    temperature: Temperature,
     minibatch_size: int,
     epochs: int = 1,
     reference: bool = False,
@@ -347,6 +351,8 @@ def minibatches(
 
     ``rng=None``: one pass in ``idx`` order (e.g. new log-probs after a step, under ``torch.no_grad``).
     ``reference``: also score every minibatch under the adapter's KL reference (for a KL penalty).
+    ``temperature``: one for all steps, or each agent's own (a mapping): every step is scored at the
+    temperature its agent sampled at (one adapter may serve agents with different ones: ``"shared"``).
     """
     for _ in range(epochs):
         order = np.asarray(idx) if rng is None else rng.permutation(idx)
@@ -354,11 +360,12 @@ def minibatches(
             rows = order[start : start + minibatch_size]
             mb = [steps[i] for i in rows]
             prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
-            logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, temperature)  # (B, R)
+            t = row_temperatures([s.agent for s in mb], temperature)  # a number, or (B,)
+            logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, t)  # (B, R)
             ref_tok = None
             if reference:
                 with torch.no_grad():
-                    ref_tok, _, _ = policy.score(prompts, responses, policy.kl_reference(adapter), temperature)  # (B, R)
+                    ref_tok, _, _ = policy.score(prompts, responses, policy.kl_reference(adapter), t)  # (B, R)
             yield Minibatch(rows=rows, steps=mb, logp_tok=logp_tok, entropy_tok=entropy_tok, mask=mask, ref_tok=ref_tok)
 
 

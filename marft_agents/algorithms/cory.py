@@ -33,11 +33,11 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.advantages import at_last_token, normalize, spread, token_advantages
-from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, pack
+from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_health, apply, by_adapter, pack
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
 from marft_agents.algorithms.losses import masked_mean, mean_stats, ppo_clip_loss
 from marft_agents.algorithms.tis import token_weights, weight_stats
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature, row_temperatures
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 
@@ -103,7 +103,7 @@ class CORY(Learner):
     eval_env_kwargs = {"reference": False, "pioneer": "solver_1"}
     """Evaluate each policy alone on query-only prompts (the headline answer is ``solver_0``'s)."""
 
-    def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: Temperature, tis_cap: float | None = None):
         if len(policy.adapters) != 2:
             raise ValueError(
                 f"CORY needs two agents with their own adapters, got adapters {policy.adapters}: "
@@ -187,6 +187,7 @@ class CORY(Learner):
             if cfg.kl_target is not None:
                 self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target, cfg.kl_horizon, len(idx))
         metrics["signal/advantage_std"] = spread(raw, batch.mask)
+        metrics.update(agent_health(steps, idx_of, raw, batch.mask))
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
             metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages, rng))
             metrics.update(
@@ -256,7 +257,8 @@ class CORY(Learner):
             for start in range(0, len(rows), size):
                 chunk = rows[start : start + size]
                 prompts, responses = [steps[i].prompt for i in chunk], [steps[i].response for i in chunk]
-                logp, _, mask = self.policy.score(prompts, responses, reference, self.temperature)  # (B, R)
+                t = row_temperatures([steps[i].agent for i in chunk], self.temperature)  # each step at its agent's temperature
+                logp, _, mask = self.policy.score(prompts, responses, reference, t)  # (B, R)
                 out[chunk, : mask.shape[1]] = logp * mask
         return out
 

@@ -33,10 +33,10 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.advantages import agent_scaled, group_relative, spread
-from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, steps_of
+from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_health, apply, by_adapter, steps_of
 from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
 from marft_agents.algorithms.tis import token_weights, weight_stats
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature
 from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
 from marft_agents.rollout.tree import PICKS, TreeRollout, is_continuation
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
@@ -174,7 +174,7 @@ def _relative(scores: torch.Tensor, groups: torch.Tensor, agents: list[str], nor
 class GRPO(Learner):
     """Multi-agent GRPO: group-relative advantages and a token-level clipped objective, no critic."""
 
-    def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: Temperature, tis_cap: float | None = None):
         if config.normalize == "agent" and config.grouping == "problem":
             raise ValueError(
                 "grpo.normalize=agent needs grpo.grouping=agent_round or tree: with grouping=problem "
@@ -226,6 +226,7 @@ class GRPO(Learner):
             # Groups whose members all scored the same give no signal; this says how much of the batch did.
             "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
             "signal/advantage_std": spread(advantages),
+            **agent_health(steps, idx_of, advantages),
         }
         for adapter, idx in idx_of.items():
             if idx:
@@ -245,8 +246,9 @@ class GRPO(Learner):
             "tree/generated_tokens": float(sum(len(s.response) for s in steps) + untrained),
             "tree/continuation_tokens": float(sum(len(s.response) for s in steps if is_continuation(s)) + untrained),
         }
-        for adapter in self.policy.adapters:  # indices into the tree's steps, branches included
-            idx = steps_of(self.policy, steps, adapter)
+        idx_of = {adapter: steps_of(self.policy, steps, adapter) for adapter in self.policy.adapters}  # branches included
+        metrics.update(agent_health(steps, idx_of, advantages))
+        for adapter, idx in idx_of.items():
             if idx:
                 metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
         return metrics

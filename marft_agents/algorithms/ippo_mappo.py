@@ -32,7 +32,7 @@ from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.base import PPOSettings, by_adapter
 from marft_agents.algorithms.critic import ValueHead, features
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 IPPOConfig = MAPPOConfig = PPOSettings
@@ -104,7 +104,7 @@ class IPPO(ActionPPOLearner):
     centralised = False
     """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
 
-    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: Temperature, tis_cap: float | None = None):
         super().__init__(policy, config, temperature, tis_cap)
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
         self.set_critic(ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents)))

@@ -25,7 +25,7 @@ from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.base import ChainSettings
 from marft_agents.algorithms.critic import ValueHead
 from marft_agents.algorithms.sequential import round_robin, turns
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 MARFTConfig = ChainSettings
@@ -52,7 +52,7 @@ class MARFT(ActionPPOLearner):
 
     config: MARFTConfig
 
-    def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: Temperature, tis_cap: float | None = None):
         super().__init__(policy, config, temperature, tis_cap)
         self.set_critic(ValueHead(policy.hidden_size))
 

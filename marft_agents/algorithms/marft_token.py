@@ -38,7 +38,7 @@ from marft_agents.algorithms.critic import ValueHead, token_features
 from marft_agents.algorithms.losses import approx_kl, masked_mean, mean_stats, ppo_clip_loss, step_stats
 from marft_agents.algorithms.sequential import round_robin, turns
 from marft_agents.algorithms.tis import token_weights, weight_stats
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import UNIT, ranged
 
@@ -62,7 +62,7 @@ class MARFTToken(CriticLearner):
 
     config: MARFTTokenConfig
 
-    def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: Temperature, tis_cap: float | None = None):
         super().__init__(policy, config, temperature, tis_cap)
         self.set_critic(ValueHead(policy.hidden_size))  # applied at every response position
 

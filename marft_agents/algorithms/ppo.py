@@ -23,7 +23,7 @@ from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.base import PPOSettings
 from marft_agents.algorithms.critic import ValueHead
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature
 from marft_agents.rollout.layered import Episode
 
 PPOConfig = PPOSettings
@@ -35,7 +35,7 @@ class PPO(ActionPPOLearner):
 
     config: PPOConfig
 
-    def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: Temperature, tis_cap: float | None = None):
         if len(policy.agents) != 1:
             raise ValueError(
                 f"single-agent PPO needs a one-agent env such as marft/MathSolo-v0, got agents {policy.agents}; "

@@ -39,8 +39,10 @@ def decoder_and_head(model) -> tuple[torch.nn.Module, torch.nn.Module]:
     return model.get_decoder(), model.get_output_embeddings()
 
 
-def _scores(hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    # hidden (N, d), targets (N,) -> logp (N,), entropy (N,)
+def _scores(
+    hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, temperature: float | torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    # hidden (N, d), targets (N,), temperature a number or (N, 1) -> logp (N,), entropy (N,)
     logits = head(hidden).float() / temperature  # (N, V)
     logp_all = torch.log_softmax(logits, dim=-1)  # (N, V)
     logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (N,)
@@ -49,9 +51,16 @@ def _scores(hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, 
 
 
 def chosen_logps_and_entropy(
-    hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, temperature: float, *, chunk_logits: int | None = None
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    head: torch.nn.Module,
+    temperature: float | torch.Tensor,
+    *,
+    chunk_logits: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logp, entropy)``, each ``(B, R)``: of ``targets`` ``(B, R)`` under ``softmax(head(hidden) / T)``.
+
+    ``temperature`` is one number, or one per row ``(B,)`` (agents sampled at their own temperatures).
 
     ``hidden`` ``(B, R, d)`` are the final hidden states at the positions that predict ``targets``.
     Positions run in chunks of about ``chunk_logits / V`` rows (default :data:`CHUNK_LOGITS`); with
@@ -63,16 +72,19 @@ def chosen_logps_and_entropy(
     """
     B, R, d = hidden.shape
     flat_h, flat_t = hidden.reshape(B * R, d), targets.reshape(B * R)  # (N, d), (N,)
+    if isinstance(temperature, torch.Tensor):  # one per row -> one per position, (N, 1)
+        temperature = temperature.float().to(hidden.device).repeat_interleave(R).reshape(B * R, 1)
     rows = max(1, (chunk_logits or CHUNK_LOGITS) // head.weight.shape[0])
     recompute = torch.is_grad_enabled() and type(head) is torch.nn.Linear
     logps, entropies = [], []
     for start in range(0, max(B * R, 1), rows):  # no positions (every response empty): one empty chunk
         h, t = flat_h[start : start + rows], flat_t[start : start + rows]
+        T = temperature[start : start + rows] if isinstance(temperature, torch.Tensor) else temperature
         if recompute:
             # preserve_rng_state=False: nothing here draws random numbers, and the run's RNG stays untouched
-            logp, entropy = checkpoint(_scores, h, t, head, temperature, use_reentrant=False, preserve_rng_state=False)
+            logp, entropy = checkpoint(_scores, h, t, head, T, use_reentrant=False, preserve_rng_state=False)
         else:
-            logp, entropy = _scores(h, t, head, temperature)
+            logp, entropy = _scores(h, t, head, T)
         logps.append(logp)
         entropies.append(entropy)
     return torch.cat(logps).view(B, R), torch.cat(entropies).view(B, R)

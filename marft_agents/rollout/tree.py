@@ -164,8 +164,7 @@ class TreeRollout:
                     observation = env.observe(agent)
                     prompt = self.rollout.policy.prompt(observation)
                     nodes.append(_Node(tree, agent, observation, prompt, state, len(requests)))
-                    adapter = self.rollout.policy.adapter_of[agent]
-                    requests += [Request(prompt, adapter, episode=tree.index)] * self.width
+                    requests += [self.rollout.request(prompt, agent, episode=tree.index)] * self.width
             self.timings["prompts"] += time.perf_counter() - t0
             gen = self._generate(requests)
             # Agents of one layer do not see each other: expand the j-th node of every tree together,
@@ -282,7 +281,7 @@ class TreeRollout:
                     observation = env.observe(agent)
                     prompt = policy.prompt(observation)
                     batch.append((c, agent, prompt, observation, state))
-                    requests.append(Request(prompt, policy.adapter_of[agent], episode=owners[i].index))
+                    requests.append(self.rollout.request(prompt, agent, episode=owners[i].index))
             self.timings["prompts"] += time.perf_counter() - t0
             gen = self._generate(requests)
             t0 = time.perf_counter()

@@ -23,7 +23,7 @@ import torch
 import marft_envs
 from marft_agents.algorithms import build_learner, lookup
 from marft_agents.engines.seeded import EpisodeSeededEngine
-from marft_agents.models.policy import LaMASPolicy, Sampling
+from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.evaluation import evaluate
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs import checkpoint as ckpt
@@ -34,13 +34,24 @@ from marft_agents.runs.lock import RunLock
 from marft_agents.runs.metrics import MetricsLog
 from marft_agents.runs.trackers import check_available as check_trackers
 from marft_agents.runs.trackers import open_tracker
+from marft_agents.settings import agents as agent_section
 from marft_agents.signal.collection import BatchCollector
 from marft_agents.signal.collection import check as check_signal_options
 from marft_agents.training.config import ConfigError, TrainConfig, shown, to_dict, validate
 from marft_agents.training.env_options import check_env_kwargs
 from marft_agents.training.init_from import load_init_adapters
 from marft_agents.training.interrupts import StopOnSignal
-from marft_agents.training.setup import build_engine, build_policy, check_resumable, seed_everything, signal_options, start_workers
+from marft_agents.training.setup import (
+    build_engine,
+    build_policy,
+    check_resumable,
+    learner_temperature,
+    longest_response,
+    seed_everything,
+    signal_options,
+    start_workers,
+    training_sampling,
+)
 from marft_envs.plugins import resolve as resolve_env
 
 
@@ -52,7 +63,7 @@ class Evaluation:
     """:func:`marft_agents.rollout.evaluation.evaluate`, or the worker pool's ``evaluate`` (same signature and result)."""
     policy: LaMASPolicy
     args: dict[str, Any]
-    """``env_id``, ``env_kwargs``, ``n``, ``max_new_tokens``, ``engine``: what every evaluation of the run shares."""
+    """``env_id``, ``env_kwargs``, ``n``, ``max_new_tokens``, ``agent_max_new_tokens``, ``engine``: what every evaluation shares."""
     run_dir: Path
     """Where the transcripts go."""
     transcripts: int
@@ -69,7 +80,7 @@ class Evaluation:
     def full(self, name: str) -> dict:
         """The single-pass evaluation, the attempts protocol where the env declares one, and transcripts as ``name``."""
         result = self.run(self.policy, **self.args, samples=self.transcripts)
-        samples = result.pop("samples")
+        samples = result.pop("samples", [])  # eval_transcripts=0: none asked for
         report.write_samples(self.run_dir, name, samples)
         if self.rounds > 1 and marft_envs.spec(self.args["env_id"]).attempts_option is not None:
             multi = self.run(self.policy, **self.args, rounds=self.rounds)
@@ -205,11 +216,12 @@ def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool) -> Path
 
 
 def _probe_env(config: TrainConfig):
-    """The run's first env (its agents name the adapters), checked against the learner's needs (e.g. tree sampling)."""
+    """The run's first env (its agents name the adapters and the ``agents.*`` sections), checked against the learner's needs."""
     try:
         probe = marft_envs.make(config.env, **config.env_kwargs)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"env {config.env} refused env_kwargs {shown(config.env_kwargs)}: {err}") from None
+    agent_section.check_ids(config.agents, probe.possible_agents, config.env)  # before any model loads
     lookup(config.algo)[1].check_env(config.algo_args, probe, workers=config.distributed.workers)
     return probe
 
@@ -218,10 +230,11 @@ def _load_policy(config: TrainConfig, agents: list[str], *, resume: bool) -> LaM
     """The model and its adapters (those of ``init_from`` on a fresh run), refused if ``max_new_tokens`` does not fit."""
     policy = build_policy(config, agents)
     context = getattr(policy.base.config, "max_position_embeddings", None)
-    if context is not None and config.max_new_tokens >= context:
-        raise ConfigError(
-            f"max_new_tokens={config.max_new_tokens} does not fit the model's context of {context} tokens: use at most {context // 2}"
-        )
+    longest = longest_response(config)  # the run's max_new_tokens, or an agent's own
+    if context is not None and longest >= context:
+        own = agent_section.values(config.agents, "max_new_tokens")
+        key = next((f"agents.{a}.max_new_tokens" for a, n in own.items() if n == longest > config.max_new_tokens), "max_new_tokens")
+        raise ConfigError(f"{key}={longest} does not fit the model's context of {context} tokens: use at most {context // 2}")
     if config.init_from is not None and not resume:  # on resume the checkpoint holds the adapters
         load_init_adapters(config, policy)
     return policy
@@ -229,7 +242,8 @@ def _load_policy(config: TrainConfig, agents: list[str], *, resume: bool) -> LaM
 
 def _build_learner(config: TrainConfig, policy: LaMASPolicy, probe) -> Any:
     """The learner, refused where its groups would split across updates or the ``signal.*`` options cannot work."""
-    algo = build_learner(config.algo, policy, config.algo_args, config.temperature, config.generation.tis_cap)
+    temperature = learner_temperature(config, probe.possible_agents)  # each agent's log-probs at its own sampling temperature
+    algo = build_learner(config.algo, policy, config.algo_args, temperature, config.generation.tis_cap)
     group = algo.group_size
     if config.episodes_per_update % group:
         raise ValueError(
@@ -295,12 +309,9 @@ def _generation_engine(config: TrainConfig, policy: LaMASPolicy, pool, run_dir: 
 
 def _rollout_engine(config: TrainConfig, policy: LaMASPolicy, algo, generator) -> RolloutEngine:
     """The in-process rollout engine (a learner may wrap it to collect its own way: tree sampling)."""
+    sampling, own = training_sampling(config)
     return RolloutEngine(
-        policy,
-        Sampling(config.temperature, config.max_new_tokens),
-        record_state=algo.needs_state,
-        engine=generator,
-        skip_ignored=algo.skips_ignored,
+        policy, sampling, record_state=algo.needs_state, engine=generator, skip_ignored=algo.skips_ignored, agent_sampling=own
     )
 
 
@@ -311,6 +322,7 @@ def _evaluation(config: TrainConfig, policy: LaMASPolicy, algo, pool, generator,
         env_kwargs={**config.env_kwargs, **algo.eval_env_kwargs},
         n=config.eval_episodes,
         max_new_tokens=config.max_new_tokens,
+        agent_max_new_tokens=agent_section.values(config.agents, "max_new_tokens"),
         engine=generator,
     )
     return Evaluation(pool.evaluate if pool else evaluate, policy, args, run_dir, config.eval_transcripts, config.eval_rounds)

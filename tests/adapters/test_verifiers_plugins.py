@@ -15,6 +15,7 @@ import tomllib
 
 import marft_envs
 from marft_envs.adapters.verifiers import _module_name
+from marft_envs.registration import entry_point
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = ROOT / "plugins" / "verifiers"
@@ -22,7 +23,7 @@ PLUGINS = ROOT / "plugins" / "verifiers"
 
 def shipped_envs() -> list[str]:
     """The env ids marft itself registers (not those of an adapter's library or a plugin of yours)."""
-    return sorted(e for e in marft_envs.list_envs() if marft_envs.spec(e).target.startswith("marft_envs.tasks."))
+    return sorted(e for e in marft_envs.list_envs() if entry_point(marft_envs.spec(e).target).startswith("marft_envs.tasks."))
 
 
 def defined_env(package: Path) -> str:
