@@ -82,8 +82,8 @@ def child(stage: str, path: str, args) -> dict:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessorList, NoBadWordsLogitsProcessor
 
-    from marft_agents.models import lm
     from marft_agents import LaMASPolicy, load_base
+    from marft_agents.models import lm
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -32,7 +32,8 @@ from marft_agents.algorithms.advantages import normalize_per_agent, returns_diff
 from marft_agents.algorithms.critic import fit_critic
 from marft_agents.algorithms.losses import ensure_finite
 from marft_agents.algorithms.sequential import SequentialConfig
-from marft_agents.models.policy import LaMASPolicy, Temperature, row_temperatures
+from marft_agents.models.agent_sampling import Temperature, row_temperatures
+from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 
@@ -62,7 +63,7 @@ class Learner(ABC):
     temperature: Temperature
     """The sampling temperature the steps were drawn at: one number, or each agent's own (agent id -> T,
     ``agents.<agent_id>.temperature``). Pass it on as it is to :func:`minibatches` (or score with
-    :func:`~marft_agents.models.policy.row_temperatures`): each step's log-probs are then its agent's."""
+    :func:`~marft_agents.models.agent_sampling.row_temperatures`): each step's log-probs are then its agent's."""
 
     def __init__(self, policy: LaMASPolicy, config: Any, temperature: Temperature, tis_cap: float | None = None):
         self.policy = policy

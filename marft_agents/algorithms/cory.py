@@ -37,7 +37,8 @@ from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_heal
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
 from marft_agents.algorithms.losses import masked_mean, mean_stats, ppo_clip_loss
 from marft_agents.algorithms.tis import token_weights, weight_stats
-from marft_agents.models.policy import LaMASPolicy, Temperature, row_temperatures
+from marft_agents.models.agent_sampling import Temperature, row_temperatures
+from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 

@@ -36,7 +36,8 @@ from marft_agents.algorithms.advantages import agent_scaled, group_relative, spr
 from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_health, apply, by_adapter, steps_of
 from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
 from marft_agents.algorithms.tis import token_weights, weight_stats
-from marft_agents.models.policy import LaMASPolicy, Temperature
+from marft_agents.models.agent_sampling import Temperature
+from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
 from marft_agents.rollout.tree import PICKS, TreeRollout, is_continuation
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged

@@ -32,7 +32,8 @@ from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.base import PPOSettings, by_adapter
 from marft_agents.algorithms.critic import ValueHead, features
-from marft_agents.models.policy import LaMASPolicy, Temperature
+from marft_agents.models.agent_sampling import Temperature
+from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode
 
 IPPOConfig = MAPPOConfig = PPOSettings

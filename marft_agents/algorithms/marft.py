@@ -25,7 +25,8 @@ from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.base import ChainSettings
 from marft_agents.algorithms.critic import ValueHead
 from marft_agents.algorithms.sequential import round_robin, turns
-from marft_agents.models.policy import LaMASPolicy, Temperature
+from marft_agents.models.agent_sampling import Temperature
+from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode
 
 MARFTConfig = ChainSettings

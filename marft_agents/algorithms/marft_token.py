@@ -38,7 +38,8 @@ from marft_agents.algorithms.critic import ValueHead, token_features
 from marft_agents.algorithms.losses import approx_kl, masked_mean, mean_stats, ppo_clip_loss, step_stats
 from marft_agents.algorithms.sequential import round_robin, turns
 from marft_agents.algorithms.tis import token_weights, weight_stats
-from marft_agents.models.policy import LaMASPolicy, Temperature
+from marft_agents.models.agent_sampling import Temperature
+from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import UNIT, ranged
 

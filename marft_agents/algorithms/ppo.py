@@ -23,7 +23,8 @@ from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.base import PPOSettings
 from marft_agents.algorithms.critic import ValueHead
-from marft_agents.models.policy import LaMASPolicy, Temperature
+from marft_agents.models.agent_sampling import Temperature
+from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import Episode
 
 PPOConfig = PPOSettings

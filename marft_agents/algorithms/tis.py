@@ -26,7 +26,8 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from marft_agents.algorithms.losses import truncated_is_weights
-from marft_agents.models.policy import LaMASPolicy, Temperature, row_temperatures
+from marft_agents.models.agent_sampling import Temperature, row_temperatures
+from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep
 
 

@@ -27,9 +27,8 @@ from __future__ import annotations
 import copy
 import os
 import warnings
-from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -83,41 +82,6 @@ class Sampling:
     """Softmax temperature; 0 means greedy (evaluation only: greedy actions have no usable log-prob)."""
     max_new_tokens: int = 48
     """The longest response, in tokens."""
-
-
-def agent_sampling(
-    sampling: Sampling, temperature: Mapping[str, float] | None = None, max_new_tokens: Mapping[str, int] | None = None
-) -> dict[str, Sampling]:
-    """Each agent's own :class:`Sampling` (``agents.<agent_id>.*``): ``sampling`` with the agent's temperature and
-    token limit where it has one. Greedy ``sampling`` (evaluation) stays greedy: only the token limits apply."""
-    temperature = {} if sampling.temperature == 0 else dict(temperature or {})
-    max_new_tokens = dict(max_new_tokens or {})
-    out = {}
-    for agent in dict.fromkeys([*temperature, *max_new_tokens]):
-        out[agent] = replace(
-            sampling,
-            temperature=temperature.get(agent, sampling.temperature),
-            max_new_tokens=max_new_tokens.get(agent, sampling.max_new_tokens),
-        )
-    return out
-
-
-Temperature = float | Mapping[str, float]
-"""A learner's sampling temperature: one for every agent, or each agent's own (agent id -> T)."""
-
-
-def row_temperatures(agents: Sequence[str], temperature: Temperature) -> float | torch.Tensor:
-    """The temperature to score each of a batch's rows at, the row played by ``agents[b]``: a number when all
-    rows share one, else a ``(B,)`` tensor (:meth:`LaMASPolicy.score` takes either)."""
-    if not isinstance(temperature, Mapping):
-        return temperature
-    try:
-        rows = [float(temperature[a]) for a in agents]
-    except KeyError as err:
-        raise KeyError(f"no sampling temperature for agent {err.args[0]!r}: the learner has {sorted(temperature)}") from None
-    if len(set(rows)) <= 1:
-        return rows[0] if rows else 1.0
-    return torch.tensor(rows, dtype=torch.float32)  # (B,)
 
 
 @dataclass
@@ -383,7 +347,8 @@ class LaMASPolicy:
 
         ``adapter=None`` scores under the base with adapters disabled; ``adapter`` may name a frozen
         reference copy (:meth:`kl_reference`). ``temperature`` is one number, or one per row, ``(B,)``
-        (agents sampled at their own temperatures: :func:`row_temperatures`). Returns ``(logp, entropy, mask)``, each
+        (agents sampled at their own temperatures: :func:`~marft_agents.models.agent_sampling.row_temperatures`).
+        Returns ``(logp, entropy, mask)``, each
         ``(B, R)`` with ``R`` the longest response; sum ``logp * mask`` over the last dim for an
         action's log-prob. Three savings give the same numbers as a plain forward pass over every full
         sequence: the prompts' common prefix (an agent's role prompt) runs once with its keys and values

@@ -18,8 +18,9 @@ import torch
 
 from marft_agents.distributed.worker import WorkerSpec
 from marft_agents.engines import Engine, make_engine
+from marft_agents.models.agent_sampling import agent_sampling
 from marft_agents.models.dtype import resolve_dtype
-from marft_agents.models.policy import LaMASPolicy, Sampling, agent_sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import folder as run_folder
 from marft_agents.settings import agents as agent_section

@@ -9,21 +9,27 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import subprocess
+import sys
 from pathlib import Path
 
 import tomllib
 
-import marft_envs
 from marft_envs.adapters.verifiers import _module_name
-from marft_envs.registration import entry_point
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGINS = ROOT / "plugins" / "verifiers"
 
 
 def shipped_envs() -> list[str]:
-    """The env ids marft itself registers (not those of an adapter's library or a plugin of yours)."""
-    return sorted(e for e in marft_envs.list_envs() if entry_point(marft_envs.spec(e).target).startswith("marft_envs.tasks."))
+    """The env ids marft itself registers (not those of an adapter's library, a plugin of yours, or a test's),
+    read in a fresh process: other tests in this one register envs of their own."""
+    code = (
+        "import marft_envs; from marft_envs.registration import entry_point; "
+        "print('\\n'.join(e for e in marft_envs.list_envs() if entry_point(marft_envs.spec(e).target).startswith('marft_envs.tasks.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    return sorted(out.split())
 
 
 def defined_env(package: Path) -> str:
