@@ -195,8 +195,10 @@ class CORY(Learner):
             plans[adapter] = (idx, rows, mask, values_old, ret)
             if cfg.kl_target is not None:
                 self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target, cfg.kl_horizon, len(idx))
-        metrics["signal/advantage_std"] = spread(raw, batch.mask)
-        metrics.update(agent_health(steps, {a: i for a, i in idx_of.items() if a not in self.frozen}, raw, batch.mask))
+        learning = {a: i for a, i in idx_of.items() if a not in self.frozen}  # a frozen agent's steps have no advantages
+        rows = torch.tensor([i for idx in learning.values() for i in idx], dtype=torch.long)
+        metrics["signal/advantage_std"] = spread(raw[rows], batch.mask[rows])
+        metrics.update(agent_health(steps, learning, raw, batch.mask))
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
             metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages, rng))
             metrics.update(

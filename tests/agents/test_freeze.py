@@ -19,6 +19,7 @@ from marft_agents.cli import main as cli
 from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs import checkpoint as ckpt
+from marft_agents.runs.report import summary_table
 from marft_agents.settings.agents import AgentSettings, frozen_agents
 from marft_agents.training.config import ConfigError, TrainConfig, load, validate
 from marft_agents.training.trainer import train
@@ -254,6 +255,7 @@ def test_a_run_with_a_frozen_agent_records_it_checkpoints_it_and_resumes(tiny_mo
     config.updates = 2
     summary = train(config, resume=True, progress=False, quiet=True)
     assert summary["updates"] == 2 and summary["frozen_agents"] == ["reasoner_0"]
+    assert "frozen (agents.<agent_id>.train=false, acted but never updated): reasoner_0" in summary_table(summary)
     last = ckpt.load_checkpoint(ckpt.latest_checkpoint(run_dir / "checkpoints"))["algo"]
     assert same(last["adapters"]["reasoner_0"], first["adapters"]["reasoner_0"])  # frozen across the resume too
     assert set(last["optimizers"]) == {"actor_0"}
