@@ -58,14 +58,27 @@ class Learner(ABC):
     """Truncated importance-sampling cap ``C`` (``generation.tis_cap``): each policy-gradient term is
     weighted by ``tis.action_weights`` / ``tis.token_weights`` with it. None: off."""
     optimizers: dict[str, torch.optim.Optimizer]
-    """One optimizer per adapter (:func:`adapter_optimizers`; empty until the learner makes them),
-    checkpointed by :meth:`state_dict`."""
+    """One optimizer per trainable adapter (:func:`adapter_optimizers` over :attr:`trainable`; empty until the
+    learner makes them), checkpointed by :meth:`state_dict`."""
+    frozen: frozenset[str]
+    """Adapters no update changes (``agents.<agent_id>.train=false``): they act; no optimizer, step or own critic part."""
+    trainable: list[str]
+    """The other adapters, in ``policy.adapters`` order: the ones to build optimizers for and to step."""
     temperature: Temperature
     """The sampling temperature the steps were drawn at: one number, or each agent's own (agent id -> T,
     ``agents.<agent_id>.temperature``). Pass it on as it is to :func:`minibatches` (or score with
     :func:`~marft_agents.models.agent_sampling.row_temperatures`): each step's log-probs are then its agent's."""
 
-    def __init__(self, policy: LaMASPolicy, config: Any, temperature: Temperature, tis_cap: float | None = None):
+    def __init__(
+        self, policy: LaMASPolicy, config: Any, temperature: Temperature, tis_cap: float | None = None, frozen: frozenset[str] = frozenset()
+    ):
+        unknown = sorted(set(frozen) - set(policy.adapters))
+        if unknown:
+            raise ValueError(f"frozen adapters {unknown} are not the policy's: its adapters are {policy.adapters}")
+        self.frozen = frozenset(frozen)
+        self.trainable = [a for a in policy.adapters if a not in self.frozen]
+        if self.frozen and not self.trainable:
+            raise ValueError(f"every adapter {policy.adapters} is frozen: leave at least one training")
         self.policy = policy
         self.config = config
         self.temperature = temperature
@@ -100,7 +113,7 @@ class Learner(ABC):
         return minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature, reference=reference, **passes)
 
     def state_dict(self) -> dict:
-        """Adapters, their optimizers and their frozen KL reference where it is not the base; learners with more state extend it."""
+        """Adapters (frozen ones too), their optimizers and the KL reference where it is not the base; learners extend it."""
         state = {
             "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
             "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
@@ -141,11 +154,13 @@ class CriticLearner(Learner):
         self.critic.load_state_dict(state["critic"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
 
-    def set_critic(self, critic: torch.nn.Module) -> None:
-        """Take ``critic`` as the value model, with one AdamW per adapter (the config's ``lr``) and one for it (``critic_lr``)."""
+    def set_critic(self, critic: torch.nn.Module, params: list[torch.nn.Parameter] | None = None) -> None:
+        """Take ``critic`` as the value model, with one AdamW per trainable adapter (the config's ``lr``) and one for it
+        (``critic_lr``) over ``params`` (default: all of the critic's; a critic with per-agent parts leaves frozen agents' out)."""
         self.critic = critic
-        self.optimizers = adapter_optimizers(self.policy, self.config.lr)
-        self.critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=self.config.critic_lr, weight_decay=0.0)
+        self.optimizers = adapter_optimizers(self.policy, self.config.lr, self.trainable)
+        params = list(critic.parameters()) if params is None else params
+        self.critic_optimizer = torch.optim.AdamW(params, lr=self.config.critic_lr, weight_decay=0.0)
 
     def prepare_advantages(
         self, episodes: list[Episode], steps: list[AgentStep], idx_of: dict[str, list[int]], advantages: torch.Tensor, mask=None
@@ -232,9 +247,10 @@ class ChainSettings(PPOSettings):
     """The sequential trust-region update (HAPPO-style); off by default."""
 
 
-def adapter_optimizers(policy: LaMASPolicy, lr: float) -> dict[str, torch.optim.Optimizer]:
-    """One AdamW (no weight decay) per adapter."""
-    return {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in policy.adapters}
+def adapter_optimizers(policy: LaMASPolicy, lr: float, adapters: list[str] | None = None) -> dict[str, torch.optim.Optimizer]:
+    """One AdamW (no weight decay) per adapter of ``adapters`` (default: all; a learner passes its :attr:`Learner.trainable`)."""
+    chosen = policy.adapters if adapters is None else adapters
+    return {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in chosen}
 
 
 # -- 1. the batch -----------------------------------------------------------------------------------

@@ -104,13 +104,20 @@ class CORY(Learner):
     eval_env_kwargs = {"reference": False, "pioneer": "solver_1"}
     """Evaluate each policy alone on query-only prompts (the headline answer is ``solver_0``'s)."""
 
-    def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: Temperature, tis_cap: float | None = None):
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: CORYConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
         if len(policy.adapters) != 2:
             raise ValueError(
                 f"CORY needs two agents with their own adapters, got adapters {policy.adapters}: "
                 "use env=marft/MathCORY-v0 and adapter_mode 'lora' or 'copies'"
             )
-        super().__init__(policy, config, temperature, tis_cap)
+        super().__init__(policy, config, temperature, tis_cap, frozen)
         self.agents = list(policy.agents)
         self.critics = {a: ValueHead(policy.hidden_size) for a in policy.adapters}
         self.kl_coefs = {a: config.kl_coef for a in policy.adapters}
@@ -119,9 +126,9 @@ class CORY(Learner):
 
     def _new_optimizers(self) -> None:
         cfg = self.config
-        self.optimizers = adapter_optimizers(self.policy, cfg.lr)
-        self.critic_optimizers = {
-            a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0) for a in self.policy.adapters
+        self.optimizers = adapter_optimizers(self.policy, cfg.lr, self.trainable)
+        self.critic_optimizers = {  # a frozen agent's value head learns nothing either
+            a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0) for a in self.trainable
         }
 
     # -- role swap ------------------------------------------------------------------------------
@@ -160,6 +167,13 @@ class CORY(Learner):
                 continue
             rows = torch.tensor(idx)
             mask = batch.mask[rows]
+            kl = float(kl_tok[rows].sum(1).mean())  # KL per response, as TRL logs it
+            metrics[f"{adapter}/kl_ref"] = kl
+            metrics[f"{adapter}/kl_coef"] = self.kl_coefs[adapter]
+            own = [steps[i].info.get("reward_components", {}).get("own_correct", 0.0) for i in idx]
+            metrics[f"{adapter}/task_reward"] = float(np.mean(own))  # its own answer's reward
+            if adapter in self.frozen:  # it acts, but its adapter, value head and KL coefficient stay as they are
+                continue
             self.critics[adapter].observe(features[rows], mask)  # the input statistics first: the old values use them
             with torch.no_grad():
                 values_old = self.critics[adapter](features[rows]) * mask  # (n, R)
@@ -180,15 +194,12 @@ class CORY(Learner):
             advantages[rows] = normalize(adv, mask) if cfg.normalize_advantages else adv
             raw[rows] = adv
             plans[adapter] = (idx, rows, mask, values_old, ret)
-            kl = float(kl_tok[rows].sum(1).mean())  # KL per response, as TRL logs it
-            metrics[f"{adapter}/kl_ref"] = kl
-            metrics[f"{adapter}/kl_coef"] = self.kl_coefs[adapter]
-            own = [steps[i].info.get("reward_components", {}).get("own_correct", 0.0) for i in idx]
-            metrics[f"{adapter}/task_reward"] = float(np.mean(own))  # its own answer's reward
             if cfg.kl_target is not None:
                 self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target, cfg.kl_horizon, len(idx))
-        metrics["signal/advantage_std"] = spread(raw, batch.mask)
-        metrics.update(agent_health(steps, idx_of, raw, batch.mask))
+        learning = {a: i for a, i in idx_of.items() if a not in self.frozen}  # a frozen agent's steps have no advantages
+        rows = torch.tensor([i for idx in learning.values() for i in idx], dtype=torch.long)
+        metrics["signal/advantage_std"] = spread(raw[rows], batch.mask[rows])
+        metrics.update(agent_health(steps, learning, raw, batch.mask))
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
             metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages, rng))
             metrics.update(
@@ -277,5 +288,6 @@ class CORY(Learner):
         super().load_state_dict(state)
         for a in self.policy.adapters:
             self.critics[a].load_state_dict(state["critics"][a])
-            self.critic_optimizers[a].load_state_dict(state["critic_optimizers"][a])
+        for a, optimizer in self.critic_optimizers.items():
+            optimizer.load_state_dict(state["critic_optimizers"][a])
         self.kl_coefs = dict(state["kl_coefs"])

@@ -175,7 +175,14 @@ def _relative(scores: torch.Tensor, groups: torch.Tensor, agents: list[str], nor
 class GRPO(Learner):
     """Multi-agent GRPO: group-relative advantages and a token-level clipped objective, no critic."""
 
-    def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: Temperature, tis_cap: float | None = None):
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: GRPOConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
         if config.normalize == "agent" and config.grouping == "problem":
             raise ValueError(
                 "grpo.normalize=agent needs grpo.grouping=agent_round or tree: with grouping=problem "
@@ -183,8 +190,8 @@ class GRPO(Learner):
             )
         if config.group_size < 2:
             raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), got {config.group_size}")
-        super().__init__(policy, config, temperature, tis_cap)  # group_size: read from config.group_size
-        self.optimizers = adapter_optimizers(policy, config.lr)
+        super().__init__(policy, config, temperature, tis_cap, frozen)  # group_size: read from config.group_size
+        self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
 
     @classmethod
     def check_env(cls, config: GRPOConfig, env, *, workers: int = 0) -> None:
@@ -229,9 +236,9 @@ class GRPO(Learner):
             "signal/advantage_std": spread(advantages),
             **agent_health(steps, idx_of, advantages),
         }
-        for adapter, idx in idx_of.items():
-            if idx:
-                metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
+        for adapter in self.trainable:
+            if idx_of[adapter]:
+                metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
         return metrics
 
     def _tree_update(self, episodes: list[Episode], rng: np.random.Generator) -> dict[str, float]:
@@ -249,9 +256,9 @@ class GRPO(Learner):
         }
         idx_of = {adapter: steps_of(self.policy, steps, adapter) for adapter in self.policy.adapters}  # branches included
         metrics.update(agent_health(steps, idx_of, advantages))
-        for adapter, idx in idx_of.items():
-            if idx:
-                metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
+        for adapter in self.trainable:
+            if idx_of[adapter]:
+                metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
         return metrics
 
     def policy_step(

@@ -16,7 +16,7 @@ Both then do, per agent ``i`` and independently of the other agents:
    chain GAE, no agent bootstraps from another agent's value in the same round.
 2. PPO-clip on whole responses per agent (:meth:`ActionPPOLearner.policy_step`, ``action_ppo.py``: entropy bonus, optional KL to
    the reference, optional approx-KL gate), advantages standardised over the batch.
-3. The critic(s) fit the GAE returns with a clipped value loss.
+3. The critic(s) fit the GAE returns with a clipped value loss (IPPO: a frozen agent's head, like its adapter, never learns).
 
 On an env with dependencies they still run (an observation then holds the parents' actions), but
 they ignore the agent-to-agent links that MARFT's chain GAE uses.
@@ -105,10 +105,21 @@ class IPPO(ActionPPOLearner):
     centralised = False
     """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
 
-    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: Temperature, tis_cap: float | None = None):
-        super().__init__(policy, config, temperature, tis_cap)
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: IPPOConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
+        super().__init__(policy, config, temperature, tis_cap, frozen)
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
-        self.set_critic(ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents)))
+        # a frozen agent's own head (IPPO) learns nothing either; MAPPO's one head is every agent's and learns from all
+        self.critic_learns = {a: self.centralised or policy.adapter_of[a] not in self.frozen for a in policy.agents}
+        critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents))
+        learning = dict.fromkeys(self.head_of[a] for a in policy.agents if self.critic_learns[a])
+        self.set_critic(critic, [p for k in learning for p in critic.heads[k].parameters()])
 
     def critic_features(self, steps: list[AgentStep]) -> torch.Tensor:
         """What the critic sees, ``(N, d)``: IPPO, each agent's own observation."""
@@ -120,15 +131,16 @@ class IPPO(ActionPPOLearner):
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = self.critic_features(steps)  # (N, d), frozen: computed once per update
         heads = torch.tensor([self.head_of[s.agent] for s in steps])  # (N,)
-        self.critic.observe(feats, heads)  # the input statistics first: the old values use them
+        keep = torch.tensor([self.critic_learns[s.agent] for s in steps], dtype=torch.bool)  # (N,) rows the critic learns from
+        self.critic.observe(feats[keep], heads[keep])  # the input statistics first: the old values use them
         with torch.no_grad():
             values_old = self.critic(feats, heads)  # (N,)
         advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)
         advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages)  # per agent; equal returns: no step
-        for adapter in self.policy.adapters:
+        for adapter in self.trainable:
             if idx_of[adapter] and informative:
                 metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
-        metrics.update(self.fit_value((feats, heads), values_old, returns, rng))
+        metrics.update(self.fit_value((feats[keep], heads[keep]), values_old[keep], returns[keep], rng))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics
 

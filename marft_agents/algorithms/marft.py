@@ -10,7 +10,8 @@
    starting adapters); an optional approx-KL gate that skips a minibatch.
 4. The critic fits the GAE returns with a clipped value loss.
 5. Agent-by-agent training (the original's ``agent_iteration_interval``): only agent
-   ``(update // K) mod N`` learns in update ``update``; ``K = 0`` trains every agent every update.
+   ``(update // K) mod N`` learns in update ``update``; ``K = 0`` trains every agent every update. The
+   agents are the trainable ones (``N`` of them): a frozen agent (``agents.<agent_id>.train=false``) never learns.
 6. Optionally (``sequential.enabled``) the learning agents update one after another, each with its
    advantages weighted by its predecessors' clipped product ratio (``marft_agents/algorithms/sequential.py``, HAPPO-style).
 """
@@ -53,8 +54,15 @@ class MARFT(ActionPPOLearner):
 
     config: MARFTConfig
 
-    def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: Temperature, tis_cap: float | None = None):
-        super().__init__(policy, config, temperature, tis_cap)
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: MARFTConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
+        super().__init__(policy, config, temperature, tis_cap, frozen)
         self.set_critic(ValueHead(policy.hidden_size))
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
@@ -76,5 +84,5 @@ class MARFT(ActionPPOLearner):
         return metrics
 
     def learning_adapters(self, update: int) -> list[str]:
-        """The adapters that learn in this update (all, or one in turn)."""
-        return round_robin(self.policy.adapters, update, self.config.agent_iteration_interval)
+        """The trainable adapters that learn in this update (all, or one in turn: the round-robin skips frozen ones)."""
+        return round_robin(self.trainable, update, self.config.agent_iteration_interval)

@@ -63,8 +63,15 @@ class MARFTToken(CriticLearner):
 
     config: MARFTTokenConfig
 
-    def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: Temperature, tis_cap: float | None = None):
-        super().__init__(policy, config, temperature, tis_cap)
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: MARFTTokenConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
+        super().__init__(policy, config, temperature, tis_cap, frozen)
         self.set_critic(ValueHead(policy.hidden_size))  # applied at every response position
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
@@ -106,8 +113,8 @@ class MARFTToken(CriticLearner):
         return metrics
 
     def learning_adapters(self, update: int) -> list[str]:
-        """The adapters that learn in this update (all, or one in turn)."""
-        return round_robin(self.policy.adapters, update, self.config.agent_iteration_interval)
+        """The trainable adapters that learn in this update (all, or one in turn: the round-robin skips frozen ones)."""
+        return round_robin(self.trainable, update, self.config.agent_iteration_interval)
 
     def policy_step(
         self,

@@ -36,13 +36,20 @@ class PPO(ActionPPOLearner):
 
     config: PPOConfig
 
-    def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: Temperature, tis_cap: float | None = None):
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: PPOConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
         if len(policy.agents) != 1:
             raise ValueError(
                 f"single-agent PPO needs a one-agent env such as marft/MathSolo-v0, got agents {policy.agents}; "
                 "use algo=marft, ippo or mappo for several agents"
             )
-        super().__init__(policy, config, temperature, tis_cap)
+        super().__init__(policy, config, temperature, tis_cap, frozen)
         self.set_critic(ValueHead(policy.hidden_size))
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:

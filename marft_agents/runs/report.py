@@ -123,6 +123,8 @@ def summary_table(summary: dict) -> str:
             f"{signal['updates_without_signal']} of {signal['updates']} updates without signal"
         )
     lines += health_table(summary.get("agents") or {}, summary["updates"])  # absent from summaries written before it was added
+    if summary.get("frozen_agents"):
+        lines.append(f"frozen (agents.<agent_id>.train=false, acted but never updated): {', '.join(summary['frozen_agents'])}")
     lines.append(f"{spread} on {before['episodes']} episodes; {summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
     return "\n".join(lines)
 

@@ -4,8 +4,9 @@
 
 or, in a TOML file, ``[agents.actor_0]`` with ``temperature = 0.3``. A key an agent leaves unset
 (None) takes the run's value of the same name (``temperature``, ``max_new_tokens``), so a config
-without the section runs as before. The agent ids are the env's (``possible_agents``): a run refuses
-an id its env does not have before any model loads (:func:`check_ids`). Each field carries its check
+without the section runs as before. ``train`` (default true) has no run-wide twin: ``agents.actor_0.train=false``
+freezes that agent (:func:`frozen_agents`; it acts, its adapter is never updated). The agent ids are the env's
+(``possible_agents``): a run refuses an id its env does not have before any model loads (:func:`check_ids`). Each field carries its check
 (``ranged``), so ``marft_agents.training.config.validate`` checks ``agents.actor_0.temperature`` as
 it checks ``temperature``. A new per-agent key is a new field of :class:`AgentSettings` with its
 one-line docstring; parsing, ``--help-config``, validation and the run's ``config.json`` follow.
@@ -37,6 +38,8 @@ class AgentSettings:
     """This agent's sampling temperature in training, >= 0.001; its log-probs use the same (None: the run's ``temperature``)."""
     max_new_tokens: int | None = ranged(None, AT_LEAST_ONE)
     """This agent's longest response in tokens, in training and evaluation (None: the run's ``max_new_tokens``)."""
+    train: bool = True
+    """Whether this agent learns; false freezes it: it still acts with its adapter, which no update changes."""
 
 
 def field_names() -> list[str]:
@@ -83,6 +86,24 @@ def check_ids(agents: Mapping[str, AgentSettings], possible_agents: Sequence[str
     for agent in agents:
         if agent not in possible_agents:
             raise ConfigError(f"{SECTION}.{cut(agent)}: env {cut(env)} has no agent {shown(agent)}; its agents are {list(possible_agents)}")
+
+
+def frozen_agents(agents: Mapping[str, AgentSettings], possible_agents: Sequence[str], *, shared_adapter: bool) -> list[str]:
+    """The agents with ``train=false``, in the env's order; ConfigError (one line) when none would train, or when
+    ``shared_adapter`` (one adapter serves every agent, ``adapter_mode=shared``) and only some are frozen."""
+    frozen = [a for a in possible_agents if a in agents and not agents[a].train]
+    if not frozen:
+        return []
+    if len(frozen) == len(possible_agents):
+        raise ConfigError(
+            f"{SECTION}.<agent_id>.train=false freezes every agent of the env ({list(possible_agents)}): leave at least one training"
+        )
+    if shared_adapter:
+        raise ConfigError(
+            f"{SECTION}.{cut(frozen[0])}.train=false: with adapter_mode=shared one adapter serves every agent, so one agent "
+            "cannot be frozen alone: use adapter_mode=lora (or copies)"
+        )
+    return frozen
 
 
 def values(agents: Mapping[str, AgentSettings], name: str) -> dict[str, Any]:

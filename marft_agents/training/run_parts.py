@@ -222,6 +222,7 @@ def _probe_env(config: TrainConfig):
     except (TypeError, ValueError) as err:
         raise ConfigError(f"env {config.env} refused env_kwargs {shown(config.env_kwargs)}: {err}") from None
     agent_section.check_ids(config.agents, probe.possible_agents, config.env)  # before any model loads
+    agent_section.frozen_agents(config.agents, probe.possible_agents, shared_adapter=config.adapter_mode == "shared")  # one trains
     lookup(config.algo)[1].check_env(config.algo_args, probe, workers=config.distributed.workers)
     return probe
 
@@ -243,7 +244,9 @@ def _load_policy(config: TrainConfig, agents: list[str], *, resume: bool) -> LaM
 def _build_learner(config: TrainConfig, policy: LaMASPolicy, probe) -> Any:
     """The learner, refused where its groups would split across updates or the ``signal.*`` options cannot work."""
     temperature = learner_temperature(config, probe.possible_agents)  # each agent's log-probs at its own sampling temperature
-    algo = build_learner(config.algo, policy, config.algo_args, temperature, config.generation.tis_cap)
+    frozen = agent_section.frozen_agents(config.agents, probe.possible_agents, shared_adapter=config.adapter_mode == "shared")
+    adapters = frozenset(policy.adapter_of[a] for a in frozen)  # agents.<agent_id>.train=false: adapters no update changes
+    algo = build_learner(config.algo, policy, config.algo_args, temperature, config.generation.tis_cap, frozen=adapters)
     group = algo.group_size
     if config.episodes_per_update % group:
         raise ValueError(

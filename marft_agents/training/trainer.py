@@ -72,6 +72,8 @@ def _train(
     run.generator.close()
     summary = _summary(config, run, eval_after, warnings, signal_summary)
     summary["agents"] = report.agent_health(logged[-1] if logged else {}, run.policy.adapter_of)  # the last update's, per agent
+    frozen = getattr(run.algo, "frozen", frozenset())  # agents.<agent_id>.train=false
+    summary["frozen_agents"] = [agent for agent, adapter in run.policy.adapter_of.items() if adapter in frozen]
     if run.tracker is not None:
         run.tracker.finish(summary)
     return _finish(run.run_dir, quiet, summary)
