@@ -30,8 +30,9 @@ from torch import nn
 
 from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
-from marft_agents.algorithms.base import PPOSettings, by_adapter
+from marft_agents.algorithms.base import by_adapter
 from marft_agents.algorithms.critic import ValueHead, features
+from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.models.agent_sampling import Temperature
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import AgentStep, Episode

@@ -23,8 +23,8 @@ import torch
 
 from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
-from marft_agents.algorithms.base import ChainSettings
 from marft_agents.algorithms.critic import ValueHead
+from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.sequential import round_robin, turns
 from marft_agents.models.agent_sampling import Temperature
 from marft_agents.models.policy import LaMASPolicy

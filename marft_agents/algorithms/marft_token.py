@@ -33,9 +33,10 @@ import torch
 
 from marft_agents.algorithms.action_ppo import action_log_ratios
 from marft_agents.algorithms.advantages import at_last_token, token_advantages
-from marft_agents.algorithms.base import ChainSettings, CriticLearner, apply, by_adapter, pack
+from marft_agents.algorithms.base import CriticLearner, apply, by_adapter, pack
 from marft_agents.algorithms.critic import ValueHead, token_features
 from marft_agents.algorithms.losses import approx_kl, masked_mean, mean_stats, ppo_clip_loss, step_stats
+from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.sequential import round_robin, turns
 from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.agent_sampling import Temperature

@@ -21,8 +21,8 @@ import torch
 
 from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
-from marft_agents.algorithms.base import PPOSettings
 from marft_agents.algorithms.critic import ValueHead
+from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.models.agent_sampling import Temperature
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.layered import Episode

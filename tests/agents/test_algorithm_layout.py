@@ -15,7 +15,7 @@ from marft_agents.cli import main as cli
 from marft_agents.training.config import ConfigError, TrainConfig, describe, field_docs, from_dict, load, to_dict
 
 PACKAGE = Path(marft_agents.__file__).parent
-SHARED = ("__init__", "base", "advantages", "losses", "tis", "critic", "sequential", "action_ppo")
+SHARED = ("__init__", "base", "ppo_settings", "advantages", "losses", "tis", "critic", "sequential", "action_ppo")
 """The shared base and the shared maths beside it: every algorithm may import these, and no other sibling."""
 ALGORITHM_FILES = sorted(p for p in (PACKAGE / "algorithms").glob("*.py") if p.stem not in SHARED)
 

@@ -9,9 +9,10 @@ import sys
 import pytest
 
 from marft_agents import algorithms
-from marft_agents.algorithms.base import ChainSettings, Learner
+from marft_agents.algorithms.base import Learner
 from marft_agents.algorithms.grpo import GRPOConfig
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
+from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.sequential import SequentialConfig
 from marft_agents.settings.fields import (
     AT_LEAST_ONE,
