@@ -196,12 +196,12 @@ def by_adapter(policy: LaMASPolicy, episodes: list[Episode]) -> tuple[list[Agent
 def adapter_ids(policy: LaMASPolicy, steps: list[AgentStep]) -> torch.Tensor:
     """Each step's adapter as an integer, ``(N,)`` (its place in ``policy.adapters``): to normalise per agent."""
     number = {a: k for k, a in enumerate(policy.adapters)}
-    return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long)
+    return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long, device=policy.device)
 
 
-def team_returns(episodes: list[Episode]) -> torch.Tensor:
-    """Each episode's team return (a round's shared reward once), ``(E,)``."""
-    return torch.tensor([e.team_return for e in episodes], dtype=torch.float64)
+def team_returns(episodes: list[Episode], device: torch.device | None = None) -> torch.Tensor:
+    """Each episode's team return (a round's shared reward once), ``(E,)`` on ``device`` (None: torch's default)."""
+    return torch.tensor([e.team_return for e in episodes], dtype=torch.float64, device=device)
 
 
 def agent_health(
@@ -236,14 +236,14 @@ class TokenBatch:
     """Tokens per response, ``(N,)``."""
 
 
-def pack(steps: list[AgentStep]) -> TokenBatch:
-    """Pad the steps' behaviour log-probs into ``(N, R)`` tensors."""
-    lengths = torch.tensor([len(s.response) for s in steps], dtype=torch.long)  # (N,)
+def pack(steps: list[AgentStep], device: torch.device | None = None) -> TokenBatch:
+    """Pad the steps' behaviour log-probs into ``(N, R)`` tensors on ``device`` (None: torch's default)."""
+    lengths = torch.tensor([len(s.response) for s in steps], dtype=torch.long, device=device)  # (N,)
     if len(steps) and int(lengths.min()) < 1:
         skipped = " (some are skipped steps: collect with RolloutEngine(..., skip_ignored=False))" if any(s.skipped for s in steps) else ""
         raise ValueError(f"token-level training needs every response to have at least one token{skipped}")
-    old = torch.nn.utils.rnn.pad_sequence([s.token_logps.float() for s in steps], batch_first=True)  # (N, R)
-    mask = torch.arange(old.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)  # (N, R)
+    old = torch.nn.utils.rnn.pad_sequence([s.token_logps.float().to(device) for s in steps], batch_first=True)  # (N, R)
+    mask = torch.arange(old.shape[1], device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (N, R)
     return TokenBatch(old_logp=old, mask=mask, lengths=lengths)
 
 

@@ -108,7 +108,7 @@ class CORY(Learner):
             )
         super().__init__(policy, config, temperature, tis_cap)
         self.agents = list(policy.agents)
-        self.critics = {a: ValueHead(policy.hidden_size) for a in policy.adapters}
+        self.critics = {a: ValueHead(policy.hidden_size).to(policy.device) for a in policy.adapters}  # made on the CPU, then moved
         self.kl_coefs = {a: config.kl_coef for a in policy.adapters}
         self._new_optimizers()
         self.pioneer = pioneer_at(self.agents, 0, config.swap_interval)
@@ -141,11 +141,12 @@ class CORY(Learner):
         """Each agent's own PPO step on the shared batch; returns metrics."""
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
-        batch = pack(steps)  # (N, R)
+        device = self.policy.device
+        batch = pack(steps, device)  # (N, R)
         features = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen
         kl_tok = (batch.old_logp - self.reference_logps(steps, batch.mask.shape[1])) * batch.mask  # (N, R)
         rewards = at_last_token(
-            torch.tensor([s.reward for s in steps], dtype=torch.float32), batch.lengths, batch.mask.shape[1]
+            torch.tensor([s.reward for s in steps], dtype=torch.float32, device=device), batch.lengths, batch.mask.shape[1]
         )  # (N, R): the cooperative reward on the last token
         advantages = torch.zeros_like(batch.old_logp)  # (N, R), filled per agent
         raw = torch.zeros_like(batch.old_logp)  # (N, R): the same before normalisation, for signal/advantage_std
@@ -154,17 +155,17 @@ class CORY(Learner):
         for adapter, idx in idx_of.items():
             if not idx:
                 continue
-            rows = torch.tensor(idx)
+            rows = torch.tensor(idx, device=device)
             mask = batch.mask[rows]
             with torch.no_grad():
                 values_old = self.critics[adapter](features[rows]) * mask  # (n, R)
             token_rewards = rewards[rows] - self.kl_coefs[adapter] * kl_tok[rows]  # (n, R)
-            every = torch.ones(len(idx), dtype=torch.bool)
+            every = torch.ones(len(idx), dtype=torch.bool, device=device)
             adv, ret = token_advantages(  # each response is its own episode
                 token_rewards,
                 values_old,
                 mask,
-                torch.arange(len(idx)),
+                torch.arange(len(idx), device=device),
                 every,
                 every,
                 gamma=cfg.gamma,
@@ -218,8 +219,8 @@ class CORY(Learner):
         for mb in minibatches(
             self.policy, adapter, steps, idx, rng, temperature=self.temperature, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs
         ):
-            rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
-            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+            rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
+            weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
             ppo, stats = ppo_clip_loss(
                 mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps, mb.mask, weights=weights
             )
@@ -240,7 +241,7 @@ class CORY(Learner):
     @torch.no_grad()
     def reference_logps(self, steps: list[AgentStep], width: int) -> torch.Tensor:
         """Per-token log-probs of the responses under the frozen initial model, ``(N, width)``."""
-        out = torch.zeros(len(steps), width)
+        out = torch.zeros(len(steps), width, device=self.policy.device)
         size = self.config.minibatch_size
         order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
         for start in range(0, len(order), size):

@@ -65,12 +65,13 @@ def per_agent_gae(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE along each agent's own rounds; ``(advantages, returns)`` in ``steps`` order, ``(N,)`` each."""
     order, dones = agent_streams(episodes)
-    idx = torch.tensor(order, dtype=torch.long)
-    rewards = torch.tensor([steps[i].reward for i in order], dtype=torch.float32)
+    device = values.device
+    idx = torch.tensor(order, dtype=torch.long, device=device)
+    rewards = torch.tensor([steps[i].reward for i in order], dtype=torch.float32, device=device)
     # Every step of a stream is its own "round": chain GAE with round_ends everywhere is plain GAE.
-    round_ends = torch.ones(len(order), dtype=torch.bool)
+    round_ends = torch.ones(len(order), dtype=torch.bool, device=device)
     adv_s, ret_s = chain_gae(
-        rewards, values[idx], round_ends, torch.tensor(dones), gamma=gamma, gamma_agent=gamma, lam=lam
+        rewards, values[idx], round_ends, torch.tensor(dones, device=device), gamma=gamma, gamma_agent=gamma, lam=lam
     )  # (N,) in stream order
     advantages, returns = torch.empty_like(adv_s), torch.empty_like(ret_s)
     advantages[idx], returns[idx] = adv_s, ret_s
@@ -102,7 +103,8 @@ class IPPO(CriticLearner):
     def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: float, tis_cap: float | None = None):
         super().__init__(policy, config, temperature, tis_cap)
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
-        self.critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents))
+        # made on the CPU, then moved: the same start on every device
+        self.critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents)).to(policy.device)
         self.optimizers = adapter_optimizers(policy, config.lr)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
 
@@ -115,7 +117,7 @@ class IPPO(CriticLearner):
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = self.critic_features(steps)  # (N, d), frozen: computed once per update
-        heads = torch.tensor([self.head_of[s.agent] for s in steps])  # (N,)
+        heads = torch.tensor([self.head_of[s.agent] for s in steps], device=feats.device)  # (N,)
         with torch.no_grad():
             values_old = self.critic(feats, heads)  # (N,)
         advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)
@@ -123,7 +125,7 @@ class IPPO(CriticLearner):
         metrics: dict[str, float] = agent_health(steps, idx_of, advantages)
         if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
             advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps))
-        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
+        informative = returns_differ(team_returns(episodes, self.policy.device))  # equal returns: a step would follow critic noise
         metrics["policy/skipped_equal_returns"] = float(not informative)
         for adapter in self.policy.adapters:
             if idx_of[adapter] and informative:
@@ -183,4 +185,4 @@ class MAPPO(IPPO):
         prompts = [self.policy.prompt({"instructions": "", "text": text}) for text in unique]
         size = self.config.minibatch_size
         table = torch.cat([self.policy.features(prompts[i : i + size]) for i in range(0, len(prompts), size)])  # (U, d)
-        return table[torch.tensor([row[s.state] for s in steps])]  # (N, d)
+        return table[torch.tensor([row[s.state] for s in steps], device=table.device)]  # (N, d)

@@ -49,9 +49,10 @@ def compute_advantages(
     on its last agent, and the chain backs it up to the agents before it (every agent's copy of it,
     summed along the chain, would count it once per agent).
     """
-    rewards = torch.tensor([s.chain_reward for s in steps], dtype=torch.float32)
-    round_ends = torch.tensor([s.round_end for s in steps])
-    dones = torch.tensor([s.done for s in steps])
+    device = values.device
+    rewards = torch.tensor([s.chain_reward for s in steps], dtype=torch.float32, device=device)
+    round_ends = torch.tensor([s.round_end for s in steps], device=device)
+    dones = torch.tensor([s.done for s in steps], device=device)
     return chain_gae(rewards, values, round_ends, dones, gamma=gamma, gamma_agent=gamma_agent, lam=lam)
 
 
@@ -62,7 +63,7 @@ class MARFT(CriticLearner):
 
     def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: float, tis_cap: float | None = None):
         super().__init__(policy, config, temperature, tis_cap)
-        self.critic = ValueHead(policy.hidden_size)
+        self.critic = ValueHead(policy.hidden_size).to(policy.device)  # made on the CPU: the same start on every device
         self.optimizers = adapter_optimizers(policy, config.lr)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
 
@@ -78,13 +79,13 @@ class MARFT(CriticLearner):
         metrics: dict[str, float] = agent_health(steps, idx_of, advantages)
         if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
             advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps))
-        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
+        informative = returns_differ(team_returns(episodes, self.policy.device))  # equal returns: a step would follow critic noise
         metrics["policy/skipped_equal_returns"] = float(not informative)
         learning = self.learning_adapters(update) if informative else []
         trust = None
         if cfg.sequential.enabled:  # one adapter after another, each weighted by its predecessors' ratios
             learning = agent_order(learning, cfg.sequential.order, rng)
-            trust = SequentialWeights([(s.episode, s.round) for s in steps], cfg.sequential.weight_clip)
+            trust = SequentialWeights([(s.episode, s.round) for s in steps], cfg.sequential.weight_clip, self.policy.device)
         for k, adapter in enumerate(learning):
             idx = idx_of[adapter]
             if not idx:

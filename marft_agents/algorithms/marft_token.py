@@ -74,7 +74,7 @@ class MARFTToken(CriticLearner):
 
     def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: float, tis_cap: float | None = None):
         super().__init__(policy, config, temperature, tis_cap)
-        self.critic = ValueHead(policy.hidden_size)  # applied at every response position
+        self.critic = ValueHead(policy.hidden_size).to(policy.device)  # applied at every response position
         self.optimizers = adapter_optimizers(policy, config.lr)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
 
@@ -82,21 +82,22 @@ class MARFTToken(CriticLearner):
         """One token-level MARFT update from whole episodes; returns metrics."""
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
-        batch = pack(steps)
+        device = self.policy.device
+        batch = pack(steps, device)
         feats = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen: once per update
         with torch.no_grad():
             values_old = self.critic(feats) * batch.mask  # (N, R)
         episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}
         rewards = at_last_token(
-            torch.tensor([s.chain_reward for s in steps], dtype=torch.float32), batch.lengths, batch.mask.shape[1]
+            torch.tensor([s.chain_reward for s in steps], dtype=torch.float32, device=device), batch.lengths, batch.mask.shape[1]
         )  # (N, R): a step's reward on its last token, a round's shared reward once (on its last agent)
         advantages, returns = token_advantages(
             rewards,
             values_old,
             batch.mask,
-            torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long),
-            torch.tensor([s.round_end for s in steps]),
-            torch.tensor([s.done for s in steps]),
+            torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long, device=device),
+            torch.tensor([s.round_end for s in steps], device=device),
+            torch.tensor([s.done for s in steps], device=device),
             gamma=cfg.gamma,
             gamma_agent=cfg.gamma_agent,
             gamma_token=cfg.gamma_token,
@@ -106,13 +107,13 @@ class MARFTToken(CriticLearner):
         metrics: dict[str, float] = agent_health(steps, idx_of, advantages, batch.mask)
         if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
             advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps), batch.mask)
-        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
+        informative = returns_differ(team_returns(episodes, self.policy.device))  # equal returns: a step would follow critic noise
         metrics["policy/skipped_equal_returns"] = float(not informative)
         learning = self.learning_adapters(update) if informative else []
         trust = None
         if cfg.sequential.enabled:  # one adapter after another, each weighted by its predecessors' ratios
             learning = agent_order(learning, cfg.sequential.order, rng)
-            trust = SequentialWeights([(s.episode, s.round) for s in steps], cfg.sequential.weight_clip)
+            trust = SequentialWeights([(s.episode, s.round) for s in steps], cfg.sequential.weight_clip, self.policy.device)
         for k, adapter in enumerate(learning):
             idx = idx_of[adapter]
             if not idx:
@@ -172,8 +173,8 @@ class MARFTToken(CriticLearner):
             epochs=cfg.ppo_epochs,
             reference=cfg.kl_coef > 0,
         ):
-            rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
-            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+            rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
+            weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
             ppo, stats = ppo_clip_loss(
                 mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps, mb.mask, weights=weights
             )

@@ -42,7 +42,7 @@ class PPO(CriticLearner):
                 "use algo=marft, ippo or mappo for several agents"
             )
         super().__init__(policy, config, temperature, tis_cap)
-        self.critic = ValueHead(policy.hidden_size)
+        self.critic = ValueHead(policy.hidden_size).to(policy.device)  # made on the CPU: the same start on every device
         self.optimizers = adapter_optimizers(policy, config.lr)
         self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
 
@@ -55,10 +55,10 @@ class PPO(CriticLearner):
             values_old = self.critic(feats)  # (N,)
         # With one agent every step ends its round, so chain GAE is plain GAE (gamma_agent never applies).
         advantages, returns = chain_gae(
-            torch.tensor([s.reward for s in steps], dtype=torch.float32),
+            torch.tensor([s.reward for s in steps], dtype=torch.float32, device=values_old.device),
             values_old,
-            torch.tensor([s.round_end for s in steps]),
-            torch.tensor([s.done for s in steps]),
+            torch.tensor([s.round_end for s in steps], device=values_old.device),
+            torch.tensor([s.done for s in steps], device=values_old.device),
             gamma=cfg.gamma,
             gamma_agent=cfg.gamma,
             lam=cfg.gae_lambda,
@@ -67,7 +67,7 @@ class PPO(CriticLearner):
         if cfg.normalize_advantages:
             advantages = normalize(advantages)
         (adapter,) = self.policy.adapters
-        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
+        informative = returns_differ(team_returns(episodes, self.policy.device))  # equal returns: a step would follow critic noise
         metrics = self.policy_step(adapter, steps, idx_of[adapter], advantages, rng) if idx_of[adapter] and informative else {}
         metrics["policy/skipped_equal_returns"] = float(not informative)
         metrics.update(agent_health(steps, idx_of, raw))

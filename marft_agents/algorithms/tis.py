@@ -51,9 +51,9 @@ def recompute_behaviour(policy: LaMASPolicy, steps: Sequence[AgentStep], tempera
             for k, s in enumerate(group):
                 engine = s.engine_logps if s.engine_logps is not None else s.token_logps
                 trainer = logp[k, : len(s.response)].detach().clone()  # (len(response),)
-                diffs.append((trainer - engine.float()).abs())
+                diffs.append((trainer - engine.float().to(trainer.device)).abs())
                 s.engine_logps, s.token_logps = engine, trainer
-    flat = torch.cat(diffs) if diffs else torch.zeros(0)
+    flat = torch.cat(diffs) if diffs else torch.zeros(0, device=policy.device)
     return {
         "tis/abs_logp_diff_mean": float(flat.mean()) if flat.numel() else 0.0,
         "tis/abs_logp_diff_max": float(flat.max()) if flat.numel() else 0.0,
@@ -69,11 +69,11 @@ def _engine_logps(steps: Sequence[AgentStep]) -> list[torch.Tensor]:
     return [s.engine_logps for s in steps]
 
 
-def token_weights(steps: Sequence[AgentStep], width: int, cap: float | None) -> torch.Tensor | None:
-    """Per-token weights ``min(exp(token_logps - engine_logps), cap)``, ``(B, width)`` (1 on padding); None when off."""
+def token_weights(steps: Sequence[AgentStep], width: int, cap: float | None, device: torch.device | None = None) -> torch.Tensor | None:
+    """Per-token weights ``min(exp(token_logps - engine_logps), cap)``, ``(B, width)`` on ``device`` (1 on padding); None when off."""
     if cap is None:
         return None
-    out = torch.ones(len(steps), width)
+    out = torch.ones(len(steps), width, device=device)
     for i, (s, engine) in enumerate(zip(steps, _engine_logps(steps))):
         n = min(len(s.response), width)
         out[i, :n] = truncated_is_weights(s.token_logps[:n].float(), engine[:n].float(), cap)
@@ -89,7 +89,7 @@ def action_weights(steps: Sequence[AgentStep], reduction: str, cap: float | None
     trainer_sum = torch.stack([s.token_logps.float().sum() for s in steps])  # (B,)
     engine_sum = torch.stack([e.float().sum() for e in engine])  # (B,)
     if reduction == "mean":
-        n = torch.tensor([max(len(s.response), 1) for s in steps], dtype=torch.float32)
+        n = torch.tensor([max(len(s.response), 1) for s in steps], dtype=torch.float32, device=trainer_sum.device)
         trainer_sum, engine_sum = trainer_sum / n, engine_sum / n
     return truncated_is_weights(trainer_sum, engine_sum, cap)
 

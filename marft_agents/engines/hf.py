@@ -36,7 +36,7 @@ class HFEngine(Engine):
         for i, r in enumerate(requests):
             groups[r.adapter].append(i)
         responses: list[list[int]] = [[] for _ in requests]
-        token_logps: list[torch.Tensor] = [torch.empty(0) for _ in requests]
+        token_logps: list[torch.Tensor] = [None] * len(requests)  # every request's adapter group fills its slot
         texts: list[str] = ["" for _ in requests]
         for adapter, indices in groups.items():
             prompts = [requests[i].prompt for i in indices]

@@ -68,7 +68,8 @@ class EpisodeSeededEngine(Engine):
 
     def seed_episodes(self, seeds: dict[int, int]) -> None:
         """Fresh generators for the episodes about to be played: episode index -> seed."""
-        self.generators = {e: torch.Generator().manual_seed(s) for e, s in seeds.items()}
+        # on the model's device: torch.multinomial draws with a generator of the probabilities' device
+        self.generators = {e: torch.Generator(self.policy.device).manual_seed(s) for e, s in seeds.items()}
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
         if sampling.temperature == 0:  # greedy: nothing to draw, the hf engine's own path
@@ -82,7 +83,7 @@ class EpisodeSeededEngine(Engine):
         for i, r in enumerate(requests):
             groups[r.adapter].append(i)
         responses: list[list[int]] = [[] for _ in requests]
-        token_logps: list[torch.Tensor] = [torch.empty(0) for _ in requests]
+        token_logps: list[torch.Tensor] = [None] * len(requests)  # every request's adapter group fills its slot
         for adapter, indices in groups.items():
             prompts = [requests[i].prompt for i in indices]
             try:

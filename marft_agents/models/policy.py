@@ -140,6 +140,19 @@ class LaMASPolicy:
         self.eos_token_id = tokenizer.eos_token_id
         self.pad_token_id = tokenizer.pad_token_id
 
+    # -- placement -----------------------------------------------------------------------------
+
+    @property
+    def device(self) -> torch.device:
+        """Where the policy's weights live: every tensor it makes or is given for its models goes there."""
+        return lm.device_of(self.base)
+
+    def to(self, device: torch.device | str) -> LaMASPolicy:
+        """Move the base, every adapter and every full copy to ``device``; returns the policy."""
+        for model in {id(m): m for m in (self.base, *self.models.values())}.values():
+            model.to(device)
+        return self
+
     # -- parameters ----------------------------------------------------------------------------
 
     def parameters(self, adapter: str) -> list[torch.nn.Parameter]:
@@ -287,7 +300,7 @@ class LaMASPolicy:
         broadcast over the batch (gradients flow back through the broadcast), and the output layer and
         softmax run on response positions only.
         """
-        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
+        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id, self.device)
         S, R = ids.shape[1], mask.shape[1]
         ctx = self.reference() if adapter is None else self.active(adapter)
         with ctx as model:
@@ -302,7 +315,7 @@ class LaMASPolicy:
     @torch.no_grad()
     def features(self, prompts: list[list[int]]) -> torch.Tensor:
         """Frozen base features for the critic: the last prompt token's final hidden state, ``(B, d)``."""
-        P, ids, attn, _ = lm.score_layout(prompts, [[] for _ in prompts], self.pad_token_id)  # prompts end in the last column
+        P, ids, attn, _ = lm.score_layout(prompts, [[] for _ in prompts], self.pad_token_id, self.device)  # prompts end in the last column
         with self.reference() as model:
             # only hidden states are needed: logits_to_keep=1 skips the full logits
             out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)
@@ -316,7 +329,7 @@ class LaMASPolicy:
         (the last prompt token for ``k = 0``), the same columns :meth:`score` reads its logits from;
         padded columns (``k >= len(response)``) hold whatever the padding produced: mask them.
         """
-        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
+        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id, self.device)
         S, R = ids.shape[1], mask.shape[1]
         with self.reference() as model:
             out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)

@@ -249,7 +249,7 @@ class RolloutEngine:
                         agent=agent,
                         prompt=prompt,
                         response=[],
-                        token_logps=torch.zeros(0),
+                        token_logps=torch.zeros(0, device=self.policy.device),
                         text="",
                         state=states.get(slot),
                         version=self.engine.version,
@@ -284,6 +284,18 @@ class RolloutEngine:
             self.timings["env"] += time.perf_counter() - t0
         finished.sort(key=lambda e: e.index)
         return finished
+
+
+def to_device(episodes: Sequence[Episode], device: torch.device) -> None:
+    """Move every agent-step's log-probs to ``device`` (the learner's), in place.
+
+    The hf engine already makes them there; a vllm engine or a rollout worker hands CPU tensors.
+    """
+    for e in episodes:
+        for s in (*e.steps, *e.branches):
+            s.token_logps = s.token_logps.to(device)
+            if s.engine_logps is not None:
+                s.engine_logps = s.engine_logps.to(device)
 
 
 def _needs_action(env: Any, agent: str) -> bool:
