@@ -222,3 +222,27 @@ def test_gradient_checkpointing_recomputes_the_layers_and_changes_no_number(tiny
     assert runs_gc == (1, 1)  # checkpointed layers take no cache: the batch with its prefix, and again in the backward pass
     assert torch.equal(logp, logp_gc)
     assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(grads, grads_gc))
+
+
+# -- checkpoints: CPU tensors, and a GPU run's RNG states ---------------------------------------------
+
+
+def test_a_checkpoint_is_written_from_cpu_tensors_that_stay_the_same_objects():
+    from marft_agents.runs.checkpoint import on_cpu
+
+    t = torch.arange(3, device="cpu")
+    state = {"a": [t, (t, 1)], "b": {"c": t}, "rng": (3, (1, 2), None)}
+    moved = on_cpu(state)
+    assert moved == state and moved["a"][0] is t and moved["a"][1][0] is t and moved["b"]["c"] is t  # a CPU run saves what it did
+
+
+def test_a_checkpoint_whose_cuda_rng_state_is_not_uint8_tensors_is_refused(tmp_path):
+    from marft_agents.runs import checkpoint as ckpt
+
+    good = ckpt.rng_state(np.random.default_rng(0))
+    base = {"update": 1, "algo": {"adapters": {}}}
+    assert (
+        ckpt.check_resume_state({**base, "rng": {**good, "cuda": [torch.zeros(8, dtype=torch.uint8)]}}, tmp_path / "x.pt", updates=2) == 1
+    )
+    with pytest.raises(ckpt.CheckpointError, match="its cuda RNG state cannot be restored"):
+        ckpt.check_resume_state({**base, "rng": {**good, "cuda": ["not a state"]}}, tmp_path / "x.pt", updates=2)
