@@ -20,6 +20,8 @@ from collections.abc import Sequence
 import torch
 from transformers import DynamicCache, GenerationConfig, LlamaForCausalLM
 
+from marft_agents.models.recompute import recomputes
+
 # transformers >= 5 names the KV-cache argument `cache`; earlier versions `past_key_values`.
 CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 MIN_SHARED_PREFIX = 8
@@ -98,11 +100,6 @@ def broadcast_cache(cache, batch: int) -> DynamicCache:
     return DynamicCache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in pairs])
 
 
-def recomputes(model) -> bool:
-    """Whether ``model`` runs with activation checkpointing now (``gradient_checkpointing``, with gradients on)."""
-    return torch.is_grad_enabled() and any(getattr(m, "gradient_checkpointing", False) and m.training for m in model.modules())
-
-
 def forward_after_prefix(model, prefix: Sequence[int] | torch.Tensor, ids: torch.Tensor, attn: torch.Tensor, **kwargs):
     """``model`` on ``prefix + ids[b]`` for every row ``b``, running the shared ``prefix`` only once.
 
@@ -110,7 +107,7 @@ def forward_after_prefix(model, prefix: Sequence[int] | torch.Tensor, ids: torch
     ``ids``/``attn`` ``(B, S)`` may hold padding anywhere; positions count real tokens only. The
     prefix's keys and values are broadcast over the batch, and gradients flow back through the
     broadcast: the outputs equal those of a plain forward pass over each full sequence. Under activation
-    checkpointing with gradients on (:func:`recomputes`), whose layers drop a KV cache, the prefix runs
+    checkpointing with gradients on (:func:`~marft_agents.models.recompute.recomputes`), whose layers drop a KV cache, the prefix runs
     with every row: the same numbers, and the outputs then have ``P`` more columns at the front (read
     them from the end, as ``logits_to_keep`` does).
     """

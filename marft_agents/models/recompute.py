@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import torch
+
 
 def checkpoint_activations(models: Iterable) -> None:
     """Turn on activation checkpointing in each causal LM of ``models`` (peft-wrapped or plain)."""
@@ -27,3 +29,11 @@ def checkpoint_activations(models: Iterable) -> None:
         for module in core.modules():
             if getattr(module, "gradient_checkpointing", False):
                 module.training = True  # this module alone (not .train(), which would reach its children)
+
+
+def recomputes(model) -> bool:
+    """Whether ``model`` runs with activation checkpointing now (turned on, and gradients on).
+
+    Its checkpointed layers then take no KV cache (``lm.forward_after_prefix`` runs a shared prefix with every row).
+    """
+    return torch.is_grad_enabled() and any(getattr(m, "gradient_checkpointing", False) and m.training for m in model.modules())
