@@ -71,9 +71,10 @@ test-vllm: $(VLLM_STAMP)
 	mkdir -p .tmp/vllm
 	TMPDIR=$(CURDIR)/.tmp/vllm $(VLLM_BIN)/python -m pytest -q -m vllm
 
-# marft_envs.adapters (TRL, TextArena, reasoning-gym, GEM, OpenEnv; docs/adapters.md) in their own venv: the extra pins
-# exact versions of libraries the main venv does not need. None of them pulls torchvision/torchaudio/
-# torchcodec (checked with trl 1.16.0, textarena 0.7.4, reasoning-gym 0.1.25); the uninstall keeps it so.
+# marft_envs.adapters (TRL, TextArena, reasoning-gym, GEM, OpenEnv; docs/adapters.md) and the experiment trackers
+# (log.wandb) in their own venv: the extras pin exact versions of libraries the main venv does not need. None
+# of them pulls torchvision/torchaudio/torchcodec (checked with trl 1.16.0, textarena 0.7.4, reasoning-gym
+# 0.1.25, wandb 0.28.2); the uninstall keeps it so.
 ADAPTERS_VENV := .venv-adapters
 ADAPTERS_BIN := $(ADAPTERS_VENV)/bin
 ADAPTERS_STAMP := $(ADAPTERS_VENV)/.installed
@@ -81,18 +82,20 @@ ADAPTERS_STAMP := $(ADAPTERS_VENV)/.installed
 $(ADAPTERS_STAMP): pyproject.toml
 	test -x $(ADAPTERS_BIN)/python || $(PYTHON) -m venv $(ADAPTERS_VENV)
 	$(ADAPTERS_BIN)/python -m pip install --quiet --upgrade pip
-	$(ADAPTERS_BIN)/python -m pip install --quiet torch==2.13.0 -e '.[dev,adapters]'
+	$(ADAPTERS_BIN)/python -m pip install --quiet torch==2.13.0 -e '.[dev,adapters,trackers]'
 	$(ADAPTERS_BIN)/python -m pip install --quiet --no-deps gem-llm==0.1.0
 	$(ADAPTERS_BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(ADAPTERS_STAMP)
 
-# The adapters' tests (pytest -m adapters); `make test` skips them when the libraries are not importable.
+# The adapters' and trackers' tests (pytest -m "adapters or trackers"); `make test` skips them when the libraries
+# are not importable. The W&B tests run offline (WANDB_MODE=offline), every wandb folder inside their tmp_path.
 test-adapters: $(ADAPTERS_STAMP)
-	TRL_EXPERIMENTAL_SILENCE=1 $(ADAPTERS_BIN)/python -m pytest -q -m adapters
+	TRL_EXPERIMENTAL_SILENCE=1 $(ADAPTERS_BIN)/python -m pytest -q -m "adapters or trackers"
 
 # The verifiers v1 adapter (marft_envs/adapters/verifiers.py) in its own venv: marft's envs (no torch),
 # verifiers 0.4.0 and pytest (about 1.5 minutes to build on 2 cores). verifiers keeps its runtimes'
-# working dirs under $$HOME/.cache/verifiers, so HOME points into the checkout for the tests.
+# working dirs under $$HOME/.cache/verifiers, so HOME points into the checkout for the tests. The editable
+# install maps the shipped plugin packages (plugins/verifiers/), which vf-eval and vf-validate import by name.
 VERIFIERS_VENV := .venv-verifiers
 VERIFIERS_BIN := $(VERIFIERS_VENV)/bin
 VERIFIERS_STAMP := $(VERIFIERS_VENV)/.installed

@@ -161,8 +161,8 @@ def smoke_runs(device: str) -> dict:
     """MARFT (dtype=auto) for 2 updates, checkpointed and resumed for a third; GRPO with gradient checkpointing."""
     import torch
 
+    from marft_agents import checkpoint as ckpt
     from marft_agents import from_dict, train
-    from marft_agents.runs import checkpoint as ckpt
 
     common = {"device": device, "eval_episodes": 8, "eval_rounds": 0, "eval_every": 0, "max_new_tokens": 24, "episodes_per_update": 8}
     out: dict = {"ok": True}
@@ -234,9 +234,7 @@ def timed_updates(where: str, args: argparse.Namespace, repeats: int) -> dict:
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
     import marft_envs
-    from marft_agents import algorithms
-    from marft_agents.models.policy import LaMASPolicy, Sampling, embedded_model_path
-    from marft_agents.rollout.layered import RolloutEngine
+    from marft_agents import LaMASPolicy, RolloutEngine, Sampling, algorithms, embedded_model_path
     from marft_envs.outcomes import SHARED_REWARD
 
     if where == "cpu":

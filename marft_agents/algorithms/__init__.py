@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 BUILTIN: dict[str, tuple[str, str, str]] = {
@@ -69,8 +70,10 @@ def config_class(name: str) -> type:
     return lookup(name)[0]
 
 
-def build_learner(name: str, policy: Any, config: Any, temperature: float, tis_cap: float | None = None) -> Any:
+def build_learner(name: str, policy: Any, config: Any, temperature: float | Mapping[str, float], tis_cap: float | None = None) -> Any:
     """The learner for ``name`` on ``policy`` with its config section ``config``.
+
+    ``temperature`` is the sampling temperature, one for all agents or each agent's own (agent id -> T).
 
     ``tis_cap`` turns on the truncated importance-sampling correction (``marft_agents/algorithms/tis.py``) in the
     learner's loss; the trainer recomputes the behaviour log-probs it needs.

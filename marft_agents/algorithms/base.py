@@ -28,9 +28,11 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from marft_agents.algorithms.advantages import normalize_per_agent, returns_differ, spread
+from marft_agents.algorithms.critic import fit_critic
 from marft_agents.algorithms.losses import ensure_finite
 from marft_agents.algorithms.sequential import SequentialConfig
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature, row_temperatures
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 
@@ -57,8 +59,12 @@ class Learner(ABC):
     optimizers: dict[str, torch.optim.Optimizer]
     """One optimizer per adapter (:func:`adapter_optimizers`; empty until the learner makes them),
     checkpointed by :meth:`state_dict`."""
+    temperature: Temperature
+    """The sampling temperature the steps were drawn at: one number, or each agent's own (agent id -> T,
+    ``agents.<agent_id>.temperature``). Pass it on as it is to :func:`minibatches` (or score with
+    :func:`~marft_agents.models.policy.row_temperatures`): each step's log-probs are then its agent's."""
 
-    def __init__(self, policy: LaMASPolicy, config: Any, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: Any, temperature: Temperature, tis_cap: float | None = None):
         self.policy = policy
         self.config = config
         self.temperature = temperature
@@ -82,12 +88,26 @@ class Learner(ABC):
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """Learn from one batch of whole episodes; return metrics."""
 
+    def minibatches(
+        self, adapter: str, steps: list[AgentStep], idx: list[int], rng: np.random.Generator | None, *, reference: bool | None = None
+    ) -> Iterator[Minibatch]:
+        """:func:`minibatches` at this learner's sampling temperature, in its config's ``minibatch_size``, for its
+        ``ppo_epochs`` (one pass in order with ``rng=None``); a reference pass when its ``kl_coef`` > 0 (or ``reference``)."""
+        cfg = self.config
+        reference = getattr(cfg, "kl_coef", 0.0) > 0 if reference is None else reference
+        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs if rng is not None else 1)
+        return minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature, reference=reference, **passes)
+
     def state_dict(self) -> dict:
-        """Adapters and their optimizers; learners with more state extend it."""
-        return {
+        """Adapters, their optimizers and their frozen KL reference where it is not the base; learners with more state extend it."""
+        state = {
             "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
             "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
         }
+        reference = self.policy.reference_state()
+        if reference is not None:  # a run from init_from: --resume must compare with the same starting adapters
+            state["reference"] = reference
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` returned."""
@@ -95,6 +115,8 @@ class Learner(ABC):
             self.policy.load_adapter_state(a, state["adapters"][a])
         for a, optimizer in self.optimizers.items():
             optimizer.load_state_dict(state["optimizers"][a])
+        if "reference" in state:
+            self.policy.load_reference_state(state["reference"])
 
 
 def _positive_int(config: Any, name: str, default: int) -> int:
@@ -118,6 +140,47 @@ class CriticLearner(Learner):
         self.critic.load_state_dict(state["critic"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
 
+    def set_critic(self, critic: torch.nn.Module) -> None:
+        """Take ``critic`` as the value model (moved to the policy's device), with one AdamW per adapter (the config's ``lr``)
+        and one for it (``critic_lr``)."""
+        self.critic = critic.to(self.policy.device)  # made on the CPU, then moved: the same start on every device
+        self.optimizers = adapter_optimizers(self.policy, self.config.lr)
+        self.critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=self.config.critic_lr, weight_decay=0.0)
+
+    def prepare_advantages(
+        self, episodes: list[Episode], steps: list[AgentStep], idx_of: dict[str, list[int]], advantages: torch.Tensor, mask=None
+    ) -> tuple[torch.Tensor, dict[str, float], bool]:
+        """Between the GAE and the policy steps: ``(advantages, metrics, informative)``.
+
+        The advantages are standardised per agent (``normalize_advantages``; jointly over agents they would push
+        each agent by a constant); ``informative`` is False when the episodes' returns are all equal (then no
+        policy step: it would follow critic noise). The metrics hold each adapter's raw advantage health, the
+        raw spread ``signal/advantage_std`` and ``policy/skipped_equal_returns``.
+        """
+        cfg = self.config
+        metrics = {"signal/advantage_std": spread(advantages, mask), **agent_health(steps, idx_of, advantages, mask)}
+        if cfg.normalize_advantages:  # normalize_scope="batch": every step in one group, the joint standardisation
+            groups = (
+                adapter_ids(self.policy, steps)
+                if cfg.normalize_scope == "agent"
+                else torch.zeros(len(steps), dtype=torch.long, device=self.policy.device)
+            )
+            advantages = normalize_per_agent(advantages, groups, mask)
+        informative = returns_differ(team_returns(episodes, self.policy.device)) or not cfg.skip_equal_returns
+        metrics["policy/skipped_equal_returns"] = float(not informative)
+        return advantages, metrics, informative
+
+    def fit_value(
+        self, inputs: tuple[torch.Tensor, ...], values_old: torch.Tensor, returns: torch.Tensor, rng: np.random.Generator, **kwargs: Any
+    ) -> dict[str, float]:
+        """Fit ``self.critic`` on ``inputs`` to ``returns`` (:func:`~marft_agents.algorithms.critic.fit_critic`, clipped
+        value loss) with the config's ``critic_epochs``, minibatch size, value clip and gradient clip; ``kwargs``: ``mask``."""
+        cfg = self.config
+        settings = dict(
+            epochs=cfg.critic_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm
+        )
+        return fit_critic(self.critic, self.critic_optimizer, inputs, values_old, returns, rng, **settings, **kwargs)
+
 
 @dataclass
 class PPOSettings(Ranged):
@@ -125,8 +188,10 @@ class PPOSettings(Ranged):
 
     lr: float = ranged(3e-4, LR, WHY_LR)
     """Adam learning rate of each agent's adapter."""
-    critic_lr: float = ranged(1e-3, LR, "an Adam step moves each weight by about lr")
-    """Adam learning rate of the value head(s)."""
+    critic_lr: float = ranged(1e-4, LR, "an Adam step moves each weight by about lr")
+    """Adam learning rate of the value head(s) (measured: ``benchmarks/critic_fit.py``)."""
+    critic_epochs: int = ranged(8, AT_LEAST_ONE)
+    """Passes of the value head over its frozen features per update (measured: ``benchmarks/critic_fit.py``)."""
     gamma: float = ranged(0.99, UNIT)
     """Discount between rounds."""
     gae_lambda: float = ranged(0.95, UNIT)
@@ -148,7 +213,11 @@ class PPOSettings(Ranged):
     max_grad_norm: float = ranged(0.5, POSITIVE)
     """Gradient clipping."""
     normalize_advantages: bool = True
-    """Standardise advantages over the batch."""
+    """Standardise advantages (mean 0, std 1) before the policy step, over the steps ``normalize_scope`` says."""
+    normalize_scope: str = choice("agent", ("agent", "batch"))
+    """Standardise within each agent's steps ("agent"), or jointly ("batch": before issue 35, an agent-wide push; ablations)."""
+    skip_equal_returns: bool = True
+    """No policy step when every episode's return is equal (False: step on critic noise, as before issue 35; for ablations)."""
     logp_reduction: str = choice("sum", ("sum", "mean"))
     """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
 
@@ -157,6 +226,8 @@ class PPOSettings(Ranged):
 class ChainSettings(PPOSettings):
     """The PPO settings plus MARFT's multi-agent ones (action- and token-level MARFT)."""
 
+    shared_reward: str = choice("once", ("once", "per_agent"))
+    """A round's team-credit reward in the chain: "once" (its last agent), or "per_agent" (every copy: before issue 35; ablations)."""
     gamma_agent: float = ranged(0.99, UNIT)
     """Discount between agents of one round (the original used gamma; 1.0 is the principled choice)."""
     agent_iteration_interval: int = ranged(0, NON_NEGATIVE)
@@ -265,7 +336,8 @@ class Minibatch:
     mask: torch.Tensor
     """True on real response tokens."""
     ref_tok: torch.Tensor | None
-    """Log-probs under the reference (the base, adapters off; no grad) when asked for, else None."""
+    """Log-probs under the adapter's KL reference (``policy.kl_reference``: the base with adapters off, or
+    the adapter's frozen starting copy after ``init_from``; no grad) when asked for, else None."""
 
 
 def minibatches(
@@ -275,7 +347,7 @@ def minibatches(
     idx: list[int],
     rng: np.random.Generator | None,
     *,
-    temperature: float,
+    temperature: Temperature,
     minibatch_size: int,
     epochs: int = 1,
     reference: bool = False,
@@ -283,7 +355,9 @@ def minibatches(
     """``epochs`` passes over the steps ``idx`` of ``adapter``, each in a fresh ``rng`` permutation.
 
     ``rng=None``: one pass in ``idx`` order (e.g. new log-probs after a step, under ``torch.no_grad``).
-    ``reference``: also score every minibatch under the reference policy (for a KL penalty).
+    ``reference``: also score every minibatch under the adapter's KL reference (for a KL penalty).
+    ``temperature``: one for all steps, or each agent's own (a mapping): every step is scored at the
+    temperature its agent sampled at (one adapter may serve agents with different ones: ``"shared"``).
     """
     for _ in range(epochs):
         order = np.asarray(idx) if rng is None else rng.permutation(idx)
@@ -291,11 +365,12 @@ def minibatches(
             rows = order[start : start + minibatch_size]
             mb = [steps[i] for i in rows]
             prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
-            logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, temperature)  # (B, R)
+            t = row_temperatures([s.agent for s in mb], temperature, policy.device)  # a number, or (B,)
+            logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, t)  # (B, R)
             ref_tok = None
             if reference:
                 with torch.no_grad():
-                    ref_tok, _, _ = policy.score(prompts, responses, None, temperature)  # (B, R)
+                    ref_tok, _, _ = policy.score(prompts, responses, policy.kl_reference(adapter), t)  # (B, R)
             yield Minibatch(rows=rows, steps=mb, logp_tok=logp_tok, entropy_tok=entropy_tok, mask=mask, ref_tok=ref_tok)
 
 

@@ -8,9 +8,10 @@ on the batch, with its own value head, on the per-token reward
 
     r_k^i = -beta_i * (log pi_i(w_k) - log pi_ref(w_k))  +  [k is the last token] * R
 
-(the KL to the shared frozen initial model — the base with adapters disabled — on the agent's own
-prompt, the k1 estimate on the sampled token, as in TRL's PPO that the original used), GAE over the
-response's tokens (``gamma``, ``lambda``) and PPO-clip per token.
+(the KL to the frozen initial model — the base with adapters disabled, or after ``init_from`` the
+agent's starting adapter — on the agent's own prompt, the k1 estimate on the sampled token, as in
+TRL's PPO that the original used), GAE over the response's tokens (``gamma``, ``lambda``) and
+PPO-clip per token.
 
 1. Roles live in the env's graph, not in the learner: every ``swap_interval`` updates
    ``before_collect`` makes the other agent the pioneer (``MathCORY.set_pioneer``). Each agent keeps
@@ -32,11 +33,11 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.advantages import at_last_token, normalize, spread, token_advantages
-from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, pack
+from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_health, apply, by_adapter, pack
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
 from marft_agents.algorithms.losses import masked_mean, mean_stats, ppo_clip_loss
 from marft_agents.algorithms.tis import token_weights, weight_stats
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.policy import LaMASPolicy, Temperature, row_temperatures
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 
@@ -47,8 +48,10 @@ class CORYConfig(Ranged):
 
     lr: float = ranged(3e-4, LR, WHY_LR)
     """Adam learning rate of each agent's adapter."""
-    critic_lr: float = ranged(1e-3, LR, "an Adam step moves each weight by about lr")
-    """Adam learning rate of each agent's value head."""
+    critic_lr: float = ranged(1e-4, LR, "an Adam step moves each weight by about lr")
+    """Adam learning rate of each agent's value head (measured for MARFT: ``benchmarks/critic_fit.py``)."""
+    critic_epochs: int = ranged(8, AT_LEAST_ONE)
+    """Passes of each value head over its frozen features per update (measured for MARFT: ``benchmarks/critic_fit.py``)."""
     gamma: float = ranged(1.0, UNIT)
     """Discount between tokens of a response (TRL's default)."""
     gae_lambda: float = ranged(0.95, UNIT)
@@ -100,7 +103,7 @@ class CORY(Learner):
     eval_env_kwargs = {"reference": False, "pioneer": "solver_1"}
     """Evaluate each policy alone on query-only prompts (the headline answer is ``solver_0``'s)."""
 
-    def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: Temperature, tis_cap: float | None = None):
         if len(policy.adapters) != 2:
             raise ValueError(
                 f"CORY needs two agents with their own adapters, got adapters {policy.adapters}: "
@@ -157,6 +160,7 @@ class CORY(Learner):
                 continue
             rows = torch.tensor(idx, device=device)
             mask = batch.mask[rows]
+            self.critics[adapter].observe(features[rows], mask)  # the input statistics first: the old values use them
             with torch.no_grad():
                 values_old = self.critics[adapter](features[rows]) * mask  # (n, R)
             token_rewards = rewards[rows] - self.kl_coefs[adapter] * kl_tok[rows]  # (n, R)
@@ -184,6 +188,7 @@ class CORY(Learner):
             if cfg.kl_target is not None:
                 self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target, cfg.kl_horizon, len(idx))
         metrics["signal/advantage_std"] = spread(raw, batch.mask)
+        metrics.update(agent_health(steps, idx_of, raw, batch.mask))
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
             metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages, rng))
             metrics.update(
@@ -194,7 +199,7 @@ class CORY(Learner):
                     values_old,
                     ret,
                     rng,
-                    epochs=cfg.ppo_epochs,
+                    epochs=cfg.critic_epochs,
                     minibatch_size=cfg.minibatch_size,
                     value_clip=cfg.value_clip,
                     max_grad_norm=cfg.max_grad_norm,
@@ -216,9 +221,7 @@ class CORY(Learner):
         """Epochs of PPO-clip per token over ``adapter``'s steps ``idx`` (the KL penalty is in the reward, not here)."""
         cfg = self.config
         log = []  # per-minibatch stats
-        for mb in minibatches(
-            self.policy, adapter, steps, idx, rng, temperature=self.temperature, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs
-        ):
+        for mb in self.minibatches(adapter, steps, idx, rng, reference=False):  # the KL is in the reward
             rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
             weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
             ppo, stats = ppo_clip_loss(
@@ -240,14 +243,26 @@ class CORY(Learner):
 
     @torch.no_grad()
     def reference_logps(self, steps: list[AgentStep], width: int) -> torch.Tensor:
-        """Per-token log-probs of the responses under the frozen initial model, ``(N, width)``."""
+        """Per-token log-probs of the responses under each agent's frozen initial policy, ``(N, width)``.
+
+        That is the base with adapters disabled, shared by both agents, or after ``init_from`` each
+        agent's starting adapter (``policy.kl_reference``); chunks never mix two references.
+        """
         out = torch.zeros(len(steps), width, device=self.policy.device)
         size = self.config.minibatch_size
         order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
-        for start in range(0, len(order), size):
-            chunk = order[start : start + size]
-            logp, _, mask = self.policy.score([steps[i].prompt for i in chunk], [steps[i].response for i in chunk], None, self.temperature)
-            out[chunk, : mask.shape[1]] = logp * mask
+        by_reference: dict[str | None, list[int]] = {}
+        for i in order:
+            by_reference.setdefault(self.policy.kl_reference(self.policy.adapter_of[steps[i].agent]), []).append(i)
+        for reference, rows in by_reference.items():
+            for start in range(0, len(rows), size):
+                chunk = rows[start : start + size]
+                prompts, responses = [steps[i].prompt for i in chunk], [steps[i].response for i in chunk]
+                t = row_temperatures(
+                    [steps[i].agent for i in chunk], self.temperature, self.policy.device
+                )  # each step at its agent's temperature
+                logp, _, mask = self.policy.score(prompts, responses, reference, t)  # (B, R)
+                out[chunk, : mask.shape[1]] = logp * mask
         return out
 
     # -- checkpoint state -----------------------------------------------------------------------

@@ -7,6 +7,15 @@ used a frozen copy of the base; ours needs no copy). Since the base is frozen th
 the features once per update (:func:`features`, or :func:`token_features` before every response
 token) and the critic trains on them alone; :func:`fit_critic` is that training loop, shared by
 every learner with a value head.
+
+Raw hidden states are a poor input for an MLP trained with Adam: each feature's offset and scale are
+whatever the base's last layer made them, and Adam's first steps move every weight by about ``lr``
+whatever its gradient, so one step moves a unit's pre-activation by about ``lr * sum |x|`` (a sum
+over all ``d`` features). The head therefore standardises each feature with running statistics
+(:class:`FeatureScaler`) that the learner feeds once per update (:meth:`ValueHead.observe`) before
+it reads the old values; they are buffers, so checkpoints carry them and a resumed run scales its
+inputs as the uninterrupted one does.
+``benchmarks/critic_fit.py`` measures the effect (``docs/algorithms/marft.md``).
 """
 
 from __future__ import annotations
@@ -24,15 +33,72 @@ if TYPE_CHECKING:
     from marft_agents.rollout.layered import AgentStep
 
 
+STD_FLOOR = 1e-2
+"""Smallest standard deviation a feature is divided by: a feature that barely varies is not blown up."""
+CLIP = 10.0
+"""Standardised features are clipped to ``[-CLIP, CLIP]``: one odd prompt cannot swamp the head."""
+
+
+def standardise(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+    """``clip((x - mean) / max(sqrt(var), STD_FLOOR), -CLIP, CLIP)`` per feature (the last dim)."""
+    std = var.sqrt().clamp_min(STD_FLOOR)
+    return ((x - mean) / std).clamp(-CLIP, CLIP)
+
+
+class FeatureScaler(nn.Module):
+    """Running per-feature mean and variance of every row observed so far; standardises with them.
+
+    The statistics are exact over all observed rows (counts, means and sums of squared deviations
+    merged pairwise, in float64), not a moving average: the base is frozen, so the features of a given
+    prompt never change and older batches stay as valid as new ones. Before any row is observed it
+    passes features through unchanged.
+    """
+
+    def __init__(self, in_features: int):
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(in_features, dtype=torch.float64))
+        self.register_buffer("m2", torch.zeros(in_features, dtype=torch.float64))
+
+    @torch.no_grad()
+    def observe(self, rows: torch.Tensor) -> None:
+        """Add ``rows`` ``(n, d)`` to the statistics."""
+        rows = rows.detach().double()
+        n = rows.shape[0]
+        if n == 0:
+            return
+        mean = rows.mean(0)  # (d,)
+        m2 = ((rows - mean) ** 2).sum(0)  # (d,)
+        total = self.count + n
+        delta = mean - self.mean
+        self.mean += delta * (n / total)
+        self.m2 += m2 + delta**2 * (self.count * n / total)
+        self.count.fill_(total)
+
+    def variance(self) -> torch.Tensor:
+        """The population variance of each feature over the observed rows, ``(d,)``."""
+        return self.m2 / self.count.clamp_min(1.0)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        if self.count == 0:
+            return features
+        return standardise(features, self.mean.to(features.dtype), self.variance().to(features.dtype))  # (..., d)
+
+
 class ValueHead(nn.Module):
-    """An MLP from base features to a scalar value: ``d -> hidden -> hidden -> 1`` with ReLU."""
+    """An MLP from standardised base features to a scalar value: ``d -> hidden -> hidden -> 1`` with ReLU."""
 
     def __init__(self, in_features: int, hidden: int = 256):
         super().__init__()
+        self.scale = FeatureScaler(in_features)
         self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
+    def observe(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        """Feed this update's features to the input statistics: ``(N, d)``, or ``(N, R, d)`` with ``mask`` ``(N, R)``."""
+        self.scale.observe(features if mask is None else features[mask])
+
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.net(features).squeeze(-1)  # (B, d) -> (B,)
+        return self.net(self.scale(features)).squeeze(-1)  # (B, d) -> (B,), or (B, R, d) -> (B, R)
 
 
 def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -> torch.Tensor:

@@ -14,7 +14,7 @@ Both then do, per agent ``i`` and independently of the other agents:
 1. GAE along the agent's own rounds: ``delta_t^i = r_t^i + gamma (1 - done_t) V(x_{t+1}^i) - V(x_t^i)``,
    ``A_t^i = delta_t^i + gamma lam (1 - done_t) A_{t+1}^i`` (``x`` is ``o^i`` or ``s``). Unlike MARFT's
    chain GAE, no agent bootstraps from another agent's value in the same round.
-2. PPO-clip on whole responses per agent (:meth:`IPPO.policy_step`: entropy bonus, optional KL to
+2. PPO-clip on whole responses per agent (:meth:`ActionPPOLearner.policy_step`, ``action_ppo.py``: entropy bonus, optional KL to
    the reference, optional approx-KL gate), advantages standardised over the batch.
 3. The critic(s) fit the GAE returns with a clipped value loss.
 
@@ -28,11 +28,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from marft_agents.algorithms.action_ppo import action_ppo_step
-from marft_agents.algorithms.advantages import chain_gae, normalize_per_agent, returns_differ, spread
-from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_ids, adapter_optimizers, agent_health, by_adapter, team_returns
-from marft_agents.algorithms.critic import ValueHead, features, fit_critic
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.algorithms.action_ppo import ActionPPOLearner
+from marft_agents.algorithms.advantages import chain_gae
+from marft_agents.algorithms.base import PPOSettings, by_adapter
+from marft_agents.algorithms.critic import ValueHead, features
+from marft_agents.models.policy import LaMASPolicy, Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 IPPOConfig = MAPPOConfig = PPOSettings
@@ -85,6 +85,11 @@ class ValueHeads(nn.Module):
         super().__init__()
         self.heads = nn.ModuleList(ValueHead(in_features) for _ in range(n))
 
+    def observe(self, features: torch.Tensor, head: torch.Tensor) -> None:
+        """Feed each head the rows it values (:meth:`ValueHead.observe`)."""
+        for k, net in enumerate(self.heads):
+            net.observe(features[head == k])
+
     def forward(self, features: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
         out = features.new_zeros(features.shape[0])  # (B,)
         for k, net in enumerate(self.heads):
@@ -94,19 +99,16 @@ class ValueHeads(nn.Module):
         return out
 
 
-class IPPO(CriticLearner):
+class IPPO(ActionPPOLearner):
     """Independent PPO: per-agent policies and per-agent critics on each agent's own observation."""
 
     centralised = False
     """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
 
-    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: Temperature, tis_cap: float | None = None):
         super().__init__(policy, config, temperature, tis_cap)
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
-        # made on the CPU, then moved: the same start on every device
-        self.critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents)).to(policy.device)
-        self.optimizers = adapter_optimizers(policy, config.lr)
-        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
+        self.set_critic(ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents)))
 
     def critic_features(self, steps: list[AgentStep]) -> torch.Tensor:
         """What the critic sees, ``(N, d)``: IPPO, each agent's own observation."""
@@ -118,52 +120,17 @@ class IPPO(CriticLearner):
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = self.critic_features(steps)  # (N, d), frozen: computed once per update
         heads = torch.tensor([self.head_of[s.agent] for s in steps], device=feats.device)  # (N,)
+        self.critic.observe(feats, heads)  # the input statistics first: the old values use them
         with torch.no_grad():
             values_old = self.critic(feats, heads)  # (N,)
         advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)
-        raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
-        metrics: dict[str, float] = agent_health(steps, idx_of, advantages)
-        if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
-            advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps))
-        informative = returns_differ(team_returns(episodes, self.policy.device))  # equal returns: a step would follow critic noise
-        metrics["policy/skipped_equal_returns"] = float(not informative)
+        advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages)  # per agent; equal returns: no step
         for adapter in self.policy.adapters:
             if idx_of[adapter] and informative:
                 metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
-        metrics.update(
-            fit_critic(
-                self.critic,
-                self.critic_optimizer,
-                (feats, heads),
-                values_old,
-                returns,
-                rng,
-                epochs=cfg.ppo_epochs,
-                minibatch_size=cfg.minibatch_size,
-                value_clip=cfg.value_clip,
-                max_grad_norm=cfg.max_grad_norm,
-            )
-        )
+        metrics.update(self.fit_value((feats, heads), values_old, returns, rng))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
-        metrics["signal/advantage_std"] = raw_spread
         return metrics
-
-    def policy_step(
-        self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
-    ) -> dict[str, float]:
-        """Epochs of PPO-clip on whole responses over ``adapter``'s steps ``idx`` (:func:`action_ppo_step`); ``advantages`` ``(N,)``."""
-        return action_ppo_step(
-            self.policy,
-            self.optimizers[adapter],
-            adapter,
-            steps,
-            idx,
-            advantages,
-            rng,
-            settings=self.config,
-            temperature=self.temperature,
-            tis_cap=self.tis_cap,
-        )
 
 
 class MAPPO(IPPO):

@@ -103,3 +103,53 @@ class SequentialWeights:
     def record(self, idx: Sequence[int], log_ratios: torch.Tensor) -> None:
         """After an adapter's step: ``log_ratios`` ``(len(idx),)`` = ``log pi_new - log pi_old`` of its steps ``idx``."""
         self.log_m = accumulate(self.log_m, self.sample_ids[list(idx)], log_ratios)
+
+
+@dataclass
+class Turn:
+    """One learning adapter's turn in an update: its steps and, in a sequential update, every step's weight ``M``."""
+
+    position: int
+    """The adapter's place in this update's order."""
+    adapter: str
+    idx: list[int]
+    """The adapter's steps (indices into the update's batch)."""
+    weights: torch.Tensor | None
+    """``M`` of every step of the batch, ``(N,)``, from the adapters before it; None outside a sequential update."""
+    needs_ratios: bool
+    """Whether an adapter after this one needs its new log-ratios: then pass them to :meth:`record` after its step."""
+    trust: SequentialWeights | None = None
+
+    def record(self, log_ratios: torch.Tensor) -> None:
+        """Add this adapter's ``log pi_new - log pi_old`` of its steps (``(len(idx),)``) to the later adapters' ``M``."""
+        self.trust.record(self.idx, log_ratios)
+
+    def metrics(self) -> dict[str, float]:
+        """``<adapter>/sequential_weight`` (its steps' mean ``M``) and ``/sequential_position`` in a sequential update."""
+        if self.weights is None:
+            return {}
+        return {
+            f"{self.adapter}/sequential_weight": float(self.weights[self.idx].mean()),
+            f"{self.adapter}/sequential_position": float(self.position),
+        }
+
+
+def turns(
+    learning: Sequence[str],
+    idx_of: dict[str, list[int]],
+    keys: Sequence[tuple[int, int]],
+    settings: SequentialConfig,
+    rng: np.random.Generator,
+    device: torch.device | None = None,
+):
+    """The learning adapters' turns, in order (:func:`agent_order` when ``settings.enabled``), skipping adapters without
+    steps; ``keys`` are the steps' ``(episode, round)``. Each turn's ``weights`` reflect the ratios recorded before it,
+    and live on ``device`` (the learner's)."""
+    trust = None
+    if settings.enabled:  # one adapter after another, each weighted by its predecessors' ratios
+        learning = agent_order(learning, settings.order, rng)
+        trust = SequentialWeights(keys, settings.weight_clip, device)
+    for k, adapter in enumerate(learning):
+        if idx_of[adapter]:
+            weights = trust.weights() if trust is not None else None  # (N,)
+            yield Turn(k, adapter, idx_of[adapter], weights, trust is not None and k + 1 < len(learning), trust)

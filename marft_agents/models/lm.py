@@ -8,7 +8,8 @@
   back through the broadcast);
 - :func:`sampling_config` and :func:`generate` sample from exactly ``softmax(logits / T)``, every
   other sampling knob pinned off, so behaviour log-probs are those of the distribution that sampled
-  (scored at another temperature they differ: ``tests/agents/test_policy.py``);
+  (scored at another temperature they differ: ``tests/agents/test_policy.py``); :class:`ChosenLogps`
+  records them step by step, keeping no step's vocabulary-wide logits once its token is drawn;
 - :func:`response_lengths` cuts generated rows at their first end-of-turn token.
 """
 
@@ -18,7 +19,7 @@ import inspect
 from collections.abc import Sequence
 
 import torch
-from transformers import DynamicCache, GenerationConfig, LlamaForCausalLM
+from transformers import DynamicCache, GenerationConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
 
 from marft_agents.models.recompute import recomputes
 
@@ -132,7 +133,8 @@ def sampling_config(
 
     Every knob that would move the distribution away from that (top-k, top-p, min-p, typical-p, the
     repetition penalty, and whatever a checkpoint's ``generation_config.json`` sets) is pinned off.
-    ``output_logits`` keeps the raw logits of every generated position (for log-probs).
+    ``output_logits`` keeps the raw logits of every generated position (:func:`generate` does without:
+    :class:`ChosenLogps` records the log-probs it needs).
     """
     greedy = temperature == 0
     return GenerationConfig(
@@ -163,6 +165,43 @@ def response_lengths(new: torch.Tensor, eos_token_id: int) -> list[int]:
     return first.tolist()
 
 
+class ChosenLogps(LogitsProcessor):
+    """Records each generated token's log-prob under ``softmax(raw logits / T)``, one step at a time.
+
+    Put first in ``generate``'s processors, it sees every step's raw float32 logits ``(B, V)`` (what
+    ``output_logits`` would keep; processors that a checkpoint's ``generation_config`` switches on run
+    before it, see the xfail in ``tests/agents/test_lm.py``) and changes nothing. Which token a step drew is known only at the
+    next step, from ``input_ids``, so it holds one step's log-softmax until then and keeps the
+    ``(B,)`` log-probs of the drawn tokens: memory of one step's vocabulary, not of every step's.
+    """
+
+    def __init__(self, temperature: float, prompt_width: int):
+        self.temperature = temperature
+        self.prompt_width = prompt_width
+        self.pending: torch.Tensor | None = None
+        """The last step's log-softmax ``(B, V)``, until its token is known."""
+        self.steps: list[torch.Tensor] = []
+        """The drawn tokens' log-probs, ``(B,)`` per generated position."""
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        # input_ids (B, W + t): the prompts and the t tokens drawn so far; scores (B, V): step t's raw logits
+        self._settle(input_ids)
+        self.pending = torch.log_softmax(scores.float() / self.temperature, dim=-1)  # (B, V)
+        return scores
+
+    def _settle(self, sequences: torch.Tensor) -> None:
+        column = self.prompt_width + len(self.steps)  # where the pending step's token lands
+        if self.pending is not None and column < sequences.shape[1]:
+            self.steps.append(self.pending.gather(-1, sequences[:, column : column + 1]).squeeze(-1))  # (B,)
+        self.pending = None
+
+    def logps(self, sequences: torch.Tensor) -> torch.Tensor:
+        """``(B, L)`` log-probs of the ``L`` tokens generated after the prompts in ``sequences`` ``(B, W + L)``."""
+        self._settle(sequences)
+        L = sequences.shape[1] - self.prompt_width
+        return torch.stack(self.steps[:L], dim=1) if L else sequences.new_zeros((sequences.shape[0], 0), dtype=torch.float32)
+
+
 @torch.no_grad()
 def generate(
     model,
@@ -180,19 +219,20 @@ def generate(
     Each response holds its token ids up to and including the end-of-turn token when one was
     produced. ``token_logps[b]`` ``(len(responses[b]),)`` are the tokens' log-probs under the
     sampling distribution; empty when greedy (greedy tokens have no usable log-prob) or when
-    ``logprobs`` is False (which also spares keeping the logits). ``logits_processor`` (a
-    ``transformers.LogitsProcessorList``) runs before the temperature; ``token_logps`` stay those of
-    ``softmax(logits / T)`` on the raw logits.
+    ``logprobs`` is False. ``logits_processor`` (a ``transformers.LogitsProcessorList``) runs before
+    the temperature; ``token_logps`` stay those of ``softmax(logits / T)`` on the raw logits
+    (:class:`ChosenLogps` runs before it).
     """
     ids, mask = left_pad(prompts, pad_token_id, device_of(model))  # (B, W)
-    keep = logprobs and temperature != 0
-    config = sampling_config(max_new_tokens, temperature, pad_token_id, eos_token_id, output_logits=keep)
+    recorder = ChosenLogps(temperature, ids.shape[1]) if logprobs and temperature != 0 else None
+    if recorder is not None:
+        logits_processor = LogitsProcessorList([recorder, *(logits_processor or [])])
+    config = sampling_config(max_new_tokens, temperature, pad_token_id, eos_token_id)
     out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=logits_processor)
     new = out.sequences[:, ids.shape[1] :]  # (B, L)
     lengths = response_lengths(new, eos_token_id)
-    if keep:
-        logits = torch.stack(out.logits, dim=1).float() / temperature  # (B, L, V)
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, L)
+    if recorder is not None:
+        logp = recorder.logps(out.sequences)  # (B, L)
         token_logps = [logp[i, :n].clone() for i, n in enumerate(lengths)]
     else:
         token_logps = [torch.empty(0, device=ids.device) for _ in prompts]

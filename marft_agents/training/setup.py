@@ -7,6 +7,7 @@ did. ``run_parts.build_run`` calls these in order.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import random
@@ -19,10 +20,11 @@ from marft_agents.distributed.worker import WorkerSpec
 from marft_agents.engines import Engine, make_engine
 from marft_agents.models.device import bf16_native, resolve_device
 from marft_agents.models.dtype import resolve_dtype
-from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.policy import LaMASPolicy, Sampling, agent_sampling, load_base
 from marft_agents.models.recompute import checkpoint_activations
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import folder as run_folder
+from marft_agents.settings import agents as agent_section
 from marft_agents.signal import diagnostics as reward_signal
 from marft_agents.signal.collection import declared_levels
 from marft_agents.training.config import ConfigError, TrainConfig, from_dict, to_dict
@@ -64,6 +66,29 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
     return policy
 
 
+def training_sampling(config: TrainConfig) -> tuple[Sampling, dict[str, Sampling]]:
+    """The run's training sampling, and each agent's own where ``agents.<agent_id>.*`` sets one."""
+    sampling = Sampling(config.temperature, config.max_new_tokens)
+    own = agent_sampling(
+        sampling,
+        temperature=agent_section.values(config.agents, "temperature"),
+        max_new_tokens=agent_section.values(config.agents, "max_new_tokens"),
+    )
+    return sampling, own
+
+
+def learner_temperature(config: TrainConfig, agents: list[str]) -> float | dict[str, float]:
+    """The temperature the learner scores at: the run's, or every agent's own (agent id -> T) when one has its own."""
+    if not agent_section.values(config.agents, "temperature"):
+        return config.temperature
+    return agent_section.per_agent(config.agents, "temperature", config.temperature, agents)
+
+
+def longest_response(config: TrainConfig) -> int:
+    """The most tokens any agent may generate in one action: the run's ``max_new_tokens`` or an agent's own."""
+    return max([config.max_new_tokens, *agent_section.values(config.agents, "max_new_tokens").values()])
+
+
 def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path | None) -> Engine:
     """The generation engine ``config.generation`` asks for, sampling ``policy``'s adapters.
 
@@ -80,7 +105,7 @@ def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path | None
         threads=g.threads,
         max_loras=g.max_loras,
         seed=config.seed,
-        max_new_tokens=config.max_new_tokens,
+        max_new_tokens=longest_response(config),
         merge_lora=g.merge_lora,
     )
 
@@ -157,6 +182,7 @@ def worker_spec(config: TrainConfig, record_state: bool, skip_ignored: bool = Tr
         lora_targets=tuple(config.lora_targets),
         temperature=config.temperature,
         max_new_tokens=config.max_new_tokens,
+        agents=copy.deepcopy(config.agents),
         seed=config.seed,
         threads=max(1, int(config.distributed.cpus_per_worker)),
         record_state=record_state,

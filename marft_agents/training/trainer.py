@@ -1,7 +1,8 @@
 """The training loop behind ``marft train``: collect, update, log, checkpoint, evaluate.
 
 A run folder holds ``config.json``, ``metrics.jsonl`` (one line per update), TensorBoard events in
-``tb/``, checkpoints in ``checkpoints/``, ``eval_before.json``, ``summary.json`` and ``curves.png``.
+``tb/``, checkpoints in ``checkpoints/``, ``eval_before.json``, ``summary.json`` and ``curves.png`` (and,
+with ``log.wandb=true``, the W&B run in ``trackers/``: ``runs/trackers.py``).
 ``resume=True`` continues from the latest checkpoint and ends with the same metrics as a run that
 was never interrupted (same RNG states, same data position). Every file goes through ``run_files``
 (atomic, inside the folder, no symbolic link followed); the run holds the folder's lock
@@ -64,11 +65,16 @@ def _train(
 ) -> dict[str, Any]:
     run = build_run(config, stop, held, resume=resume, overwrite=overwrite)  # every check, then the run's parts
     warnings = _run_updates(config, run, stop, progress)
-    signal_summary = reward_signal.summary_of([json.loads(line) for line in run.log.path.read_text().splitlines()])
+    logged = [json.loads(line) for line in run.log.path.read_text().splitlines()]
+    signal_summary = reward_signal.summary_of(logged)
     # updates=0: an evaluation-only run, nothing changed since eval_before
     eval_after = run.eval_before if config.updates == 0 else run.evaluation.full("eval_after")
     run.generator.close()
-    return _finish(run.run_dir, quiet, _summary(config, run, eval_after, warnings, signal_summary))
+    summary = _summary(config, run, eval_after, warnings, signal_summary)
+    summary["agents"] = report.agent_health(logged[-1] if logged else {}, run.policy.adapter_of)  # the last update's, per agent
+    if run.tracker is not None:
+        run.tracker.finish(summary)
+    return _finish(run.run_dir, quiet, summary)
 
 
 def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progress: bool) -> list[str]:
@@ -135,7 +141,7 @@ def _learn(config: TrainConfig, run: RunParts, episodes: list, update: int) -> d
     tis = {}
     if config.generation.tis_cap is not None:  # pi_old^trainer for the ratio and the TIS weights
         steps = [s for e in episodes for s in (*e.steps, *e.branches)]
-        tis = recompute_behaviour(run.policy, steps, config.temperature, run.algo.score_batch_size)
+        tis = recompute_behaviour(run.policy, steps, run.algo.temperature, run.algo.score_batch_size)  # each agent's own T
     return {**run.algo.update(episodes, update, run.rng), **tis}
 
 
@@ -213,7 +219,12 @@ def _finish(run_dir: Path, quiet: bool, summary: dict[str, Any]) -> dict[str, An
 
 
 def _update_metrics(episodes: list, timings: Timings, engine_timings: dict[str, float], update_s: float) -> dict[str, float]:
-    """An update's ``train/*`` (solve rate, return, tokens, per-role figures) and ``time/*`` metrics."""
+    """An update's ``train/*`` (solve rate, return, tokens, per-role figures) and ``time/*`` metrics.
+
+    Per agent (``train/<agent>/*``), where the env reports what they need: its own accuracy, the answering
+    agent's accuracy when this agent was right or wrong, its copy rate (its answer one of the teammates'
+    it saw), and its response length; ``train/agreement``: the share of episodes whose answers all agree.
+    """
     train_stats = summarize(episodes)
     metrics = {
         "train/solved": train_stats["accuracy"],
@@ -228,9 +239,12 @@ def _update_metrics(episodes: list, timings: Timings, engine_timings: dict[str, 
     }
     metrics.update({f"time/{k}_s": engine_timings[k] for k in ("collect", "gather") if k in engine_timings})
     for agent, r in train_stats["roles"].items():
-        if "own_accuracy" in r:
-            metrics[f"train/{agent}/own_accuracy"] = r["own_accuracy"]
+        for key in ("own_accuracy", "answer_accuracy_when_right", "answer_accuracy_when_wrong", "copy_rate"):
+            if r.get(key) is not None:
+                metrics[f"train/{agent}/{key}"] = r[key]
         metrics[f"train/{agent}/response_length"] = r["mean_response_tokens"]
+    if "agreement" in train_stats:
+        metrics["train/agreement"] = train_stats["agreement"]
     return metrics
 
 

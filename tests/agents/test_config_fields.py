@@ -201,8 +201,8 @@ def test_a_config_with_a_bogus_choice_fails_where_it_is_built():
         check_ranges(config, "marft.")
 
 
-FREE_TEXT = {"env", "model", "algo", "run_dir", "distributed.address", "distributed.temp_dir"}
-"""String keys that name things (an env id, a path, a host) rather than pick one of a few values."""
+FREE_TEXT = {"env", "model", "algo", "run_dir", "distributed.address", "distributed.temp_dir", "log.project", "log.run_name"}
+"""String keys that name things (an env id, a path, a host, a W&B project) rather than pick one of a few values."""
 
 
 @pytest.mark.parametrize("algo", list(algorithms.BUILTIN))
