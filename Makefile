@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo demo-envs test test-real-model test-slow test-vllm vllm-venv test-adapters test-verifiers lint bench clean
+.PHONY: demo demo-envs test test-real-model test-slow test-vllm vllm-venv test-adapters test-verifiers lint bench gpu-wheels clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -109,6 +109,17 @@ $(VERIFIERS_STAMP): pyproject.toml
 test-verifiers: $(VERIFIERS_STAMP)
 	mkdir -p .tmp/verifiers/home
 	HOME=$(CURDIR)/.tmp/verifiers/home TMPDIR=$(CURDIR)/.tmp/verifiers $(VERIFIERS_BIN)/python -m pytest -q -m adapters tests/adapters/test_verifiers.py
+
+# What benchmarks/gpu_check.py needs on a GPU machine that has torch, transformers, peft and accelerate
+# (with numpy, packaging, typing-extensions) and no internet: the project's other runtime dependencies
+# on the training path (gymnasium, pettingzoo) and pytest, as pure-Python wheels for any platform and
+# Python >= 3.11, about 3 MB, into gpu-wheels/ (ignored by git: carry it). `datasets` is left out: only
+# Hub data sets import it, and with pyarrow it is ~60 MB; matplotlib and tensorboard are optional.
+GPU_WHEELS := gymnasium==1.4.0 cloudpickle==3.1.3 farama-notifications==0.0.6 pettingzoo==1.27.0 \
+	pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 pygments==2.21.0 pytest-timeout==2.4.0
+
+gpu-wheels:
+	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --dest gpu-wheels $(GPU_WHEELS)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(ADAPTERS_VENV) $(VERIFIERS_VENV) .tmp .pytest_cache .hypothesis build *.egg-info

@@ -27,8 +27,8 @@ from marft_agents.algorithms.critic import features
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch, step_stats
 from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.algorithms.tis import action_weights, weight_stats
-from marft_agents.models.agent_sampling import Temperature
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 

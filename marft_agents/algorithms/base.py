@@ -31,8 +31,8 @@ import torch
 from marft_agents.algorithms.advantages import normalize_per_agent, returns_differ, spread
 from marft_agents.algorithms.critic import fit_critic
 from marft_agents.algorithms.losses import ensure_finite
-from marft_agents.models.agent_sampling import Temperature, row_temperatures
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature, row_temperatures
 from marft_agents.rollout.layered import AgentStep, Episode
 
 
@@ -65,7 +65,7 @@ class Learner(ABC):
     temperature: Temperature
     """The sampling temperature the steps were drawn at: one number, or each agent's own (agent id -> T,
     ``agents.<agent_id>.temperature``). Pass it on as it is to :func:`minibatches` (or score with
-    :func:`~marft_agents.models.agent_sampling.row_temperatures`): each step's log-probs are then its agent's."""
+    :func:`~marft_agents.models.sampling.row_temperatures`): each step's log-probs are then its agent's."""
 
     def __init__(
         self, policy: LaMASPolicy, config: Any, temperature: Temperature, tis_cap: float | None = None, frozen: frozenset[str] = frozenset()
@@ -153,11 +153,12 @@ class CriticLearner(Learner):
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
 
     def set_critic(self, critic: torch.nn.Module, params: list[torch.nn.Parameter] | None = None) -> None:
-        """Take ``critic`` as the value model, with one AdamW per trainable adapter (the config's ``lr``) and one for it
-        (``critic_lr``) over ``params`` (default: all of the critic's; a critic with per-agent parts leaves frozen agents' out)."""
-        self.critic = critic
+        """Take ``critic`` as the value model (moved to the policy's device), with one AdamW per trainable adapter (the
+        config's ``lr``) and one for it (``critic_lr``) over ``params`` (default: all of the critic's; a critic with
+        per-agent parts leaves frozen agents' out)."""
+        self.critic = critic.to(self.policy.device)  # made on the CPU, then moved: the same start on every device
         self.optimizers = adapter_optimizers(self.policy, self.config.lr, self.trainable)
-        params = list(critic.parameters()) if params is None else params
+        params = list(self.critic.parameters()) if params is None else params
         self.critic_optimizer = torch.optim.AdamW(params, lr=self.config.critic_lr, weight_decay=0.0)
 
     def prepare_advantages(
@@ -173,9 +174,13 @@ class CriticLearner(Learner):
         cfg = self.config
         metrics = {"signal/advantage_std": spread(advantages, mask), **agent_health(steps, idx_of, advantages, mask)}
         if cfg.normalize_advantages:  # normalize_scope="batch": every step in one group, the joint standardisation
-            groups = adapter_ids(self.policy, steps) if cfg.normalize_scope == "agent" else torch.zeros(len(steps), dtype=torch.long)
+            groups = (
+                adapter_ids(self.policy, steps)
+                if cfg.normalize_scope == "agent"
+                else torch.zeros(len(steps), dtype=torch.long, device=self.policy.device)
+            )
             advantages = normalize_per_agent(advantages, groups, mask)
-        informative = returns_differ(team_returns(episodes)) or not cfg.skip_equal_returns
+        informative = returns_differ(team_returns(episodes, self.policy.device)) or not cfg.skip_equal_returns
         metrics["policy/skipped_equal_returns"] = float(not informative)
         return advantages, metrics, informative
 
@@ -223,12 +228,12 @@ def by_adapter(policy: LaMASPolicy, episodes: list[Episode]) -> tuple[list[Agent
 def adapter_ids(policy: LaMASPolicy, steps: list[AgentStep]) -> torch.Tensor:
     """Each step's adapter as an integer, ``(N,)`` (its place in ``policy.adapters``): to normalise per agent."""
     number = {a: k for k, a in enumerate(policy.adapters)}
-    return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long)
+    return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long, device=policy.device)
 
 
-def team_returns(episodes: list[Episode]) -> torch.Tensor:
-    """Each episode's team return (a round's shared reward once), ``(E,)``."""
-    return torch.tensor([e.team_return for e in episodes], dtype=torch.float64)
+def team_returns(episodes: list[Episode], device: torch.device | None = None) -> torch.Tensor:
+    """Each episode's team return (a round's shared reward once), ``(E,)`` on ``device`` (None: torch's default)."""
+    return torch.tensor([e.team_return for e in episodes], dtype=torch.float64, device=device)
 
 
 def agent_health(
@@ -263,14 +268,14 @@ class TokenBatch:
     """Tokens per response, ``(N,)``."""
 
 
-def pack(steps: list[AgentStep]) -> TokenBatch:
-    """Pad the steps' behaviour log-probs into ``(N, R)`` tensors."""
-    lengths = torch.tensor([len(s.response) for s in steps], dtype=torch.long)  # (N,)
+def pack(steps: list[AgentStep], device: torch.device | None = None) -> TokenBatch:
+    """Pad the steps' behaviour log-probs into ``(N, R)`` tensors on ``device`` (None: torch's default)."""
+    lengths = torch.tensor([len(s.response) for s in steps], dtype=torch.long, device=device)  # (N,)
     if len(steps) and int(lengths.min()) < 1:
         skipped = " (some are skipped steps: collect with RolloutEngine(..., skip_ignored=False))" if any(s.skipped for s in steps) else ""
         raise ValueError(f"token-level training needs every response to have at least one token{skipped}")
-    old = torch.nn.utils.rnn.pad_sequence([s.token_logps.float() for s in steps], batch_first=True)  # (N, R)
-    mask = torch.arange(old.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)  # (N, R)
+    old = torch.nn.utils.rnn.pad_sequence([s.token_logps.float().to(device) for s in steps], batch_first=True)  # (N, R)
+    mask = torch.arange(old.shape[1], device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (N, R)
     return TokenBatch(old_logp=old, mask=mask, lengths=lengths)
 
 
@@ -321,7 +326,7 @@ def minibatches(
             rows = order[start : start + minibatch_size]
             mb = [steps[i] for i in rows]
             prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
-            t = row_temperatures([s.agent for s in mb], temperature)  # a number, or (B,)
+            t = row_temperatures([s.agent for s in mb], temperature, policy.device)  # a number, or (B,)
             logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, t)  # (B, R)
             ref_tok = None
             if reference:

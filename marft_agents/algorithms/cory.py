@@ -37,8 +37,8 @@ from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_heal
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
 from marft_agents.algorithms.losses import masked_mean, mean_stats, ppo_clip_loss
 from marft_agents.algorithms.tis import token_weights, weight_stats
-from marft_agents.models.agent_sampling import Temperature, row_temperatures
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature, row_temperatures
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 
@@ -119,7 +119,7 @@ class CORY(Learner):
             )
         super().__init__(policy, config, temperature, tis_cap, frozen)
         self.agents = list(policy.agents)
-        self.critics = {a: ValueHead(policy.hidden_size) for a in policy.adapters}
+        self.critics = {a: ValueHead(policy.hidden_size).to(policy.device) for a in policy.adapters}  # made on the CPU, then moved
         self.kl_coefs = {a: config.kl_coef for a in policy.adapters}
         self._new_optimizers()
         self.pioneer = pioneer_at(self.agents, 0, config.swap_interval)
@@ -152,11 +152,12 @@ class CORY(Learner):
         """Each agent's own PPO step on the shared batch; returns metrics."""
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
-        batch = pack(steps)  # (N, R)
+        device = self.policy.device
+        batch = pack(steps, device)  # (N, R)
         features = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen
         kl_tok = (batch.old_logp - self.reference_logps(steps, batch.mask.shape[1])) * batch.mask  # (N, R)
         rewards = at_last_token(
-            torch.tensor([s.reward for s in steps], dtype=torch.float32), batch.lengths, batch.mask.shape[1]
+            torch.tensor([s.reward for s in steps], dtype=torch.float32, device=device), batch.lengths, batch.mask.shape[1]
         )  # (N, R): the cooperative reward on the last token
         advantages = torch.zeros_like(batch.old_logp)  # (N, R), filled per agent
         raw = torch.zeros_like(batch.old_logp)  # (N, R): the same before normalisation, for signal/advantage_std
@@ -165,7 +166,7 @@ class CORY(Learner):
         for adapter, idx in idx_of.items():
             if not idx:
                 continue
-            rows = torch.tensor(idx)
+            rows = torch.tensor(idx, device=device)
             mask = batch.mask[rows]
             kl = float(kl_tok[rows].sum(1).mean())  # KL per response, as TRL logs it
             metrics[f"{adapter}/kl_ref"] = kl
@@ -178,12 +179,12 @@ class CORY(Learner):
             with torch.no_grad():
                 values_old = self.critics[adapter](features[rows]) * mask  # (n, R)
             token_rewards = rewards[rows] - self.kl_coefs[adapter] * kl_tok[rows]  # (n, R)
-            every = torch.ones(len(idx), dtype=torch.bool)
+            every = torch.ones(len(idx), dtype=torch.bool, device=device)
             adv, ret = token_advantages(  # each response is its own episode
                 token_rewards,
                 values_old,
                 mask,
-                torch.arange(len(idx)),
+                torch.arange(len(idx), device=device),
                 every,
                 every,
                 gamma=cfg.gamma,
@@ -197,7 +198,7 @@ class CORY(Learner):
             if cfg.kl_target is not None:
                 self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target, cfg.kl_horizon, len(idx))
         learning = {a: i for a, i in idx_of.items() if a not in self.frozen}  # a frozen agent's steps have no advantages
-        rows = torch.tensor([i for idx in learning.values() for i in idx], dtype=torch.long)
+        rows = torch.tensor([i for idx in learning.values() for i in idx], dtype=torch.long, device=raw.device)
         metrics["signal/advantage_std"] = spread(raw[rows], batch.mask[rows])
         metrics.update(agent_health(steps, learning, raw, batch.mask))
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
@@ -233,8 +234,8 @@ class CORY(Learner):
         cfg = self.config
         log = []  # per-minibatch stats
         for mb in self.minibatches(adapter, steps, idx, rng, reference=False):  # the KL is in the reward
-            rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
-            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+            rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
+            weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
             ppo, stats = ppo_clip_loss(
                 mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps, mb.mask, weights=weights
             )
@@ -259,7 +260,7 @@ class CORY(Learner):
         That is the base with adapters disabled, shared by both agents, or after ``init_from`` each
         agent's starting adapter (``policy.kl_reference``); chunks never mix two references.
         """
-        out = torch.zeros(len(steps), width)
+        out = torch.zeros(len(steps), width, device=self.policy.device)
         size = self.config.minibatch_size
         order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
         by_reference: dict[str | None, list[int]] = {}
@@ -269,7 +270,9 @@ class CORY(Learner):
             for start in range(0, len(rows), size):
                 chunk = rows[start : start + size]
                 prompts, responses = [steps[i].prompt for i in chunk], [steps[i].response for i in chunk]
-                t = row_temperatures([steps[i].agent for i in chunk], self.temperature)  # each step at its agent's temperature
+                t = row_temperatures(
+                    [steps[i].agent for i in chunk], self.temperature, self.policy.device
+                )  # each step at its agent's temperature
                 logp, _, mask = self.policy.score(prompts, responses, reference, t)  # (B, R)
                 out[chunk, : mask.shape[1]] = logp * mask
         return out

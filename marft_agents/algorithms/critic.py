@@ -105,7 +105,7 @@ def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -
     """Frozen base features of every step's prompt, ``(N, d)``, computed in minibatches."""
     # Chunks of one agent's steps share its role prompt, which the policy then runs only once.
     order = sorted(range(len(steps)), key=lambda i: steps[i].agent)
-    out = torch.empty(len(steps), policy.hidden_size)
+    out = torch.empty(len(steps), policy.hidden_size, device=policy.device)
     for start in range(0, len(order), minibatch_size):
         chunk = order[start : start + minibatch_size]
         out[chunk] = policy.features([steps[i].prompt for i in chunk])
@@ -115,7 +115,7 @@ def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -
 def token_features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -> torch.Tensor:
     """Frozen base features before every response token, padded to ``(N, R, d)`` (zeros on padding)."""
     width = max((len(s.response) for s in steps), default=0)
-    out = torch.zeros(len(steps), width, policy.hidden_size)
+    out = torch.zeros(len(steps), width, policy.hidden_size, device=policy.device)
     order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
     for start in range(0, len(order), minibatch_size):
         chunk = order[start : start + minibatch_size]
@@ -147,7 +147,7 @@ def fit_critic(
     losses = []
     n = len(values_old)
     for _ in range(epochs):
-        order = torch.as_tensor(rng.permutation(n))
+        order = torch.as_tensor(rng.permutation(n), device=values_old.device)
         for start in range(0, n, minibatch_size):
             mb = order[start : start + minibatch_size]
             values = critic(*(x[mb] for x in inputs))

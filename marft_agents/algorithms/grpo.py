@@ -36,8 +36,8 @@ from marft_agents.algorithms.advantages import agent_scaled, group_relative, spr
 from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_health, apply, by_adapter, steps_of
 from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
 from marft_agents.algorithms.tis import token_weights, weight_stats
-from marft_agents.models.agent_sampling import Temperature
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
 from marft_agents.rollout.tree import PICKS, TreeRollout, is_continuation
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
@@ -103,8 +103,11 @@ def training_steps(episodes: list[Episode]) -> list[AgentStep]:
     return [s for e in episodes for s in (*e.steps, *e.branches)]
 
 
-def tree_groups(steps: list[AgentStep]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(scores, group ids)`` ``(N,)`` of tree-sampled steps; refuses steps a tree rollout did not tag."""
+def tree_groups(steps: list[AgentStep], device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scores, group ids)`` ``(N,)`` of tree-sampled steps, on ``device`` (None: torch's default).
+
+    Steps a tree rollout did not tag (no sibling group or score) are refused.
+    """
     if any(s.group is None or s.score is None for s in steps):
         raise ValueError(
             "grpo.grouping=tree needs episodes from a tree rollout (marft_agents.rollout.tree.TreeRollout): "
@@ -116,7 +119,7 @@ def tree_groups(steps: list[AgentStep]) -> tuple[torch.Tensor, torch.Tensor]:
         ids.setdefault(s.group, len(ids))
         if prompts.setdefault(s.group, s.prompt) != s.prompt:  # siblings must share the exact context
             raise ValueError(f"tree sibling group {s.group} holds different prompts: the tree rollout is broken")
-    return torch.tensor([float(s.score) for s in steps]), torch.tensor([ids[s.group] for s in steps])
+    return torch.tensor([float(s.score) for s in steps], device=device), torch.tensor([ids[s.group] for s in steps], device=device)
 
 
 def tree_group_stats(steps: list[AgentStep], scores: torch.Tensor, groups: torch.Tensor, agents: list[str]) -> dict[str, float]:
@@ -139,21 +142,29 @@ def tree_group_stats(steps: list[AgentStep], scores: torch.Tensor, groups: torch
 
 
 def grpo_advantages(
-    episodes: list[Episode], *, group_size: int, grouping: str, gamma: float, eps: float = 1e-6, normalize: str = "group"
+    episodes: list[Episode],
+    *,
+    group_size: int,
+    grouping: str,
+    gamma: float,
+    eps: float = 1e-6,
+    normalize: str = "group",
+    device: torch.device | None = None,
 ) -> torch.Tensor:
-    """Group-relative advantage of every agent-step of ``episodes`` (in ``training_steps`` order), ``(N,)``."""
+    """Group-relative advantage of every agent-step of ``episodes`` (in ``training_steps`` order), ``(N,)`` on ``device``
+    (None: torch's default)."""
     if grouping not in GROUPINGS:
         raise ValueError(f"grouping must be one of {list(GROUPINGS)}, got {grouping!r}")
     if normalize not in NORMALIZATIONS:
         raise ValueError(f"normalize must be one of {list(NORMALIZATIONS)}, got {normalize!r}")
     if grouping == "tree":
         steps = training_steps(episodes)
-        scores, groups = tree_groups(steps)
+        scores, groups = tree_groups(steps, device)
         return _relative(scores, groups, [s.agent for s in steps], normalize, eps)
     if grouping == "problem":
         # One sample per episode: a longer episode must not weigh more in its group's mean.
-        returns = torch.tensor([reward_to_go(e, gamma)[0] if e.steps else 0.0 for e in episodes])  # (E,)
-        problems = torch.tensor([e.index // group_size for e in episodes])  # (E,)
+        returns = torch.tensor([reward_to_go(e, gamma)[0] if e.steps else 0.0 for e in episodes], device=device)  # (E,)
+        problems = torch.tensor([e.index // group_size for e in episodes], device=device)  # (E,)
         per_episode = group_relative(returns, problems, eps)  # (E,)
         return torch.cat([per_episode[k].expand(len(e.steps)) for k, e in enumerate(episodes)])  # (N,)
     scores, keys = [], []
@@ -161,7 +172,8 @@ def grpo_advantages(
         scores += reward_to_go(e, gamma)
         keys += [(e.index // group_size, s.agent, s.round) for s in e.steps]
     ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    return _relative(torch.tensor(scores), torch.tensor([ids[k] for k in keys]), [k[1] for k in keys], normalize, eps)
+    scores_t, groups = torch.tensor(scores, device=device), torch.tensor([ids[k] for k in keys], device=device)
+    return _relative(scores_t, groups, [k[1] for k in keys], normalize, eps)
 
 
 def _relative(scores: torch.Tensor, groups: torch.Tensor, agents: list[str], normalize: str, eps: float) -> torch.Tensor:
@@ -169,7 +181,7 @@ def _relative(scores: torch.Tensor, groups: torch.Tensor, agents: list[str], nor
     if normalize == "group":
         return group_relative(scores, groups, eps)
     ids = {a: i for i, a in enumerate(dict.fromkeys(agents))}
-    return agent_scaled(scores, groups, torch.tensor([ids[a] for a in agents]), eps)
+    return agent_scaled(scores, groups, torch.tensor([ids[a] for a in agents], device=scores.device), eps)
 
 
 class GRPO(Learner):
@@ -228,7 +240,13 @@ class GRPO(Learner):
             )
         steps, idx_of = by_adapter(self.policy, episodes)
         advantages = grpo_advantages(
-            episodes, group_size=cfg.group_size, grouping=cfg.grouping, gamma=cfg.gamma, eps=cfg.std_eps, normalize=cfg.normalize
+            episodes,
+            group_size=cfg.group_size,
+            grouping=cfg.grouping,
+            gamma=cfg.gamma,
+            eps=cfg.std_eps,
+            normalize=cfg.normalize,
+            device=self.policy.device,
         )  # (N,)
         metrics: dict[str, float] = {
             # Groups whose members all scored the same give no signal; this says how much of the batch did.
@@ -245,7 +263,7 @@ class GRPO(Learner):
         """One update from tree rollouts: every candidate of every node and every kept continuation, compared with its siblings."""
         cfg = self.config
         steps = training_steps(episodes)
-        scores, groups = tree_groups(steps)
+        scores, groups = tree_groups(steps, self.policy.device)
         advantages = _relative(scores, groups, [s.agent for s in steps], cfg.normalize, cfg.std_eps)  # (N,)
         untrained = sum(e.extra_tokens for e in episodes)  # continuation tokens no agent-step holds
         metrics: dict[str, float] = {
@@ -269,8 +287,8 @@ class GRPO(Learner):
         log = []  # per-minibatch stats
         for mb in self.minibatches(adapter, steps, idx, rng):
             width = mb.mask.shape[1]
-            old = _pad([s.token_logps for s in mb.steps], width)  # (B, R) behaviour log-probs
-            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+            old = _pad([s.token_logps for s in mb.steps], width, mb.mask.device)  # (B, R) behaviour log-probs
+            weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
             # the KL penalty is inside each response's token average (grpo_loss), unlike PPO's
             grpo, stats = grpo_loss(mb.logp_tok, old, advantages[mb.rows], mb.mask, cfg.clip_eps, mb.ref_tok, cfg.kl_coef, weights=weights)
             entropy = masked_mean(mb.entropy_tok, mb.mask)
@@ -280,9 +298,9 @@ class GRPO(Learner):
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": 0.0}  # no gate: never skips
 
 
-def _pad(rows: list[torch.Tensor], width: int) -> torch.Tensor:
-    """Right-pad 1-D tensors with zeros to ``(B, width)`` (padding is masked out downstream)."""
-    out = torch.zeros(len(rows), width)
+def _pad(rows: list[torch.Tensor], width: int, device: torch.device) -> torch.Tensor:
+    """Right-pad 1-D tensors with zeros to ``(B, width)`` on ``device`` (padding is masked out downstream)."""
+    out = torch.zeros(len(rows), width, device=device)
     for i, r in enumerate(rows):
         out[i, : len(r)] = r
     return out

@@ -33,8 +33,8 @@ from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.base import by_adapter
 from marft_agents.algorithms.critic import ValueHead, features
 from marft_agents.algorithms.ppo_settings import PPOSettings
-from marft_agents.models.agent_sampling import Temperature
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 IPPOConfig = MAPPOConfig = PPOSettings
@@ -67,12 +67,13 @@ def per_agent_gae(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE along each agent's own rounds; ``(advantages, returns)`` in ``steps`` order, ``(N,)`` each."""
     order, dones = agent_streams(episodes)
-    idx = torch.tensor(order, dtype=torch.long)
-    rewards = torch.tensor([steps[i].reward for i in order], dtype=torch.float32)
+    device = values.device
+    idx = torch.tensor(order, dtype=torch.long, device=device)
+    rewards = torch.tensor([steps[i].reward for i in order], dtype=torch.float32, device=device)
     # Every step of a stream is its own "round": chain GAE with round_ends everywhere is plain GAE.
-    round_ends = torch.ones(len(order), dtype=torch.bool)
+    round_ends = torch.ones(len(order), dtype=torch.bool, device=device)
     adv_s, ret_s = chain_gae(
-        rewards, values[idx], round_ends, torch.tensor(dones), gamma=gamma, gamma_agent=gamma, lam=lam
+        rewards, values[idx], round_ends, torch.tensor(dones, device=device), gamma=gamma, gamma_agent=gamma, lam=lam
     )  # (N,) in stream order
     advantages, returns = torch.empty_like(adv_s), torch.empty_like(ret_s)
     advantages[idx], returns[idx] = adv_s, ret_s
@@ -131,8 +132,10 @@ class IPPO(ActionPPOLearner):
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = self.critic_features(steps)  # (N, d), frozen: computed once per update
-        heads = torch.tensor([self.head_of[s.agent] for s in steps])  # (N,)
-        keep = torch.tensor([self.critic_learns[s.agent] for s in steps], dtype=torch.bool)  # (N,) rows the critic learns from
+        heads = torch.tensor([self.head_of[s.agent] for s in steps], device=feats.device)  # (N,)
+        keep = torch.tensor(
+            [self.critic_learns[s.agent] for s in steps], dtype=torch.bool, device=feats.device
+        )  # (N,) rows the critic learns from
         self.critic.observe(feats[keep], heads[keep])  # the input statistics first: the old values use them
         with torch.no_grad():
             values_old = self.critic(feats, heads)  # (N,)
@@ -165,4 +168,4 @@ class MAPPO(IPPO):
         prompts = [self.policy.prompt({"instructions": "", "text": text}) for text in unique]
         size = self.config.minibatch_size
         table = torch.cat([self.policy.features(prompts[i : i + size]) for i in range(0, len(prompts), size)])  # (U, d)
-        return table[torch.tensor([row[s.state] for s in steps])]  # (N, d)
+        return table[torch.tensor([row[s.state] for s in steps], device=table.device)]  # (N, d)

@@ -26,8 +26,8 @@ from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.critic import ValueHead
 from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.sequential import round_robin, turns
-from marft_agents.models.agent_sampling import Temperature
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 MARFTConfig = ChainSettings
@@ -43,9 +43,10 @@ def compute_advantages(
     on its last agent, and the chain backs it up to the agents before it (every agent's copy of it,
     summed along the chain, would count it once per agent; ``shared_reward="per_agent"`` does that, for ablations).
     """
-    rewards = torch.tensor([s.chain_reward if shared_reward == "once" else s.reward for s in steps], dtype=torch.float32)
-    round_ends = torch.tensor([s.round_end for s in steps])
-    dones = torch.tensor([s.done for s in steps])
+    device = values.device
+    rewards = torch.tensor([s.chain_reward if shared_reward == "once" else s.reward for s in steps], dtype=torch.float32, device=device)
+    round_ends = torch.tensor([s.round_end for s in steps], device=device)
+    dones = torch.tensor([s.done for s in steps], device=device)
     return chain_gae(rewards, values, round_ends, dones, gamma=gamma, gamma_agent=gamma_agent, lam=lam)
 
 
@@ -74,7 +75,7 @@ class MARFT(ActionPPOLearner):
         )
         advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages)  # per agent; equal returns: no step
         learning = self.learning_adapters(update) if informative else []
-        for turn in turns(learning, idx_of, [(s.episode, s.round) for s in steps], cfg.sequential, rng):
+        for turn in turns(learning, idx_of, [(s.episode, s.round) for s in steps], cfg.sequential, rng, self.policy.device):
             scaled = advantages if turn.weights is None else advantages * turn.weights  # (N,): M of every step
             metrics.update({**self.policy_step(turn.adapter, steps, turn.idx, scaled, rng), **turn.metrics()})
             if turn.needs_ratios:

@@ -39,8 +39,8 @@ from marft_agents.algorithms.losses import approx_kl, masked_mean, mean_stats, p
 from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.sequential import round_robin, turns
 from marft_agents.algorithms.tis import token_weights, weight_stats
-from marft_agents.models.agent_sampling import Temperature
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import UNIT, ranged
 
@@ -79,14 +79,15 @@ class MARFTToken(CriticLearner):
         """One token-level MARFT update from whole episodes; returns metrics."""
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
-        batch = pack(steps)
+        device = self.policy.device
+        batch = pack(steps, device)
         feats = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen: once per update
         self.critic.observe(feats, batch.mask)  # the input statistics first (real tokens only): the old values use them
         with torch.no_grad():
             values_old = self.critic(feats) * batch.mask  # (N, R)
         episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}
         rewards = at_last_token(
-            torch.tensor([s.chain_reward if cfg.shared_reward == "once" else s.reward for s in steps], dtype=torch.float32),
+            torch.tensor([s.chain_reward if cfg.shared_reward == "once" else s.reward for s in steps], dtype=torch.float32, device=device),
             batch.lengths,
             batch.mask.shape[1],
         )  # (N, R): a step's reward on its last token, a round's shared reward once (on its last agent)
@@ -94,9 +95,9 @@ class MARFTToken(CriticLearner):
             rewards,
             values_old,
             batch.mask,
-            torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long),
-            torch.tensor([s.round_end for s in steps]),
-            torch.tensor([s.done for s in steps]),
+            torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long, device=device),
+            torch.tensor([s.round_end for s in steps], device=device),
+            torch.tensor([s.done for s in steps], device=device),
             gamma=cfg.gamma,
             gamma_agent=cfg.gamma_agent,
             gamma_token=cfg.gamma_token,
@@ -104,7 +105,7 @@ class MARFTToken(CriticLearner):
         )
         advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages, batch.mask)
         learning = self.learning_adapters(update) if informative else []
-        for turn in turns(learning, idx_of, [(s.episode, s.round) for s in steps], cfg.sequential, rng):
+        for turn in turns(learning, idx_of, [(s.episode, s.round) for s in steps], cfg.sequential, rng, self.policy.device):
             scaled = advantages if turn.weights is None else advantages * turn.weights.view(-1, 1)  # M of a step on all its tokens
             metrics.update({**self.policy_step(turn.adapter, steps, turn.idx, batch.old_logp, scaled, rng), **turn.metrics()})
             if turn.needs_ratios:  # the last adapter's new ratio is not needed by anyone
@@ -130,8 +131,8 @@ class MARFTToken(CriticLearner):
         cfg = self.config
         log, skipped = [], 0  # per-minibatch stats
         for mb in self.minibatches(adapter, steps, idx, rng):
-            rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
-            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+            rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
+            weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
             ppo, stats = ppo_clip_loss(
                 mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps, mb.mask, weights=weights
             )

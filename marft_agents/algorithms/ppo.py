@@ -23,8 +23,8 @@ from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.critic import ValueHead
 from marft_agents.algorithms.ppo_settings import PPOSettings
-from marft_agents.models.agent_sampling import Temperature
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import Episode
 
 PPOConfig = PPOSettings
@@ -58,10 +58,10 @@ class PPO(ActionPPOLearner):
         steps, idx_of, feats, values_old = self.valued_batch(episodes)  # frozen features: once per update
         # With one agent every step ends its round, so chain GAE is plain GAE (gamma_agent never applies).
         advantages, returns = chain_gae(
-            torch.tensor([s.reward for s in steps], dtype=torch.float32),
+            torch.tensor([s.reward for s in steps], dtype=torch.float32, device=values_old.device),
             values_old,
-            torch.tensor([s.round_end for s in steps]),
-            torch.tensor([s.done for s in steps]),
+            torch.tensor([s.round_end for s in steps], device=values_old.device),
+            torch.tensor([s.done for s in steps], device=values_old.device),
             gamma=cfg.gamma,
             gamma_agent=cfg.gamma,
             lam=cfg.gae_lambda,

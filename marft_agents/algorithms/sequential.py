@@ -65,11 +65,11 @@ def agent_order(adapters: Sequence[str], order: str, rng: np.random.Generator) -
     return [adapters[i] for i in rng.permutation(len(adapters))]
 
 
-def round_index(keys: Sequence[tuple[int, int]]) -> tuple[torch.Tensor, int]:
-    """Map each step's ``(episode, round)`` to a dense joint-sample id; returns ``(ids, n_samples)``."""
+def round_index(keys: Sequence[tuple[int, int]], device: torch.device | None = None) -> tuple[torch.Tensor, int]:
+    """Map each step's ``(episode, round)`` to a dense joint-sample id; returns ``(ids, n_samples)``, the ids on ``device``."""
     ids: dict[tuple[int, int], int] = {}
     out = [ids.setdefault(k, len(ids)) for k in keys]
-    return torch.tensor(out, dtype=torch.long), len(ids)
+    return torch.tensor(out, dtype=torch.long, device=device), len(ids)
 
 
 def clipped_weight(log_m: torch.Tensor, clip: float) -> torch.Tensor:
@@ -85,14 +85,15 @@ def accumulate(log_m: torch.Tensor, sample_ids: torch.Tensor, log_ratios: torch.
 class SequentialWeights:
     """The weight ``M`` of every step of one update's batch, as the adapters learn one after another.
 
-    ``keys`` ``(N,)`` are the steps' ``(episode, round)``: steps with the same key are one joint sample.
+    ``keys`` ``(N,)`` are the steps' ``(episode, round)``: steps with the same key are one joint sample;
+    ``device`` is where the weights live (the learner's).
     Before an adapter's step, :meth:`weights` gives ``M`` of every step (its predecessors' clipped
     product ratio; 1 before any); after it, :meth:`record` adds its new action log-ratios.
     """
 
-    def __init__(self, keys: Sequence[tuple[int, int]], clip: float):
-        self.sample_ids, n_samples = round_index(keys)  # (N,) one joint-sample id per step
-        self.log_m = torch.zeros(n_samples, dtype=torch.float64)  # (n_samples,) log of the product so far
+    def __init__(self, keys: Sequence[tuple[int, int]], clip: float, device: torch.device | None = None):
+        self.sample_ids, n_samples = round_index(keys, device)  # (N,) one joint-sample id per step
+        self.log_m = torch.zeros(n_samples, dtype=torch.float64, device=device)  # (n_samples,) log of the product so far
         self.clip = clip
 
     def weights(self) -> torch.Tensor:
@@ -139,13 +140,15 @@ def turns(
     keys: Sequence[tuple[int, int]],
     settings: SequentialConfig,
     rng: np.random.Generator,
+    device: torch.device | None = None,
 ):
     """The learning adapters' turns, in order (:func:`agent_order` when ``settings.enabled``), skipping adapters without
-    steps; ``keys`` are the steps' ``(episode, round)``. Each turn's ``weights`` reflect the ratios recorded before it."""
+    steps; ``keys`` are the steps' ``(episode, round)``. Each turn's ``weights`` reflect the ratios recorded before it,
+    and live on ``device`` (the learner's)."""
     trust = None
     if settings.enabled:  # one adapter after another, each weighted by its predecessors' ratios
         learning = agent_order(learning, settings.order, rng)
-        trust = SequentialWeights(keys, settings.weight_clip)
+        trust = SequentialWeights(keys, settings.weight_clip, device)
     for k, adapter in enumerate(learning):
         if idx_of[adapter]:
             weights = trust.weights() if trust is not None else None  # (N,)

@@ -138,7 +138,8 @@ class WorkerPool:
         import ray
 
         self.version = version
-        states = {a: self.policy.adapter_state(a) for a in self.policy.adapters}
+        # on the CPU: the workers run there, whatever the learner's device
+        states = {a: {k: v.cpu() for k, v in self.policy.adapter_state(a).items()} for a in self.policy.adapters}
         self._weights = ray.put(states)
         loads = [w.load.remote(version, [self._weights]) for w in self.workers]
         if not wait:

@@ -163,8 +163,8 @@ class RolloutWorker:
         ``max_new_tokens`` and ``agent_max_new_tokens`` override the spec's.
         """
         from marft_agents.engines.seeded import episode_seed
-        from marft_agents.models.agent_sampling import agent_sampling
         from marft_agents.models.policy import Sampling
+        from marft_agents.models.sampling import agent_sampling
         from marft_agents.rollout.layered import RolloutEngine
 
         self.load(version, weights)

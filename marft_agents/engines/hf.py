@@ -33,7 +33,7 @@ class HFEngine(Engine):
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
         responses: list[list[int]] = [[] for _ in requests]
-        token_logps: list[torch.Tensor] = [torch.empty(0) for _ in requests]
+        token_logps: list[torch.Tensor] = [None] * len(requests)  # every request's adapter group fills its slot
         texts: list[str] = ["" for _ in requests]
         for (adapter, own), indices in groups(requests, sampling).items():
             prompts = [requests[i].prompt for i in indices]

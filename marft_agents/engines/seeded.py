@@ -69,11 +69,12 @@ class EpisodeSeededEngine(Engine):
 
     def seed_episodes(self, seeds: dict[int, int]) -> None:
         """Fresh generators for the episodes about to be played: episode index -> seed."""
-        self.generators = {e: torch.Generator().manual_seed(s) for e, s in seeds.items()}
+        # on the model's device: torch.multinomial draws with a generator of the probabilities' device
+        self.generators = {e: torch.Generator(self.policy.device).manual_seed(s) for e, s in seeds.items()}
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
         responses: list[list[int]] = [[] for _ in requests]
-        token_logps: list[torch.Tensor] = [torch.empty(0) for _ in requests]
+        token_logps: list[torch.Tensor] = [None] * len(requests)  # every request's adapter group fills its slot
         for (adapter, own), indices in groups(requests, sampling).items():
             prompts = [requests[i].prompt for i in indices]
             if own.temperature == 0:  # greedy: nothing to draw, the hf engine's own path

@@ -38,6 +38,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from marft_agents.models import lm, token_scores
 from marft_agents.models.chat import prompt_ids
 from marft_agents.models.named import resolve as resolve_named
+from marft_agents.models.sampling import Sampling, Temperature, agent_sampling, row_temperatures  # noqa: F401 (re-exported: imported from here)
 
 ADAPTER_MODES = ("lora", "shared", "copies")
 EMBEDDED = "embedded"
@@ -72,16 +73,6 @@ def load_base(model: str, dtype: torch.dtype = torch.float32):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return lm, tokenizer
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How actions are drawn; log-probs are always computed under this same distribution."""
-
-    temperature: float = 1.0
-    """Softmax temperature; 0 means greedy (evaluation only: greedy actions have no usable log-prob)."""
-    max_new_tokens: int = 48
-    """The longest response, in tokens."""
 
 
 @dataclass
@@ -149,6 +140,19 @@ class LaMASPolicy:
             self._keep_trainable()
         self.eos_token_id = tokenizer.eos_token_id
         self.pad_token_id = tokenizer.pad_token_id
+
+    # -- placement -----------------------------------------------------------------------------
+
+    @property
+    def device(self) -> torch.device:
+        """Where the policy's weights live: every tensor it makes or is given for its models goes there."""
+        return lm.device_of(self.base)
+
+    def to(self, device: torch.device | str) -> LaMASPolicy:
+        """Move the base, every adapter and every full copy to ``device``; returns the policy."""
+        for model in {id(m): m for m in (self.base, *self.models.values())}.values():
+            model.to(device)
+        return self
 
     # -- parameters ----------------------------------------------------------------------------
 
@@ -347,7 +351,7 @@ class LaMASPolicy:
 
         ``adapter=None`` scores under the base with adapters disabled; ``adapter`` may name a frozen
         reference copy (:meth:`kl_reference`). ``temperature`` is one number, or one per row, ``(B,)``
-        (agents sampled at their own temperatures: :func:`~marft_agents.models.agent_sampling.row_temperatures`).
+        (agents sampled at their own temperatures: :func:`~marft_agents.models.sampling.row_temperatures`).
         Returns ``(logp, entropy, mask)``, each
         ``(B, R)`` with ``R`` the longest response; sum ``logp * mask`` over the last dim for an
         action's log-prob. Three savings give the same numbers as a plain forward pass over every full
@@ -356,20 +360,20 @@ class LaMASPolicy:
         softmax run on response positions only, and they run a chunk of positions at a time, so no
         ``(B, R, V)`` tensor is made or kept for backward (:mod:`marft_agents.models.token_scores`).
         """
-        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
+        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id, self.device)
         S, R = ids.shape[1], mask.shape[1]
         ctx = self.reference() if adapter is None else self.active(adapter)
         with ctx as model:
             decoder, head = token_scores.decoder_and_head(model)
-            hidden = lm.forward_after_prefix(decoder, prompts[0][:P], ids, attn).last_hidden_state  # (B, S, d)
-            # column S - R - 1 + k predicts response token k
-            logp, entropy = token_scores.chosen_logps_and_entropy(hidden[:, S - R - 1 : S - 1], ids[:, S - R :], head, temperature)
+            hidden = lm.forward_after_prefix(decoder, prompts[0][:P], ids, attn).last_hidden_state  # (B, S, d); (B, P + S, d) recomputing
+            # column -R - 1 + k, counted from the end, predicts response token k
+            logp, entropy = token_scores.chosen_logps_and_entropy(hidden[:, -R - 1 : -1], ids[:, S - R :], head, temperature)
         return logp, entropy, mask  # (B, R) each
 
     @torch.no_grad()
     def features(self, prompts: list[list[int]]) -> torch.Tensor:
         """Frozen base features for the critic: the last prompt token's final hidden state, ``(B, d)``."""
-        P, ids, attn, _ = lm.score_layout(prompts, [[] for _ in prompts], self.pad_token_id)  # prompts end in the last column
+        P, ids, attn, _ = lm.score_layout(prompts, [[] for _ in prompts], self.pad_token_id, self.device)  # prompts end in the last column
         with self.reference() as model:
             # only hidden states are needed: logits_to_keep=1 skips the full logits
             out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)
@@ -383,7 +387,7 @@ class LaMASPolicy:
         (the last prompt token for ``k = 0``), the same columns :meth:`score` reads its logits from;
         padded columns (``k >= len(response)``) hold whatever the padding produced: mask them.
         """
-        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
+        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id, self.device)
         S, R = ids.shape[1], mask.shape[1]
         with self.reference() as model:
             out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)

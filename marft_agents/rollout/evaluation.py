@@ -37,8 +37,8 @@ import numpy as np
 
 import marft_envs
 from marft_agents.engines.base import Engine
-from marft_agents.models.agent_sampling import agent_sampling
 from marft_agents.models.policy import LaMASPolicy, Sampling
+from marft_agents.models.sampling import agent_sampling
 from marft_agents.rollout.layered import Episode, RolloutEngine
 from marft_envs.outcomes import ANSWER, OWN_CORRECT, REWARD_COMPONENTS
 

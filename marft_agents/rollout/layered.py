@@ -2,7 +2,7 @@
 
 Each step of the engine takes every ready agent across all live envs (one *layer* per env) and hands
 them, each with its agent's adapter and its agent's own sampling where it has one
-(``agents.<agent_id>.temperature`` / ``.max_new_tokens``: :func:`~marft_agents.models.agent_sampling.agent_sampling`),
+(``agents.<agent_id>.temperature`` / ``.max_new_tokens``: :func:`~marft_agents.models.sampling.agent_sampling`),
 to a generation engine (:mod:`marft_agents.engines`: the hf engine makes one batched ``generate``
 call per adapter and sampling, the vllm engine one call for the whole layer).
 Each agent-step keeps its exact prompt and response token ids (never re-tokenised), its behaviour
@@ -271,7 +271,7 @@ class RolloutEngine:
                         agent=agent,
                         prompt=prompt,
                         response=[],
-                        token_logps=torch.zeros(0),
+                        token_logps=torch.zeros(0, device=self.policy.device),
                         text="",
                         state=states.get(slot),
                         version=self.engine.version,
@@ -306,6 +306,18 @@ class RolloutEngine:
             self.timings["env"] += time.perf_counter() - t0
         finished.sort(key=lambda e: e.index)
         return finished
+
+
+def to_device(episodes: Sequence[Episode], device: torch.device) -> None:
+    """Move every agent-step's log-probs to ``device`` (the learner's), in place.
+
+    The hf engine already makes them there; a vllm engine or a rollout worker hands CPU tensors.
+    """
+    for e in episodes:
+        for s in (*e.steps, *e.branches):
+            s.token_logps = s.token_logps.to(device)
+            if s.engine_logps is not None:
+                s.engine_logps = s.engine_logps.to(device)
 
 
 def _parents(env: Any, agent: str) -> tuple[str, ...]:

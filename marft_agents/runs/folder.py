@@ -29,11 +29,14 @@ RUN_DIRS = ("checkpoints", "tb", "samples", "engine", "trackers")
 # to 0.2 per token) and the random stream, and ``generation.tis_cap`` changes the loss: those are refused.
 # The distributed keys other than ``workers`` say where and with what resources the same episodes are
 # played (each episode's sampling seed does not depend on the worker that plays it).
+# ``gradient_checkpointing`` recomputes the same activations (memory, not numbers); ``device`` is
+# refused: a GPU samples from its own random generator, so the continuation would play other episodes.
 SAFE_ON_RESUME = (
     "updates",
     "eval_every",
     "checkpoint_every",
     "threads",
+    "gradient_checkpointing",
     "run_dir",
     "generation.kv_cache_gb",
     "generation.threads",

@@ -24,6 +24,7 @@ from marft_agents import algorithms
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.config import check as check_distributed
 from marft_agents.engines.config import EngineConfig
+from marft_agents.models.device import DEVICE_CHOICES, DEVICE_SPELLING
 from marft_agents.models.dtype import BASE_DTYPES
 from marft_agents.models.policy import ADAPTER_MODES
 from marft_agents.runs.trackers import LogConfig
@@ -42,6 +43,7 @@ from marft_agents.settings.fields import (
     choice,
     ranged,
     rule_of,
+    spelled,
 )
 from marft_agents.settings.text import ConfigError, check_depth, coerce, cut, flatten, parse_value, read_file, shown
 from marft_agents.signal.config import SignalConfig
@@ -61,7 +63,11 @@ class TrainConfig:
     model: str = "embedded"
     """Base model: "embedded" (the shipped tiny model), a named model (``marft models list``), a local folder, or a Hub id."""
     dtype: str = choice("float32", BASE_DTYPES)  # no float16: without loss scaling its small gradients underflow
-    """The base model's dtype for training and rollouts: "float32", "bfloat16" or "auto" (bfloat16 only on a CPU with native bf16; LoRA adapters stay float32)."""
+    """The base model's dtype for training and rollouts: "float32", "bfloat16" or "auto" (bfloat16 on a GPU or CPU with native bf16; LoRA adapters stay float32)."""
+    device: str = spelled("auto", DEVICE_SPELLING, DEVICE_CHOICES)
+    """Where the model, adapters, critics and every tensor of training live: "auto" (the first GPU torch sees, else the CPU), "cpu", "cuda" or "cuda:N"."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's activations in the backward pass instead of keeping them: less memory for long responses, about a third more compute."""
     adapter_mode: str = choice("lora", ADAPTER_MODES)
     """"lora" (one adapter per agent), "shared" (one adapter for all), or "copies" (full copies)."""
     lora_r: int = ranged(8, AT_LEAST_ONE)

@@ -23,6 +23,7 @@ import torch
 import marft_envs
 from marft_agents.algorithms import build_learner, lookup
 from marft_agents.engines.seeded import EpisodeSeededEngine
+from marft_agents.models.device import resolve_device
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.evaluation import evaluate
 from marft_agents.rollout.layered import RolloutEngine
@@ -201,6 +202,10 @@ def build_run(config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStac
 def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool) -> Path:
     """The checks that need no model: config values, vLLM's presence, the run folder, ``--resume``, the env and its options."""
     validate(config)
+    try:
+        resolve_device(config.device)  # a device that is not there is named before any model loads
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if config.generation.engine == "vllm":
         from marft_agents.engines.vllm import check_available
 

@@ -18,9 +18,11 @@ import torch
 
 from marft_agents.distributed.worker import WorkerSpec
 from marft_agents.engines import Engine, make_engine
-from marft_agents.models.agent_sampling import agent_sampling
+from marft_agents.models.device import bf16_native, resolve_device
 from marft_agents.models.dtype import resolve_dtype
 from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.recompute import checkpoint_activations
+from marft_agents.models.sampling import agent_sampling
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import folder as run_folder
 from marft_agents.settings import agents as agent_section
@@ -37,11 +39,21 @@ def seed_everything(seed: int) -> np.random.Generator:
 
 
 def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
-    """The base model and one adapter per agent, as the config says."""
+    """The base model and one adapter per agent, as the config says, on the config's ``device``.
+
+    The adapters are made on the CPU and then moved with the base, so a run starts from the same
+    weights on every device (a GPU would draw them from its own random generator).
+    """
+    try:
+        device = resolve_device(config.device)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
     dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
-    model, tokenizer = load_base(config.model, dtype=getattr(torch, resolve_dtype(dtype, cuda=torch.cuda.is_available())))
-    return LaMASPolicy(
+    model, tokenizer = load_base(
+        config.model, dtype=getattr(torch, resolve_dtype(dtype, gpu_bf16=bf16_native(device) if device.type == "cuda" else None))
+    )
+    policy = LaMASPolicy(
         model,
         tokenizer,
         agents,
@@ -49,7 +61,10 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
         lora_r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_targets=tuple(config.lora_targets),
-    )
+    ).to(device)
+    if config.gradient_checkpointing:
+        checkpoint_activations([policy.base, *policy.models.values()])
+    return policy
 
 
 def training_sampling(config: TrainConfig) -> tuple[Sampling, dict[str, Sampling]]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from marft_agents.algorithms.tis import recompute_behaviour
 from marft_agents.rollout.evaluation import summarize
-from marft_agents.rollout.layered import check_on_policy
+from marft_agents.rollout.layered import check_on_policy, to_device
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import files as run_files
 from marft_agents.runs import report
@@ -139,6 +139,7 @@ def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progres
 
 def _learn(config: TrainConfig, run: RunParts, episodes: list, update: int) -> dict[str, float]:
     """The learner's update on ``episodes`` and its metrics, after the TIS recompute when ``generation.tis_cap`` is set."""
+    to_device(episodes, run.policy.device)  # a vllm engine's or a worker's are on the CPU
     tis = {}
     if config.generation.tis_cap is not None:  # pi_old^trainer for the ratio and the TIS weights
         steps = [s for e in episodes for s in (*e.steps, *e.branches)]

@@ -23,6 +23,7 @@ from marft_agents.settings.fields import (
     TEMPERATURE,
     UNIT,
     Ranged,
+    Spelling,
     check_ranges,
     check_value,
     choice,
@@ -215,7 +216,7 @@ def test_every_shipped_string_key_but_names_and_paths_is_a_choice(algo):
         while "." in name:
             head, name = name.split(".", 1)
             owner = owner.algo_args if head == algo else getattr(owner, head)
-        if not isinstance(rule_of(type(owner), name)[0], tuple):
+        if not isinstance(rule_of(type(owner), name)[0], (tuple, Spelling)):  # choices, or spellings (device: cuda:N)
             unchecked.add(key)
     assert unchecked == FREE_TEXT & strings
 

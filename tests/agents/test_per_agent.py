@@ -14,8 +14,8 @@ from marft_agents.algorithms.tis import recompute_behaviour
 from marft_agents.cli import main as cli
 from marft_agents.engines.hf import HFEngine
 from marft_agents.engines.seeded import EpisodeSeededEngine
-from marft_agents.models.agent_sampling import agent_sampling, row_temperatures
 from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.sampling import agent_sampling, row_temperatures
 from marft_agents.rollout.evaluation import answer_agreement, copy_rates, evaluate
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs.report import agent_health, summary_table

@@ -1,18 +1,27 @@
-"""Each agent's own sampling: its settings (``agents.<agent_id>.*``) and the temperature each scored row used.
+"""How actions are drawn (:class:`Sampling`, each agent's own), and the temperature each scored row is read at.
 
-A reasoner may explore at a high temperature while an actor stays near-greedy. The learner must then
-score every action at the temperature that sampled it (the PPO ratio is only right under the same
-distribution): :func:`row_temperatures` gives it one number, or one per row.
+The policy (:mod:`marft_agents.models.policy`) samples with a :class:`Sampling` and scores a response at
+the temperature that sampled it; with per-agent temperatures (``agents.<agent_id>.temperature``) one
+scoring batch may hold rows of several temperatures (:func:`row_temperatures`: a ``(B,)`` tensor on the
+policy's device).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 
-from marft_agents.models.policy import Sampling
+
+@dataclass(frozen=True)
+class Sampling:
+    """How actions are drawn; log-probs are always computed under this same distribution."""
+
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy (evaluation only: greedy actions have no usable log-prob)."""
+    max_new_tokens: int = 48
+    """The longest response, in tokens."""
 
 
 def agent_sampling(
@@ -36,9 +45,9 @@ Temperature = float | Mapping[str, float]
 """A learner's sampling temperature: one for every agent, or each agent's own (agent id -> T)."""
 
 
-def row_temperatures(agents: Sequence[str], temperature: Temperature) -> float | torch.Tensor:
+def row_temperatures(agents: Sequence[str], temperature: Temperature, device: torch.device | None = None) -> float | torch.Tensor:
     """The temperature to score each of a batch's rows at, the row played by ``agents[b]``: a number when all
-    rows share one, else a ``(B,)`` tensor (:meth:`LaMASPolicy.score` takes either)."""
+    rows share one, else a ``(B,)`` tensor on ``device`` (the policy's; :meth:`LaMASPolicy.score` takes either)."""
     if not isinstance(temperature, Mapping):
         return temperature
     try:
@@ -47,4 +56,4 @@ def row_temperatures(agents: Sequence[str], temperature: Temperature) -> float |
         raise KeyError(f"no sampling temperature for agent {err.args[0]!r}: the learner has {sorted(temperature)}") from None
     if len(set(rows)) <= 1:
         return rows[0] if rows else 1.0
-    return torch.tensor(rows, dtype=torch.float32)  # (B,)
+    return torch.tensor(rows, dtype=torch.float32, device=device)  # (B,)
