@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
 
-.PHONY: demo demo-envs test test-real-model test-slow test-vllm vllm-venv test-adapters test-verifiers lint bench clean
+.PHONY: demo demo-envs test test-real-model test-slow test-vllm vllm-venv test-adapters test-verifiers lint bench gpu-wheels clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,9 +71,10 @@ test-vllm: $(VLLM_STAMP)
 	mkdir -p .tmp/vllm
 	TMPDIR=$(CURDIR)/.tmp/vllm $(VLLM_BIN)/python -m pytest -q -m vllm
 
-# marft_envs.adapters (TRL, TextArena, reasoning-gym, GEM, OpenEnv; docs/adapters.md) in their own venv: the extra pins
-# exact versions of libraries the main venv does not need. None of them pulls torchvision/torchaudio/
-# torchcodec (checked with trl 1.16.0, textarena 0.7.4, reasoning-gym 0.1.25); the uninstall keeps it so.
+# marft_envs.adapters (TRL, TextArena, reasoning-gym, GEM, OpenEnv; docs/adapters.md) and the experiment trackers
+# (log.wandb) in their own venv: the extras pin exact versions of libraries the main venv does not need. None
+# of them pulls torchvision/torchaudio/torchcodec (checked with trl 1.16.0, textarena 0.7.4, reasoning-gym
+# 0.1.25, wandb 0.28.2); the uninstall keeps it so.
 ADAPTERS_VENV := .venv-adapters
 ADAPTERS_BIN := $(ADAPTERS_VENV)/bin
 ADAPTERS_STAMP := $(ADAPTERS_VENV)/.installed
@@ -81,18 +82,20 @@ ADAPTERS_STAMP := $(ADAPTERS_VENV)/.installed
 $(ADAPTERS_STAMP): pyproject.toml
 	test -x $(ADAPTERS_BIN)/python || $(PYTHON) -m venv $(ADAPTERS_VENV)
 	$(ADAPTERS_BIN)/python -m pip install --quiet --upgrade pip
-	$(ADAPTERS_BIN)/python -m pip install --quiet torch==2.13.0 -e '.[dev,adapters]'
+	$(ADAPTERS_BIN)/python -m pip install --quiet torch==2.13.0 -e '.[dev,adapters,trackers]'
 	$(ADAPTERS_BIN)/python -m pip install --quiet --no-deps gem-llm==0.1.0
 	$(ADAPTERS_BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	touch $(ADAPTERS_STAMP)
 
-# The adapters' tests (pytest -m adapters); `make test` skips them when the libraries are not importable.
+# The adapters' and trackers' tests (pytest -m "adapters or trackers"); `make test` skips them when the libraries
+# are not importable. The W&B tests run offline (WANDB_MODE=offline), every wandb folder inside their tmp_path.
 test-adapters: $(ADAPTERS_STAMP)
-	TRL_EXPERIMENTAL_SILENCE=1 $(ADAPTERS_BIN)/python -m pytest -q -m adapters
+	TRL_EXPERIMENTAL_SILENCE=1 $(ADAPTERS_BIN)/python -m pytest -q -m "adapters or trackers"
 
 # The verifiers v1 adapter (marft_envs/adapters/verifiers.py) in its own venv: marft's envs (no torch),
 # verifiers 0.4.0 and pytest (about 1.5 minutes to build on 2 cores). verifiers keeps its runtimes'
-# working dirs under $$HOME/.cache/verifiers, so HOME points into the checkout for the tests.
+# working dirs under $$HOME/.cache/verifiers, so HOME points into the checkout for the tests. The editable
+# install maps the shipped plugin packages (plugins/verifiers/), which vf-eval and vf-validate import by name.
 VERIFIERS_VENV := .venv-verifiers
 VERIFIERS_BIN := $(VERIFIERS_VENV)/bin
 VERIFIERS_STAMP := $(VERIFIERS_VENV)/.installed
@@ -106,6 +109,17 @@ $(VERIFIERS_STAMP): pyproject.toml
 test-verifiers: $(VERIFIERS_STAMP)
 	mkdir -p .tmp/verifiers/home
 	HOME=$(CURDIR)/.tmp/verifiers/home TMPDIR=$(CURDIR)/.tmp/verifiers $(VERIFIERS_BIN)/python -m pytest -q -m adapters tests/adapters/test_verifiers.py
+
+# What benchmarks/gpu_check.py needs on a GPU machine that has torch, transformers, peft and accelerate
+# (with numpy, packaging, typing-extensions) and no internet: the project's other runtime dependencies
+# on the training path (gymnasium, pettingzoo) and pytest, as pure-Python wheels for any platform and
+# Python >= 3.11, about 3 MB, into gpu-wheels/ (ignored by git: carry it). `datasets` is left out: only
+# Hub data sets import it, and with pyarrow it is ~60 MB; matplotlib and tensorboard are optional.
+GPU_WHEELS := gymnasium==1.4.0 cloudpickle==3.1.3 farama-notifications==0.0.6 pettingzoo==1.27.0 \
+	pytest==9.2.0 pluggy==1.7.0 iniconfig==2.3.1 pygments==2.21.0 pytest-timeout==2.4.0
+
+gpu-wheels:
+	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --dest gpu-wheels $(GPU_WHEELS)
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) $(ADAPTERS_VENV) $(VERIFIERS_VENV) .tmp .pytest_cache .hypothesis build *.egg-info

@@ -69,10 +69,8 @@ def worker(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
     import marft_envs
-    from marft_agents.algorithms import build_learner, lookup
+    from marft_agents import LaMASPolicy, RolloutEngine, Sampling, algorithms, load_base
     from marft_agents.engines.seeded import EpisodeSeededEngine, episode_seed
-    from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
-    from marft_agents.rollout.layered import RolloutEngine
     from marft_agents.signal.collection import rank_share
     from marft_agents.training.launch import process_group, ranks_from_env
     from marft_envs.outcomes import SHARED_REWARD
@@ -84,9 +82,9 @@ def worker(args: argparse.Namespace) -> None:
         envs = [marft_envs.make("marft/MathChain-v0") for _ in range(args.episodes)]
         model, tokenizer = load_base(args.model)
         policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
-        config = lookup(args.algo)[0]()
+        config = algorithms.lookup(args.algo)[0]()
         config.minibatch_size = args.minibatch
-        learner = build_learner(args.algo, policy, config, 1.0)
+        learner = algorithms.build_learner(args.algo, policy, config, 1.0)
         learner.ranks = ranks
         ranks.same_weights(learner.learned())
         mine = rank_share(range(args.episodes), learner.group_size, ranks.rank, ranks.world)

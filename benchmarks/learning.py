@@ -11,6 +11,8 @@
     .venv/bin/python benchmarks/learning.py e3_low_lr --seeds 0  # ablation: E3 at lr 3e-5
     .venv/bin/python benchmarks/learning.py e4 --seeds 0       # GRPO on CodeRepairSolo-v0 (not arithmetic)
     .venv/bin/python benchmarks/learning.py report             # table.md, curves.png
+    .venv/bin/python benchmarks/learning.py f1 --seeds 0,1,2   # MARFT after the credit fixes, 800 episodes (results/credit/)
+    .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1's table
 
 Every rule below was written before any RL run of this script, and none was changed after one.
 
@@ -57,6 +59,21 @@ Every rule below was written before any RL run of this script, and none was chan
 * **E4**: ``algo=grpo`` (groups of 4) on ``marft/CodeRepairSolo-v0`` (partial credit: the share of
   tests passed), 8 episodes per update, 256 new tokens, greedy on 20 test-split tasks.
 
+After the credit fixes (Issue 35: D1-D4 in the learner, D5-D6 elsewhere, D7 measured and not
+adopted: ``benchmarks/profile_copy_rate.py``), written on 2026-12-04 before any run below; results
+in ``results/credit/`` (``--out``), every seed on one machine kind, named with its ``lscpu`` in the
+note and docs/real-models.md.
+
+* **F1**: E1's setting (the chain, ``general-v0``, 48 tokens, the temperature E1's rule chose:
+  ``results/learning/temperature.json``, 32 episodes per update) with the library's defaults after
+  the fixes (shared reward once, advantages per agent, no step when all returns are equal, the
+  critic's standardised inputs, 8 critic epochs at lr 1e-4), both agents learning every update, for
+  ``F1_UPDATES`` updates: 800 training episodes per seed. Greedy held-out evaluation on the same 112
+  problems every ``UPDATES`` updates (256, 512 and 768 episodes) and at the end. The figure at 256
+  episodes is E1's budget after the fixes (no schedule in the learner depends on the total number of
+  updates, so the first 8 updates are those of an 8-update run). Goal: +10 points beyond two
+  standard errors over seeds 0, 1, 2.
+
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
 change carries the standard error of the seeds' changes (sd / sqrt(n)). Runs resume from their
@@ -91,6 +108,8 @@ UPDATES, EPISODES = 8, 32
 LONG_UPDATES = 2 * UPDATES
 SFT_SECONDS = 480
 E3_UPDATES = 6
+F1_UPDATES = 25  # 800 episodes of 32
+CREDIT_OUT = OUT.parent / "credit"
 CODE_TOKENS, CODE_EVAL_N = 256, 20
 DTYPE, THREADS = "float32", 2  # the timing run alone: 2 threads ~50 s per 16-episode update in fp32 and bf16 alike, 1 thread 82-95 s
 
@@ -130,7 +149,11 @@ def temperature_rule(out: Path) -> dict:
 
 
 def chosen_temperature(out: Path) -> float:
-    return json.loads((out / "temperature.json").read_text())["temperature"]
+    """The temperature E1's rule chose (the credit experiments' folder reads it from E1's)."""
+    path = out / "temperature.json"
+    if not path.is_file() and (OUT / "temperature.json").is_file():
+        path = OUT / "temperature.json"
+    return json.loads(path.read_text())["temperature"]
 
 
 def train_run(run_dir: Path, **fields) -> dict:
@@ -263,6 +286,11 @@ def e4(out: Path, seed: int) -> dict:
     )
 
 
+def f1(out: Path, seed: int) -> dict:
+    """MARFT after the credit fixes on E1's setting, 800 training episodes, evaluated every 256."""
+    return math_run(out, "f1_marft", seed, updates=F1_UPDATES, eval_every=UPDATES)
+
+
 # ---- report ---------------------------------------------------------------------------------------
 
 
@@ -351,6 +379,39 @@ def report(out: Path) -> str:
     return table
 
 
+def credit_report(out: Path) -> str:
+    """F1's table: greedy held-out accuracy before, at each midpoint evaluation, and after, per seed."""
+    runs = _runs(out, "f1_marft")
+    marks = [(i + 1) * EPISODES for i in range(UPDATES - 1, F1_UPDATES - 1, UPDATES)]
+    head = [
+        "| seed | before % | "
+        + " | ".join(f"{m} episodes %" for m in marks)
+        + f" | after ({F1_UPDATES * EPISODES}) % | change | whole run min wall (CPU) |"
+    ]
+    head.append("|---" * (len(marks) + 5) + "|")
+    lines, changes = [], []
+    for r in runs:
+        s, m = r["summary"], r["metrics"]
+        mids = {i: x["eval/accuracy"] for i, x in enumerate(m) if "eval/accuracy" in x}
+        timing = r["dir"].parent / f"{r['dir'].name}.timing.jsonl"
+        runs_t = [json.loads(x) for x in timing.read_text().splitlines()] if timing.is_file() else []
+        wall, cpu = sum(t["wall_s"] for t in runs_t), sum(t["cpu_s"] for t in runs_t)
+        b, a = s["eval_before"]["accuracy"], s["eval_after"]["accuracy"]
+        changes.append(a - b)
+        cells = [_pct(mids.get(mk // EPISODES - 1, math.nan)) for mk in marks]
+        lines.append(
+            f"| {r['dir'].name.rsplit('_s', 1)[1]} | {_pct(b)} | "
+            + " | ".join(cells)
+            + f" | {_pct(a)} | {100 * (a - b):+.1f} | {wall / 60:.1f} ({cpu / 60:.1f}) |"
+        )
+    mean, se = _mean_se(changes)
+    if runs:
+        lines.append(f"| **mean of {len(runs)}** | | " + " | " * len(marks) + f" | **{100 * mean:+.1f} ± {100 * se:.1f}** | |")
+    table = "\n".join(["F1: MARFT after the credit fixes; the change's ± is one standard error over seeds.", "", *head, *lines])
+    (out / "table.md").write_text(table + "\n")
+    return table
+
+
 def _plot(out: Path) -> None:
     import matplotlib
 
@@ -374,8 +435,9 @@ def _plot(out: Path) -> None:
 
 
 def _smoke() -> None:
-    global MODEL, EVAL_N, UPDATES, EPISODES, SFT_SECONDS, E3_UPDATES, TEMPERATURES, TOKENS, CODE_TOKENS, CODE_EVAL_N
+    global MODEL, EVAL_N, UPDATES, EPISODES, SFT_SECONDS, E3_UPDATES, TEMPERATURES, TOKENS, CODE_TOKENS, CODE_EVAL_N, F1_UPDATES
     MODEL, EVAL_N, UPDATES, EPISODES, SFT_SECONDS, E3_UPDATES, TEMPERATURES, TOKENS = "embedded", 8, 2, 8, 5, 1, (0.7,), 8
+    F1_UPDATES = 3
     CODE_TOKENS, CODE_EVAL_N = 16, 4
     real_model.MODEL, real_model.EVAL_N, real_model.MAX_NEW_TOKENS, real_model.EPISODES = "embedded", 8, 8, 8
 
@@ -390,25 +452,29 @@ PHASES = {
     "e3": e3,
     "e3_low_lr": e3_low_lr,
     "e4": e4,
+    "f1": f1,
 }
+CREDIT_PHASES = {"f1"}
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("phase", choices=("temperature", *PHASES, "report"))  # e1_format: an ablation, added later
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
-    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/learning, results/credit for f1)")
     p.add_argument(
         "--smoke", action="store_true", help="check the script end to end on the embedded model in a minute (tiny budgets; not a result)"
     )
     args = p.parse_args(argv)
     if args.smoke:
         _smoke()
+    if args.out is None:
+        args.out = CREDIT_OUT if args.phase in CREDIT_PHASES else OUT
     args.out.mkdir(parents=True, exist_ok=True)
     if args.phase == "temperature":
         temperature_rule(args.out)
     elif args.phase == "report":
-        print(report(args.out))
+        print(credit_report(args.out) if any(args.out.glob("f1_marft_s*")) else report(args.out))
     else:
         for seed in (int(s) for s in args.seeds.split(",")):
             PHASES[args.phase](args.out, seed)

@@ -114,7 +114,7 @@ def draw(out: Path) -> set[tuple[str, str]]:
         title = f"{wing}/" if wing not in ("root", "marft_envs") else ("marft_agents (root)" if wing == "root" else "marft_envs")
         ax.text(x, y + 0.25, title, ha="center", va="center", fontsize=11, weight="bold", family="monospace")
         ax.text(x, y + 0.05, textwrap.fill(job, 52), ha="center", va="center", fontsize=7.2)
-        ax.text(x, y - 0.24, textwrap.fill(modules_of(wing), 60), ha="center", va="center", fontsize=6.4, family="monospace", color="#555")
+        ax.text(x, y - 0.24, textwrap.fill(modules_of(wing), 50), ha="center", va="center", fontsize=6.4, family="monospace", color="#555")
     for a, b in sorted(arrows):
         start, end, bend = ROUTES.get((a, b), ("B", "T", 0.0))
         ax.add_patch(

@@ -28,19 +28,17 @@ from marft_agents.training.from_run import check_env_id as _check_env  # neither
 from marft_agents.training.from_run import policy_from_run
 
 
+def _import_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--import MODULE`` (repeatable): modules to import first, which register envs (or algorithms)."""
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=help)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="marft", description="Multi-agent reinforcement fine-tuning of LLM systems.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("envs", help="list registered env ids (with --import: your modules' too)")
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE first (it registers envs); repeatable",
-    )
+    _import_option(p, "import MODULE first (it registers envs); repeatable")
 
     # Its options live with the code (marft_agents.pretraining.pretrain.build_parser), parsed there, so that
     # other commands do not import torch just to parse their arguments.
@@ -59,14 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         help="print every config key of a run (with --algo: of that algorithm) with its default and docstring",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE before the env id is resolved (it registers envs or algorithms); repeatable",
-    )
+    _import_option(p, "import MODULE before the env id is resolved (it registers envs or algorithms); repeatable")
 
     p = sub.add_parser("eval", help="greedy held-out evaluation")
     p.add_argument(
@@ -89,14 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="episodes in --transcripts, rewarded and unrewarded half each where both exist (default 6)",
     )
-    p.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        default=[],
-        metavar="MODULE",
-        help="import MODULE before the env id is resolved (it registers envs); repeatable",
-    )
+    _import_option(p, "import MODULE before the env id is resolved (it registers envs); repeatable")
 
     sub.add_parser("models", add_help=False, help="named real models: list, or fetch NAME; see --help")
 
@@ -232,6 +216,7 @@ def cmd_eval(args) -> int:
 
     import marft_envs
     from marft_agents.rollout.evaluation import evaluate
+    from marft_agents.settings.agents import check_ids, values
     from marft_agents.training.config import MAX_EVAL_EPISODES, TrainConfig, validate, with_overrides
     from marft_agents.training.trainer import build_engine, build_policy
     from marft_envs.plugins import import_modules
@@ -239,10 +224,11 @@ def cmd_eval(args) -> int:
     import_modules(args.imports)
     if bool(args.run) == bool(args.model):
         raise ValueError("pass exactly one of --run DIR or --model M")
-    other = [o for o in args.overrides if not o.startswith("generation.") and o.split("=", 1)[0] not in EVAL_KEYS]
+    other = [o for o in args.overrides if not o.startswith("generation.") and not _agent_limit(o) and o.split("=", 1)[0] not in EVAL_KEYS]
     if other:
         raise ValueError(
-            f"marft eval takes generation.* keys and {', '.join(EVAL_KEYS)} (e.g. generation.engine=vllm threads=1), got {other[0]!r}"
+            f"marft eval takes generation.* keys and {', '.join(EVAL_KEYS)} (or agents.<agent_id>.max_new_tokens; "
+            f"e.g. generation.engine=vllm threads=1), got {other[0]!r}"
         )
     if args.transcripts_n < 1:
         raise ValueError(f"--transcripts-n must be at least 1, got {args.transcripts_n}")
@@ -264,7 +250,9 @@ def cmd_eval(args) -> int:
         _check_env(config.env)
         if config.threads:
             torch.set_num_threads(config.threads)
-        policy = build_policy(config, marft_envs.make(config.env, **config.env_kwargs).possible_agents)
+        agents = marft_envs.make(config.env, **config.env_kwargs).possible_agents
+        check_ids(config.agents, agents, config.env)  # agents.<agent_id>.* of an agent the env has, before the model loads
+        policy = build_policy(config, agents)
     if config.generation.engine == "vllm":
         from marft_agents.engines.vllm import check_available
 
@@ -277,6 +265,7 @@ def cmd_eval(args) -> int:
             args.episodes,
             rounds=args.rounds,
             max_new_tokens=config.max_new_tokens,
+            agent_max_new_tokens=values(config.agents, "max_new_tokens"),
             engine=engine,
             samples=args.transcripts_n if args.transcripts else 0,
         )
@@ -300,7 +289,13 @@ def cmd_eval(args) -> int:
 
 
 EVAL_KEYS = ("threads", "max_new_tokens", "dtype")
-"""Keys besides generation.* that ``marft eval`` takes: the resources and limits of the evaluation."""
+"""Keys besides generation.* that ``marft eval`` takes: the resources and limits of the evaluation (and an agent's own limit)."""
+
+
+def _agent_limit(override: str) -> bool:
+    """Whether ``override`` sets one agent's token limit (``agents.<agent_id>.max_new_tokens=N``), which ``marft eval`` takes."""
+    key = override.split("=", 1)[0]
+    return key.startswith("agents.") and key.endswith(".max_new_tokens")
 
 
 def cmd_show(args) -> int:

@@ -13,6 +13,9 @@ round, and nothing else by name:
   round received alike (the team reward under ``credit="team"``; 0 or absent otherwise). The team's
   return counts it once per round, not once per agent, and a chain learner enters it into the chain
   once (at the round's last agent) — else a reward backed up along the chain is counted twice.
+- ``infos[agent][ANSWER]`` (optional): the answer this agent gave in the round (the MATH envs' extracted
+  ``\\boxed{}`` answer; None when it gave none), for the copy and agreement diagnostics: how often an agent
+  repeats the answer of a teammate it saw, and how often the team's answers agree.
 
 :func:`outcome_infos` builds per-agent infos with these keys, so a task need not spell them.
 """
@@ -30,6 +33,8 @@ OWN_CORRECT = "own_correct"
 """Key, inside the reward components, of an agent's own score in [0, 1]."""
 SHARED_REWARD = "shared_reward"
 """Key of the part of an agent's reward that every agent of the round received alike (float)."""
+ANSWER = "answer"
+"""Key of the answer an agent gave in the round (optional; None: it gave none)."""
 
 
 def outcome_infos(

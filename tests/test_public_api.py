@@ -34,6 +34,10 @@ INTERNAL = {
     "marft_agents.runs.plots": "compare.py and overlap.py smooth curves as a run's plots do",
     "marft_agents.distributed.cluster": "distributed.py and overlap.py share one Ray cluster across runs",
     "marft_agents.distributed.config": "the settings of that cluster",
+    "marft_agents.algorithms.critic": "critic_fit.py replays the value head's fit on recorded features",
+    "marft_agents.algorithms.marft": "critic_fit.py computes MARFT's chain-GAE returns for that fit",
+    "marft_agents.signal.collection": "data_parallel.py deals each rank its share of the batch (rank_share) as a run does",
+    "marft_agents.training.launch": "data_parallel.py opens the ranks' process group as a run under torchrun does",
 }
 """Module inside a wing -> why a benchmark may import it."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 BUILTIN: dict[str, tuple[str, str, str]] = {
@@ -69,11 +70,23 @@ def config_class(name: str) -> type:
     return lookup(name)[0]
 
 
-def build_learner(name: str, policy: Any, config: Any, temperature: float, tis_cap: float | None = None) -> Any:
+def build_learner(
+    name: str,
+    policy: Any,
+    config: Any,
+    temperature: float | Mapping[str, float],
+    tis_cap: float | None = None,
+    frozen: frozenset[str] = frozenset(),
+) -> Any:
     """The learner for ``name`` on ``policy`` with its config section ``config``.
+
+    ``temperature`` is the sampling temperature, one for all agents or each agent's own (agent id -> T).
 
     ``tis_cap`` turns on the truncated importance-sampling correction (``marft_agents/algorithms/tis.py``) in the
     learner's loss; the trainer recomputes the behaviour log-probs it needs.
+
+    ``frozen``: adapters the learner must leave as they are (``agents.<agent_id>.train=false``), passed on as
+    ``frozen=`` to a learner that takes it; a learner that does not cannot freeze and is refused in one line.
     """
     config_cls, learner_cls = lookup(name)
     if not isinstance(config, config_cls):
@@ -84,7 +97,15 @@ def build_learner(name: str, policy: Any, config: Any, temperature: float, tis_c
             f"algo={name}: {learner_cls.__name__}.__init__ must take tis_cap=None and pass it on to "
             "Learner.__init__ (docs/adding-an-algorithm.md)"
         )
-    learner = learner_cls(policy, config, temperature=temperature, tis_cap=tis_cap)
+    options = {}
+    if frozen:
+        if "frozen" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            raise ValueError(
+                f"algo={name}: {learner_cls.__name__}.__init__ takes no frozen= (the adapters to leave untrained), so it cannot "
+                f"freeze {sorted(frozen)}: drop agents.<agent_id>.train=false, or add frozen= and pass it on to Learner.__init__"
+            )
+        options["frozen"] = frozenset(frozen)
+    learner = learner_cls(policy, config, temperature=temperature, tis_cap=tis_cap, **options)
     group = learner.group_size
     if isinstance(group, bool) or not isinstance(group, int) or group < 1:
         raise ValueError(f"algo={name}: the learner's group_size must be an integer >= 1, got {group!r}")

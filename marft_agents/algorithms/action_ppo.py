@@ -13,7 +13,8 @@ adapter, ``epochs`` passes in fresh random minibatches (:func:`~marft_agents.alg
   hard-coded 1e-3 gate, as an option);
 - one optimizer step per minibatch (:func:`~marft_agents.algorithms.base.apply`).
 
-Each algorithm computes its own advantages (chain GAE, plain GAE, per-agent GAE) and hands them here.
+Each algorithm computes its own advantages (chain GAE, plain GAE, per-agent GAE) and hands them to
+:meth:`ActionPPOLearner.policy_step`, the step its learner takes from this module's shared base.
 """
 
 from __future__ import annotations
@@ -21,12 +22,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from marft_agents.algorithms.base import PPOSettings, apply, minibatches
+from marft_agents.algorithms.base import CriticLearner, apply, by_adapter, minibatches
+from marft_agents.algorithms.critic import features
 from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share, shared_means
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
+from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.algorithms.tis import action_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
-from marft_agents.rollout.layered import AgentStep
+from marft_agents.models.sampling import Temperature
+from marft_agents.rollout.layered import AgentStep, Episode
 
 
 def action_ppo_loss(
@@ -65,7 +69,7 @@ def action_ppo_step(
     rng: np.random.Generator,
     *,
     settings: PPOSettings,
-    temperature: float,
+    temperature: Temperature,
     tis_cap: float | None,
     ranks: Ranks = SINGLE,
 ) -> dict[str, float]:
@@ -78,35 +82,15 @@ def action_ppo_step(
     """
     reduction = settings.logp_reduction
     log, skipped = [], 0  # per-minibatch stats
-    for mb in minibatches(
-        policy,
-        adapter,
-        steps,
-        idx,
-        rng,
-        temperature=temperature,
-        minibatch_size=settings.minibatch_size,
-        epochs=settings.ppo_epochs,
-        reference=settings.kl_coef > 0,
-        ranks=ranks,
-    ):
+    sizes = dict(minibatch_size=settings.minibatch_size, epochs=settings.ppo_epochs)
+    coefs = dict(clip_eps=settings.clip_eps, entropy_coef=settings.entropy_coef, kl_coef=settings.kl_coef)
+    for mb in minibatches(policy, adapter, steps, idx, rng, temperature=temperature, reference=settings.kl_coef > 0, ranks=ranks, **sizes):
         logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
         old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
         weights = action_weights(mb.steps, reduction, tis_cap)  # (B,) TIS weights, or None (off)
         entropy = masked_mean(mb.entropy_tok, mb.mask)  # per token
         kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask) if settings.kl_coef > 0 else None  # per token
-        loss, stats = action_ppo_loss(
-            logp,
-            old,
-            advantages[mb.rows],
-            entropy,
-            kl,
-            clip_eps=settings.clip_eps,
-            entropy_coef=settings.entropy_coef,
-            kl_coef=settings.kl_coef,
-            weights=weights,
-            share=mb.share,
-        )
+        loss, stats = action_ppo_loss(logp, old, advantages[mb.rows], entropy, kl, weights=weights, share=mb.share, **coefs)
         rows, tokens = mb.share.rows, mb.share.tokens  # the clip statistics are means over rows, entropy and KL over tokens
         local = {**stats, "entropy": entropy.item(), **({} if kl is None else {"kl_ref": kl.item()})}
         stats = shared_means(ranks, local, {"clip_frac": rows, "approx_kl": rows, "entropy": tokens, "kl_ref": tokens})
@@ -116,22 +100,21 @@ def action_ppo_step(
             skipped += 1
             continue
         total = apply(optimizer, loss, policy.parameters(adapter), settings.max_grad_norm, adapter, ranks)
-        log.append(
-            {
-                **row,
-                "loss": total,
-                "entropy": stats["entropy"],
-                "clip_frac": stats["clip_frac"],
-                "approx_kl": stats["approx_kl"],
-                **weight_stats(weights),
-            }
-        )
+        clip = {k: stats[k] for k in ("entropy", "clip_frac", "approx_kl")}
+        log.append({**row, "loss": total, **clip, **weight_stats(weights)})
     return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
 
 
 @torch.no_grad()
 def action_log_ratios(
-    policy: LaMASPolicy, adapter: str, steps: list[AgentStep], idx: list[int], *, temperature: float, minibatch_size: int, reduction: str
+    policy: LaMASPolicy,
+    adapter: str,
+    steps: list[AgentStep],
+    idx: list[int],
+    *,
+    temperature: Temperature,
+    minibatch_size: int,
+    reduction: str,
 ) -> torch.Tensor:
     """``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s actions ``idx`` (e.g. after its step), ``(len(idx),)``."""
     return torch.cat(
@@ -140,3 +123,33 @@ def action_log_ratios(
             for mb in minibatches(policy, adapter, steps, idx, None, temperature=temperature, minibatch_size=minibatch_size)
         ]
     )
+
+
+class ActionPPOLearner(CriticLearner):
+    """A critic learner whose policy step is PPO-clip on whole actions: the base of MARFT, PPO and IPPO/MAPPO."""
+
+    config: PPOSettings
+
+    def valued_batch(self, episodes: list[Episode]) -> tuple[list[AgentStep], dict[str, list[int]], torch.Tensor, torch.Tensor]:
+        """The update's steps, each adapter's indices, the critic's frozen base features ``(N, d)`` (computed once
+        per update) and its values ``(N,)`` before the update."""
+        steps, idx_of = by_adapter(self.policy, episodes)
+        feats = features(self.policy, steps, self.config.minibatch_size)  # (N, d)
+        self.observe_critic(feats)  # the input statistics first (every rank's): the old values use them
+        with torch.no_grad():
+            values_old = self.critic(feats)  # (N,)
+        return steps, idx_of, feats, values_old
+
+    def policy_step(
+        self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
+    ) -> dict[str, float]:
+        """Epochs of PPO-clip on whole actions over ``adapter``'s steps ``idx`` (:func:`action_ppo_step`); ``advantages`` ``(N,)``."""
+        sampling = dict(settings=self.config, temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
+        return action_ppo_step(self.policy, self.optimizers[adapter], adapter, steps, idx, advantages, rng, **sampling)
+
+    def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
+        """``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s actions ``idx`` (after its step), ``(len(idx),)``."""
+        cfg = self.config
+        return action_log_ratios(
+            self.policy, adapter, steps, idx, temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction
+        )

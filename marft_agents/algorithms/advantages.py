@@ -41,8 +41,8 @@ def chain_gae(
         rewards, values, round_ends, dones = (x.unsqueeze(0) for x in (rewards, values, round_ends, dones))
     n_envs, T = rewards.shape
     rewards, values = rewards.double(), values.double()
-    next_value = torch.as_tensor(last_value, dtype=torch.float64).expand(n_envs).clone()  # (n_envs,)
-    next_adv = torch.zeros(n_envs, dtype=torch.float64)
+    next_value = torch.as_tensor(last_value, dtype=torch.float64, device=rewards.device).expand(n_envs).clone()  # (n_envs,)
+    next_adv = torch.zeros(n_envs, dtype=torch.float64, device=rewards.device)
     advantages = torch.zeros_like(rewards)  # (n_envs, T)
     for k in reversed(range(T)):
         not_done = (~dones[:, k]).double()
@@ -106,7 +106,7 @@ def group_relative(rewards: torch.Tensor, groups: torch.Tensor, eps: float = 1e-
     for g in torch.unique(groups):
         members = groups == g
         r = rewards[members].float()
-        std = r.std(unbiased=False) if r.numel() > 1 else torch.tensor(0.0)
+        std = r.std(unbiased=False) if r.numel() > 1 else torch.tensor(0.0, device=r.device)
         out[members] = (r - r.mean()) / (std + eps)
     return out
 
@@ -127,7 +127,7 @@ def agent_scaled(rewards: torch.Tensor, groups: torch.Tensor, agents: torch.Tens
     for a in torch.unique(agents):
         mine = agents == a
         r = rewards[mine].float()
-        std = r.std(unbiased=False) if r.numel() > 1 else torch.tensor(0.0)
+        std = r.std(unbiased=False) if r.numel() > 1 else torch.tensor(0.0, device=r.device)
         out[mine] = centred[mine] / (std + eps)
     return out
 
@@ -159,9 +159,9 @@ def token_gae(
     rewards, values = rewards.double() * mask, values.double() * mask
     discount = torch.where(round_ends, gamma, torch.where(action_ends, gamma_agent, gamma_token)).double()
     # A link into padding (past the final token of an unfinished row) carries nothing.
-    keep = (~dones & mask).double() * torch.cat([mask[:, 1:], torch.zeros(n_envs, 1, dtype=torch.bool)], 1).double()
-    next_value = torch.zeros(n_envs, dtype=torch.float64)
-    next_adv = torch.zeros(n_envs, dtype=torch.float64)
+    keep = (~dones & mask).double() * torch.cat([mask[:, 1:], torch.zeros(n_envs, 1, dtype=torch.bool, device=mask.device)], 1).double()
+    next_value = torch.zeros(n_envs, dtype=torch.float64, device=rewards.device)
+    next_adv = torch.zeros(n_envs, dtype=torch.float64, device=rewards.device)
     advantages = torch.zeros_like(rewards)  # (n_envs, T)
     for k in reversed(range(T)):  # a scan over token positions, vectorised over envs
         delta = rewards[:, k] + discount[:, k] * keep[:, k] * next_value - values[:, k]
@@ -175,8 +175,8 @@ def token_gae(
 
 def at_last_token(x: torch.Tensor, lengths: torch.Tensor, width: int) -> torch.Tensor:
     """An ``(N, width)`` tensor holding ``x[i]`` at column ``lengths[i] - 1`` and zero (False) elsewhere."""
-    out = torch.zeros(len(x), width, dtype=x.dtype)
-    out[torch.arange(len(x)), lengths - 1] = x
+    out = torch.zeros(len(x), width, dtype=x.dtype, device=x.device)
+    out[torch.arange(len(x), device=x.device), lengths - 1] = x
     return out
 
 
@@ -189,7 +189,7 @@ def episode_layout(rows: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor
     """
     lengths = mask.sum(1)  # (N,)
     n_rows = int(rows.max()) + 1 if len(rows) else 0
-    per_row = torch.zeros(n_rows, dtype=lengths.dtype).index_add_(0, rows, lengths)  # (E,)
+    per_row = torch.zeros(n_rows, dtype=lengths.dtype, device=lengths.device).index_add_(0, rows, lengths)  # (E,)
     row_start = torch.cumsum(per_row, 0) - per_row  # (E,) global offset of each row's first token
     step_start = torch.cumsum(lengths, 0) - lengths - row_start[rows]  # (N,) offset inside its row
     step, tok = mask.nonzero(as_tuple=True)
@@ -221,11 +221,11 @@ def token_advantages(
     step, tok = mask.nonzero(as_tuple=True)
 
     def grid(x: torch.Tensor) -> torch.Tensor:  # (N, R) -> (n_rows, T)
-        out = torch.zeros(n_rows, T, dtype=x.dtype)
+        out = torch.zeros(n_rows, T, dtype=x.dtype, device=x.device)
         out[r_idx, c_idx] = x[step, tok]
         return out
 
-    last = at_last_token(torch.ones(len(lengths), dtype=torch.bool), lengths, R)  # (N, R)
+    last = at_last_token(torch.ones(len(lengths), dtype=torch.bool, device=lengths.device), lengths, R)  # (N, R)
     adv, ret = token_gae(
         grid(token_rewards.float()),
         grid(values.float()),

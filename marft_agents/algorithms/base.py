@@ -22,18 +22,20 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share, schedule
+from marft_agents.algorithms import data_parallel as dp
+from marft_agents.algorithms.advantages import spread
+from marft_agents.algorithms.critic import fit_critic
+from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share
 from marft_agents.algorithms.losses import ensure_finite
-from marft_agents.algorithms.sequential import SequentialConfig
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature, row_temperatures
 from marft_agents.rollout.layered import AgentStep, Episode
-from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 
 
 class Learner(ABC):
@@ -56,13 +58,29 @@ class Learner(ABC):
     """Truncated importance-sampling cap ``C`` (``generation.tis_cap``): each policy-gradient term is
     weighted by ``tis.action_weights`` / ``tis.token_weights`` with it. None: off."""
     optimizers: dict[str, torch.optim.Optimizer]
-    """One optimizer per adapter (:func:`adapter_optimizers`; empty until the learner makes them),
-    checkpointed by :meth:`state_dict`."""
+    """One optimizer per trainable adapter (:func:`adapter_optimizers` over :attr:`trainable`; empty until the
+    learner makes them), checkpointed by :meth:`state_dict`."""
+    frozen: frozenset[str]
+    """Adapters no update changes (``agents.<agent_id>.train=false``): they act; no optimizer, step or own critic part."""
+    trainable: list[str]
+    """The other adapters, in ``policy.adapters`` order: the ones to build optimizers for and to step."""
+    temperature: Temperature
+    """The sampling temperature the steps were drawn at: one number, or each agent's own (agent id -> T,
+    ``agents.<agent_id>.temperature``). Pass it on as it is to :func:`minibatches` (or score with
+    :func:`~marft_agents.models.sampling.row_temperatures`): each step's log-probs are then its agent's."""
     ranks: Ranks = SINGLE
-    """The data-parallel ranks this learner's updates span (``algorithms/data_parallel.py``); the trainer
-    sets it under torchrun. Each rank's ``update`` gets its share of the batch; collectives make the rest global."""
+    """The data-parallel ranks its updates span (``data_parallel.py``; set under torchrun): each rank's share of the batch."""
 
-    def __init__(self, policy: LaMASPolicy, config: Any, temperature: float, tis_cap: float | None = None):
+    def __init__(
+        self, policy: LaMASPolicy, config: Any, temperature: Temperature, tis_cap: float | None = None, frozen: frozenset[str] = frozenset()
+    ):
+        unknown = sorted(set(frozen) - set(policy.adapters))
+        if unknown:
+            raise ValueError(f"frozen adapters {unknown} are not the policy's: its adapters are {policy.adapters}")
+        self.frozen = frozenset(frozen)
+        self.trainable = [a for a in policy.adapters if a not in self.frozen]
+        if self.frozen and not self.trainable:
+            raise ValueError(f"every adapter {policy.adapters} is frozen: leave at least one training")
         self.policy = policy
         self.config = config
         self.temperature = temperature
@@ -77,12 +95,11 @@ class Learner(ABC):
 
     @classmethod
     def check_data_parallel(cls, config: Any) -> None:
-        """Refuse, in one line, a config whose update this learner cannot split across ranks (default: every one;
-        a learner that can overrides this)."""
+        """Refuse, in one line, a config whose update this learner cannot split across ranks (default: every one)."""
         raise ValueError("it does not split its update across ranks yet")
 
     def learned(self) -> list[torch.nn.Parameter]:
-        """Every parameter its optimizers step (the ones ranks must start from equal)."""
+        """Every parameter its optimizers step (the ones ranks must start from equal; never a frozen adapter's)."""
         groups = [g for o in self.optimizers.values() for g in o.param_groups]
         critic = getattr(self, "critic_optimizer", None)
         groups += list(critic.param_groups) if critic is not None else []
@@ -99,12 +116,28 @@ class Learner(ABC):
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """Learn from one batch of whole episodes; return metrics."""
 
+    def minibatches(
+        self, adapter: str, steps: list[AgentStep], idx: list[int], rng: np.random.Generator | None, *, reference: bool | None = None
+    ) -> Iterator[Minibatch]:
+        """:func:`minibatches` at this learner's sampling temperature, in its config's ``minibatch_size``, for its
+        ``ppo_epochs`` (one pass in order with ``rng=None``); a reference pass when its ``kl_coef`` > 0 (or ``reference``)."""
+        cfg = self.config
+        reference = getattr(cfg, "kl_coef", 0.0) > 0 if reference is None else reference
+        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs if rng is not None else 1)
+        return minibatches(
+            self.policy, adapter, steps, idx, rng, temperature=self.temperature, reference=reference, ranks=self.ranks, **passes
+        )
+
     def state_dict(self) -> dict:
-        """Adapters and their optimizers; learners with more state extend it."""
-        return {
+        """Adapters (frozen ones too), their optimizers and the KL reference where it is not the base; learners extend it."""
+        state = {
             "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
             "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
         }
+        reference = self.policy.reference_state()
+        if reference is not None:  # a run from init_from: --resume must compare with the same starting adapters
+            state["reference"] = reference
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what :meth:`state_dict` returned."""
@@ -112,6 +145,8 @@ class Learner(ABC):
             self.policy.load_adapter_state(a, state["adapters"][a])
         for a, optimizer in self.optimizers.items():
             optimizer.load_state_dict(state["optimizers"][a])
+        if "reference" in state:
+            self.policy.load_reference_state(state["reference"])
 
 
 def _positive_int(config: Any, name: str, default: int) -> int:
@@ -135,56 +170,59 @@ class CriticLearner(Learner):
         self.critic.load_state_dict(state["critic"])
         self.critic_optimizer.load_state_dict(state["critic_optimizer"])
 
+    def set_critic(self, critic: torch.nn.Module, params: list[torch.nn.Parameter] | None = None) -> None:
+        """Take ``critic`` as the value model (moved to the policy's device), with one AdamW per trainable adapter (the
+        config's ``lr``) and one for it (``critic_lr``) over ``params`` (default: all of the critic's; a critic with
+        per-agent parts leaves frozen agents' out)."""
+        self.critic = critic.to(self.policy.device)  # made on the CPU, then moved: the same start on every device
+        self.optimizers = adapter_optimizers(self.policy, self.config.lr, self.trainable)
+        params = list(self.critic.parameters()) if params is None else params
+        self.critic_optimizer = torch.optim.AdamW(params, lr=self.config.critic_lr, weight_decay=0.0)
 
-@dataclass
-class PPOSettings(Ranged):
-    """Hyper-parameters every PPO-style learner here shares (MARFT, token MARFT, PPO, IPPO, MAPPO)."""
+    def prepare_advantages(
+        self, episodes: list[Episode], steps: list[AgentStep], idx_of: dict[str, list[int]], advantages: torch.Tensor, mask=None
+    ) -> tuple[torch.Tensor, dict[str, float], bool]:
+        """Between the GAE and the policy steps: ``(advantages, metrics, informative)``.
 
-    lr: float = ranged(3e-4, LR, WHY_LR)
-    """Adam learning rate of each agent's adapter."""
-    critic_lr: float = ranged(1e-3, LR, "an Adam step moves each weight by about lr")
-    """Adam learning rate of the value head(s)."""
-    gamma: float = ranged(0.99, UNIT)
-    """Discount between rounds."""
-    gae_lambda: float = ranged(0.95, UNIT)
-    """GAE lambda."""
-    clip_eps: float = ranged(0.2, POSITIVE)
-    """PPO ratio clip."""
-    value_clip: float | None = ranged(0.2, POSITIVE)
-    """Value-loss clip around the old values (None: no clipping)."""
-    entropy_coef: float = ranged(0.01, NON_NEGATIVE)
-    """Weight of the mean per-token entropy bonus."""
-    kl_coef: float = ranged(0.0, NON_NEGATIVE)
-    """Weight of the KL(pi || reference) penalty; 0 skips the reference pass."""
-    kl_gate: float | None = ranged(None, POSITIVE)
-    """Skip a minibatch whose approx KL to the behaviour policy exceeds this (the original: 1e-3)."""
-    ppo_epochs: int = ranged(1, AT_LEAST_ONE)
-    """Passes over the batch per update."""
-    minibatch_size: int = ranged(64, AT_LEAST_ONE)
-    """Agent-steps per gradient step."""
-    max_grad_norm: float = ranged(0.5, POSITIVE)
-    """Gradient clipping."""
-    normalize_advantages: bool = True
-    """Standardise advantages over the batch."""
-    logp_reduction: str = choice("sum", ("sum", "mean"))
-    """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
+        The advantages are standardised per agent (``normalize_advantages``; jointly over agents they would push
+        each agent by a constant); ``informative`` is False when the episodes' returns are all equal (then no
+        policy step: it would follow critic noise). The metrics hold each adapter's raw advantage health, the
+        raw spread ``signal/advantage_std`` and ``policy/skipped_equal_returns``.
+        """
+        cfg = self.config
+        metrics = {"signal/advantage_std": spread(advantages, mask), **agent_health(steps, idx_of, advantages, mask)}
+        if cfg.normalize_advantages:  # normalize_scope="batch": every step in one group, the joint standardisation
+            groups = (
+                adapter_ids(self.policy, steps)
+                if cfg.normalize_scope == "agent"
+                else torch.zeros(len(steps), dtype=torch.long, device=self.policy.device)
+            )
+            n_groups = len(self.policy.adapters) if cfg.normalize_scope == "agent" else 1
+            advantages = dp.normalize_per_agent(self.ranks, advantages, groups, n_groups, mask)  # over every rank's steps
+        informative = dp.returns_differ(self.ranks, team_returns(episodes, self.policy.device)) or not cfg.skip_equal_returns
+        metrics["policy/skipped_equal_returns"] = float(not informative)
+        return advantages, metrics, informative
 
+    def fit_value(
+        self, inputs: tuple[torch.Tensor, ...], values_old: torch.Tensor, returns: torch.Tensor, rng: np.random.Generator, **kwargs: Any
+    ) -> dict[str, float]:
+        """Fit ``self.critic`` on ``inputs`` to ``returns`` (:func:`~marft_agents.algorithms.critic.fit_critic`, clipped
+        value loss) with the config's ``critic_epochs``, minibatch size, value clip and gradient clip; ``kwargs``: ``mask``."""
+        cfg = self.config
+        settings = dict(
+            epochs=cfg.critic_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm
+        )
+        return fit_critic(self.critic, self.critic_optimizer, inputs, values_old, returns, rng, **settings, ranks=self.ranks, **kwargs)
 
-@dataclass
-class ChainSettings(PPOSettings):
-    """The PPO settings plus MARFT's multi-agent ones (action- and token-level MARFT)."""
-
-    gamma_agent: float = ranged(0.99, UNIT)
-    """Discount between agents of one round (the original used gamma; 1.0 is the principled choice)."""
-    agent_iteration_interval: int = ranged(0, NON_NEGATIVE)
-    """K > 0: only one agent learns at a time, switching every K updates (round-robin)."""
-    sequential: SequentialConfig = field(default_factory=SequentialConfig)
-    """The sequential trust-region update (HAPPO-style); off by default."""
+    def observe_critic(self, *inputs: torch.Tensor) -> None:
+        """Feed the critic's input statistics this update's rows (``critic.observe(*inputs)``); data-parallel, every rank's."""
+        self.critic.observe(*(dp.everyone(self.ranks, x) for x in inputs))
 
 
-def adapter_optimizers(policy: LaMASPolicy, lr: float) -> dict[str, torch.optim.Optimizer]:
-    """One AdamW (no weight decay) per adapter."""
-    return {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in policy.adapters}
+def adapter_optimizers(policy: LaMASPolicy, lr: float, adapters: list[str] | None = None) -> dict[str, torch.optim.Optimizer]:
+    """One AdamW (no weight decay) per adapter of ``adapters`` (default: all; a learner passes its :attr:`Learner.trainable`)."""
+    chosen = policy.adapters if adapters is None else adapters
+    return {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in chosen}
 
 
 # -- 1. the batch -----------------------------------------------------------------------------------
@@ -213,12 +251,12 @@ def by_adapter(policy: LaMASPolicy, episodes: list[Episode]) -> tuple[list[Agent
 def adapter_ids(policy: LaMASPolicy, steps: list[AgentStep]) -> torch.Tensor:
     """Each step's adapter as an integer, ``(N,)`` (its place in ``policy.adapters``): to normalise per agent."""
     number = {a: k for k, a in enumerate(policy.adapters)}
-    return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long)
+    return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long, device=policy.device)
 
 
-def team_returns(episodes: list[Episode]) -> torch.Tensor:
-    """Each episode's team return (a round's shared reward once), ``(E,)``."""
-    return torch.tensor([e.team_return for e in episodes], dtype=torch.float64)
+def team_returns(episodes: list[Episode], device: torch.device | None = None) -> torch.Tensor:
+    """Each episode's team return (a round's shared reward once), ``(E,)`` on ``device`` (None: torch's default)."""
+    return torch.tensor([e.team_return for e in episodes], dtype=torch.float64, device=device)
 
 
 def agent_health(
@@ -253,14 +291,14 @@ class TokenBatch:
     """Tokens per response, ``(N,)``."""
 
 
-def pack(steps: list[AgentStep]) -> TokenBatch:
-    """Pad the steps' behaviour log-probs into ``(N, R)`` tensors."""
-    lengths = torch.tensor([len(s.response) for s in steps], dtype=torch.long)  # (N,)
+def pack(steps: list[AgentStep], device: torch.device | None = None) -> TokenBatch:
+    """Pad the steps' behaviour log-probs into ``(N, R)`` tensors on ``device`` (None: torch's default)."""
+    lengths = torch.tensor([len(s.response) for s in steps], dtype=torch.long, device=device)  # (N,)
     if len(steps) and int(lengths.min()) < 1:
         skipped = " (some are skipped steps: collect with RolloutEngine(..., skip_ignored=False))" if any(s.skipped for s in steps) else ""
         raise ValueError(f"token-level training needs every response to have at least one token{skipped}")
-    old = torch.nn.utils.rnn.pad_sequence([s.token_logps.float() for s in steps], batch_first=True)  # (N, R)
-    mask = torch.arange(old.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)  # (N, R)
+    old = torch.nn.utils.rnn.pad_sequence([s.token_logps.float().to(device) for s in steps], batch_first=True)  # (N, R)
+    mask = torch.arange(old.shape[1], device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (N, R)
     return TokenBatch(old_logp=old, mask=mask, lengths=lengths)
 
 
@@ -282,10 +320,11 @@ class Minibatch:
     mask: torch.Tensor
     """True on real response tokens."""
     ref_tok: torch.Tensor | None
-    """Log-probs under the reference (the base, adapters off; no grad) when asked for, else None."""
+    """Log-probs under the adapter's KL reference (``policy.kl_reference``: the base with adapters off, or
+    the adapter's frozen starting copy after ``init_from``; no grad) when asked for, else None."""
     share: Share = WHOLE
-    """This rank's part of the global minibatch (data-parallel; all of it in one process): scale each
-    loss term's mean by ``share.rows`` or ``share.tokens``, so that the ranks' terms sum to the global mean."""
+    """This rank's part of the global minibatch (data-parallel; all of it in one process): scale each loss
+    term's mean by ``share.rows`` or ``share.tokens``, so that the ranks' terms sum to the global mean."""
 
 
 def minibatches(
@@ -295,7 +334,7 @@ def minibatches(
     idx: list[int],
     rng: np.random.Generator | None,
     *,
-    temperature: float,
+    temperature: Temperature,
     minibatch_size: int,
     epochs: int = 1,
     reference: bool = False,
@@ -304,16 +343,13 @@ def minibatches(
     """``epochs`` passes over the steps ``idx`` of ``adapter``, each in a fresh ``rng`` permutation.
 
     ``rng=None``: one pass in ``idx`` order (e.g. new log-probs after a step, under ``torch.no_grad``).
-    ``reference``: also score every minibatch under the reference policy (for a KL penalty).
-    ``ranks`` (with an ``rng``): ``steps`` and ``idx`` are this rank's; the minibatches are the global
-    ones every rank draws alike, each cut to this rank's rows with its :class:`Share`
-    (``data_parallel.schedule``).
+    ``reference``: also score every minibatch under the adapter's KL reference (for a KL penalty).
+    ``temperature``: one for all steps, or each agent's own (a mapping): every step is scored at the
+    temperature its agent sampled at (one adapter may serve agents with different ones: ``"shared"``).
+    ``ranks`` (with an ``rng``): ``idx`` are this rank's; each global minibatch cut to its rows (``data_parallel.schedule``).
     """
     if ranks.parallel and rng is not None:
-        generating = next((i for i, s in enumerate(steps) if s.response and not s.skipped), None)
-        fallback = idx[0] if len(idx) else generating  # a rank without rows scores one step with share 0
-        sizes = [len(s.response) for s in steps]
-        for rows, share in schedule(ranks, sizes, idx, rng, minibatch_size=minibatch_size, epochs=epochs, fallback=fallback):
+        for rows, share in dp.step_schedule(ranks, steps, idx, rng, minibatch_size=minibatch_size, epochs=epochs):
             yield _scored(policy, adapter, steps, rows, temperature, reference, share)
         return
     for _ in range(epochs):
@@ -323,16 +359,17 @@ def minibatches(
 
 
 def _scored(
-    policy: LaMASPolicy, adapter: str, steps: list[AgentStep], rows: np.ndarray, temperature: float, reference: bool, share: Share
+    policy: LaMASPolicy, adapter: str, steps: list[AgentStep], rows: np.ndarray, temperature: Temperature, reference: bool, share: Share
 ) -> Minibatch:
-    """The steps ``rows`` scored by ``adapter`` (and the reference when asked)."""
+    """The steps ``rows`` scored by ``adapter`` (and its KL reference when asked), each at its agent's temperature."""
     mb = [steps[i] for i in rows]
     prompts, responses = [s.prompt for s in mb], [s.response for s in mb]
-    logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, temperature)  # (B, R)
+    t = row_temperatures([s.agent for s in mb], temperature, policy.device)  # a number, or (B,)
+    logp_tok, entropy_tok, mask = policy.score(prompts, responses, adapter, t)  # (B, R)
     ref_tok = None
     if reference:
         with torch.no_grad():
-            ref_tok, _, _ = policy.score(prompts, responses, None, temperature)  # (B, R)
+            ref_tok, _, _ = policy.score(prompts, responses, policy.kl_reference(adapter), t)  # (B, R)
     return Minibatch(rows=rows, steps=mb, logp_tok=logp_tok, entropy_tok=entropy_tok, mask=mask, ref_tok=ref_tok, share=share)
 
 
@@ -349,9 +386,8 @@ def apply(
 ) -> float:
     """One gradient step on ``loss``: zero the gradients, backward, clip their norm, step; returns the loss.
 
-    A NaN or infinite loss or gradient norm raises (naming ``name``) before any weight changes.
-    Data-parallel, ``loss`` is this rank's part: the gradients (and the loss returned) are summed over
-    the ranks before the clip, so every rank refuses or takes the same step.
+    A NaN or infinite loss or gradient norm raises (naming ``name``) before any weight changes. Data-parallel, ``loss`` is this
+    rank's part: ``params``' gradients (and the loss returned) are summed over the ranks before the clip, so all step alike.
     """
     if not ranks.parallel:
         ensure_finite(loss, f"{name}/loss")

@@ -8,9 +8,10 @@ on the batch, with its own value head, on the per-token reward
 
     r_k^i = -beta_i * (log pi_i(w_k) - log pi_ref(w_k))  +  [k is the last token] * R
 
-(the KL to the shared frozen initial model — the base with adapters disabled — on the agent's own
-prompt, the k1 estimate on the sampled token, as in TRL's PPO that the original used), GAE over the
-response's tokens (``gamma``, ``lambda``) and PPO-clip per token.
+(the KL to the frozen initial model — the base with adapters disabled, or after ``init_from`` the
+agent's starting adapter — on the agent's own prompt, the k1 estimate on the sampled token, as in
+TRL's PPO that the original used), GAE over the response's tokens (``gamma``, ``lambda``) and
+PPO-clip per token.
 
 1. Roles live in the env's graph, not in the learner: every ``swap_interval`` updates
    ``before_collect`` makes the other agent the pioneer (``MathCORY.set_pioneer``). Each agent keeps
@@ -32,11 +33,12 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.advantages import at_last_token, normalize, spread, token_advantages
-from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, pack
+from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_health, apply, by_adapter, pack
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
 from marft_agents.algorithms.losses import masked_mean, mean_stats, ppo_clip_loss
 from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature, row_temperatures
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
 
@@ -47,8 +49,10 @@ class CORYConfig(Ranged):
 
     lr: float = ranged(3e-4, LR, WHY_LR)
     """Adam learning rate of each agent's adapter."""
-    critic_lr: float = ranged(1e-3, LR, "an Adam step moves each weight by about lr")
-    """Adam learning rate of each agent's value head."""
+    critic_lr: float = ranged(1e-4, LR, "an Adam step moves each weight by about lr")
+    """Adam learning rate of each agent's value head (measured for MARFT: ``benchmarks/critic_fit.py``)."""
+    critic_epochs: int = ranged(8, AT_LEAST_ONE)
+    """Passes of each value head over its frozen features per update (measured for MARFT: ``benchmarks/critic_fit.py``)."""
     gamma: float = ranged(1.0, UNIT)
     """Discount between tokens of a response (TRL's default)."""
     gae_lambda: float = ranged(0.95, UNIT)
@@ -100,24 +104,31 @@ class CORY(Learner):
     eval_env_kwargs = {"reference": False, "pioneer": "solver_1"}
     """Evaluate each policy alone on query-only prompts (the headline answer is ``solver_0``'s)."""
 
-    def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: CORYConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
         if len(policy.adapters) != 2:
             raise ValueError(
                 f"CORY needs two agents with their own adapters, got adapters {policy.adapters}: "
                 "use env=marft/MathCORY-v0 and adapter_mode 'lora' or 'copies'"
             )
-        super().__init__(policy, config, temperature, tis_cap)
+        super().__init__(policy, config, temperature, tis_cap, frozen)
         self.agents = list(policy.agents)
-        self.critics = {a: ValueHead(policy.hidden_size) for a in policy.adapters}
+        self.critics = {a: ValueHead(policy.hidden_size).to(policy.device) for a in policy.adapters}  # made on the CPU, then moved
         self.kl_coefs = {a: config.kl_coef for a in policy.adapters}
         self._new_optimizers()
         self.pioneer = pioneer_at(self.agents, 0, config.swap_interval)
 
     def _new_optimizers(self) -> None:
         cfg = self.config
-        self.optimizers = adapter_optimizers(self.policy, cfg.lr)
-        self.critic_optimizers = {
-            a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0) for a in self.policy.adapters
+        self.optimizers = adapter_optimizers(self.policy, cfg.lr, self.trainable)
+        self.critic_optimizers = {  # a frozen agent's value head learns nothing either
+            a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0) for a in self.trainable
         }
 
     # -- role swap ------------------------------------------------------------------------------
@@ -141,11 +152,12 @@ class CORY(Learner):
         """Each agent's own PPO step on the shared batch; returns metrics."""
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
-        batch = pack(steps)  # (N, R)
+        device = self.policy.device
+        batch = pack(steps, device)  # (N, R)
         features = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen
         kl_tok = (batch.old_logp - self.reference_logps(steps, batch.mask.shape[1])) * batch.mask  # (N, R)
         rewards = at_last_token(
-            torch.tensor([s.reward for s in steps], dtype=torch.float32), batch.lengths, batch.mask.shape[1]
+            torch.tensor([s.reward for s in steps], dtype=torch.float32, device=device), batch.lengths, batch.mask.shape[1]
         )  # (N, R): the cooperative reward on the last token
         advantages = torch.zeros_like(batch.old_logp)  # (N, R), filled per agent
         raw = torch.zeros_like(batch.old_logp)  # (N, R): the same before normalisation, for signal/advantage_std
@@ -154,17 +166,25 @@ class CORY(Learner):
         for adapter, idx in idx_of.items():
             if not idx:
                 continue
-            rows = torch.tensor(idx)
+            rows = torch.tensor(idx, device=device)
             mask = batch.mask[rows]
+            kl = float(kl_tok[rows].sum(1).mean())  # KL per response, as TRL logs it
+            metrics[f"{adapter}/kl_ref"] = kl
+            metrics[f"{adapter}/kl_coef"] = self.kl_coefs[adapter]
+            own = [steps[i].info.get("reward_components", {}).get("own_correct", 0.0) for i in idx]
+            metrics[f"{adapter}/task_reward"] = float(np.mean(own))  # its own answer's reward
+            if adapter in self.frozen:  # it acts, but its adapter, value head and KL coefficient stay as they are
+                continue
+            self.critics[adapter].observe(features[rows], mask)  # the input statistics first: the old values use them
             with torch.no_grad():
                 values_old = self.critics[adapter](features[rows]) * mask  # (n, R)
             token_rewards = rewards[rows] - self.kl_coefs[adapter] * kl_tok[rows]  # (n, R)
-            every = torch.ones(len(idx), dtype=torch.bool)
+            every = torch.ones(len(idx), dtype=torch.bool, device=device)
             adv, ret = token_advantages(  # each response is its own episode
                 token_rewards,
                 values_old,
                 mask,
-                torch.arange(len(idx)),
+                torch.arange(len(idx), device=device),
                 every,
                 every,
                 gamma=cfg.gamma,
@@ -175,14 +195,12 @@ class CORY(Learner):
             advantages[rows] = normalize(adv, mask) if cfg.normalize_advantages else adv
             raw[rows] = adv
             plans[adapter] = (idx, rows, mask, values_old, ret)
-            kl = float(kl_tok[rows].sum(1).mean())  # KL per response, as TRL logs it
-            metrics[f"{adapter}/kl_ref"] = kl
-            metrics[f"{adapter}/kl_coef"] = self.kl_coefs[adapter]
-            own = [steps[i].info.get("reward_components", {}).get("own_correct", 0.0) for i in idx]
-            metrics[f"{adapter}/task_reward"] = float(np.mean(own))  # its own answer's reward
             if cfg.kl_target is not None:
                 self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target, cfg.kl_horizon, len(idx))
-        metrics["signal/advantage_std"] = spread(raw, batch.mask)
+        learning = {a: i for a, i in idx_of.items() if a not in self.frozen}  # a frozen agent's steps have no advantages
+        rows = torch.tensor([i for idx in learning.values() for i in idx], dtype=torch.long, device=raw.device)
+        metrics["signal/advantage_std"] = spread(raw[rows], batch.mask[rows])
+        metrics.update(agent_health(steps, learning, raw, batch.mask))
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
             metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages, rng))
             metrics.update(
@@ -193,7 +211,7 @@ class CORY(Learner):
                     values_old,
                     ret,
                     rng,
-                    epochs=cfg.ppo_epochs,
+                    epochs=cfg.critic_epochs,
                     minibatch_size=cfg.minibatch_size,
                     value_clip=cfg.value_clip,
                     max_grad_norm=cfg.max_grad_norm,
@@ -215,11 +233,9 @@ class CORY(Learner):
         """Epochs of PPO-clip per token over ``adapter``'s steps ``idx`` (the KL penalty is in the reward, not here)."""
         cfg = self.config
         log = []  # per-minibatch stats
-        for mb in minibatches(
-            self.policy, adapter, steps, idx, rng, temperature=self.temperature, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs
-        ):
-            rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
-            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+        for mb in self.minibatches(adapter, steps, idx, rng, reference=False):  # the KL is in the reward
+            rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
+            weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
             ppo, stats = ppo_clip_loss(
                 mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps, mb.mask, weights=weights
             )
@@ -239,14 +255,26 @@ class CORY(Learner):
 
     @torch.no_grad()
     def reference_logps(self, steps: list[AgentStep], width: int) -> torch.Tensor:
-        """Per-token log-probs of the responses under the frozen initial model, ``(N, width)``."""
-        out = torch.zeros(len(steps), width)
+        """Per-token log-probs of the responses under each agent's frozen initial policy, ``(N, width)``.
+
+        That is the base with adapters disabled, shared by both agents, or after ``init_from`` each
+        agent's starting adapter (``policy.kl_reference``); chunks never mix two references.
+        """
+        out = torch.zeros(len(steps), width, device=self.policy.device)
         size = self.config.minibatch_size
         order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
-        for start in range(0, len(order), size):
-            chunk = order[start : start + size]
-            logp, _, mask = self.policy.score([steps[i].prompt for i in chunk], [steps[i].response for i in chunk], None, self.temperature)
-            out[chunk, : mask.shape[1]] = logp * mask
+        by_reference: dict[str | None, list[int]] = {}
+        for i in order:
+            by_reference.setdefault(self.policy.kl_reference(self.policy.adapter_of[steps[i].agent]), []).append(i)
+        for reference, rows in by_reference.items():
+            for start in range(0, len(rows), size):
+                chunk = rows[start : start + size]
+                prompts, responses = [steps[i].prompt for i in chunk], [steps[i].response for i in chunk]
+                t = row_temperatures(
+                    [steps[i].agent for i in chunk], self.temperature, self.policy.device
+                )  # each step at its agent's temperature
+                logp, _, mask = self.policy.score(prompts, responses, reference, t)  # (B, R)
+                out[chunk, : mask.shape[1]] = logp * mask
         return out
 
     # -- checkpoint state -----------------------------------------------------------------------
@@ -263,5 +291,6 @@ class CORY(Learner):
         super().load_state_dict(state)
         for a in self.policy.adapters:
             self.critics[a].load_state_dict(state["critics"][a])
-            self.critic_optimizers[a].load_state_dict(state["critic_optimizers"][a])
+        for a, optimizer in self.critic_optimizers.items():
+            optimizer.load_state_dict(state["critic_optimizers"][a])
         self.kl_coefs = dict(state["kl_coefs"])

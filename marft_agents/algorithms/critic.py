@@ -7,6 +7,15 @@ used a frozen copy of the base; ours needs no copy). Since the base is frozen th
 the features once per update (:func:`features`, or :func:`token_features` before every response
 token) and the critic trains on them alone; :func:`fit_critic` is that training loop, shared by
 every learner with a value head.
+
+Raw hidden states are a poor input for an MLP trained with Adam: each feature's offset and scale are
+whatever the base's last layer made them, and Adam's first steps move every weight by about ``lr``
+whatever its gradient, so one step moves a unit's pre-activation by about ``lr * sum |x|`` (a sum
+over all ``d`` features). The head therefore standardises each feature with running statistics
+(:class:`FeatureScaler`) that the learner feeds once per update (:meth:`ValueHead.observe`) before
+it reads the old values; they are buffers, so checkpoints carry them and a resumed run scales its
+inputs as the uninterrupted one does.
+``benchmarks/critic_fit.py`` measures the effect (``docs/algorithms/marft.md``).
 """
 
 from __future__ import annotations
@@ -26,22 +35,79 @@ if TYPE_CHECKING:
     from marft_agents.rollout.layered import AgentStep
 
 
+STD_FLOOR = 1e-2
+"""Smallest standard deviation a feature is divided by: a feature that barely varies is not blown up."""
+CLIP = 10.0
+"""Standardised features are clipped to ``[-CLIP, CLIP]``: one odd prompt cannot swamp the head."""
+
+
+def standardise(x: torch.Tensor, mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
+    """``clip((x - mean) / max(sqrt(var), STD_FLOOR), -CLIP, CLIP)`` per feature (the last dim)."""
+    std = var.sqrt().clamp_min(STD_FLOOR)
+    return ((x - mean) / std).clamp(-CLIP, CLIP)
+
+
+class FeatureScaler(nn.Module):
+    """Running per-feature mean and variance of every row observed so far; standardises with them.
+
+    The statistics are exact over all observed rows (counts, means and sums of squared deviations
+    merged pairwise, in float64), not a moving average: the base is frozen, so the features of a given
+    prompt never change and older batches stay as valid as new ones. Before any row is observed it
+    passes features through unchanged.
+    """
+
+    def __init__(self, in_features: int):
+        super().__init__()
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(in_features, dtype=torch.float64))
+        self.register_buffer("m2", torch.zeros(in_features, dtype=torch.float64))
+
+    @torch.no_grad()
+    def observe(self, rows: torch.Tensor) -> None:
+        """Add ``rows`` ``(n, d)`` to the statistics."""
+        rows = rows.detach().double()
+        n = rows.shape[0]
+        if n == 0:
+            return
+        mean = rows.mean(0)  # (d,)
+        m2 = ((rows - mean) ** 2).sum(0)  # (d,)
+        total = self.count + n
+        delta = mean - self.mean
+        self.mean += delta * (n / total)
+        self.m2 += m2 + delta**2 * (self.count * n / total)
+        self.count.fill_(total)
+
+    def variance(self) -> torch.Tensor:
+        """The population variance of each feature over the observed rows, ``(d,)``."""
+        return self.m2 / self.count.clamp_min(1.0)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        if self.count == 0:
+            return features
+        return standardise(features, self.mean.to(features.dtype), self.variance().to(features.dtype))  # (..., d)
+
+
 class ValueHead(nn.Module):
-    """An MLP from base features to a scalar value: ``d -> hidden -> hidden -> 1`` with ReLU."""
+    """An MLP from standardised base features to a scalar value: ``d -> hidden -> hidden -> 1`` with ReLU."""
 
     def __init__(self, in_features: int, hidden: int = 256):
         super().__init__()
+        self.scale = FeatureScaler(in_features)
         self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
 
+    def observe(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        """Feed this update's features to the input statistics: ``(N, d)``, or ``(N, R, d)`` with ``mask`` ``(N, R)``."""
+        self.scale.observe(features if mask is None else features[mask])
+
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        return self.net(features).squeeze(-1)  # (B, d) -> (B,)
+        return self.net(self.scale(features)).squeeze(-1)  # (B, d) -> (B,), or (B, R, d) -> (B, R)
 
 
 def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -> torch.Tensor:
     """Frozen base features of every step's prompt, ``(N, d)``, computed in minibatches."""
     # Chunks of one agent's steps share its role prompt, which the policy then runs only once.
     order = sorted(range(len(steps)), key=lambda i: steps[i].agent)
-    out = torch.empty(len(steps), policy.hidden_size)
+    out = torch.empty(len(steps), policy.hidden_size, device=policy.device)
     for start in range(0, len(order), minibatch_size):
         chunk = order[start : start + minibatch_size]
         out[chunk] = policy.features([steps[i].prompt for i in chunk])
@@ -51,7 +117,7 @@ def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -
 def token_features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -> torch.Tensor:
     """Frozen base features before every response token, padded to ``(N, R, d)`` (zeros on padding)."""
     width = max((len(s.response) for s in steps), default=0)
-    out = torch.zeros(len(steps), width, policy.hidden_size)
+    out = torch.zeros(len(steps), width, policy.hidden_size, device=policy.device)
     order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
     for start in range(0, len(order), minibatch_size):
         chunk = order[start : start + minibatch_size]
@@ -79,12 +145,13 @@ def fit_critic(
     """Fit ``critic(*inputs)`` to ``returns`` with the clipped value loss, in shuffled minibatches.
 
     ``values_old``/``returns`` are ``(N,)`` (one value per step) or ``(N, R)`` with ``mask`` marking
-    the real entries (one value per token); every tensor of ``inputs`` has ``N`` rows. ``ranks``: the
-    ``N`` rows are this rank's, the minibatches the global ones (``data_parallel.schedule``).
+    the real entries (one value per token); every tensor of ``inputs`` has ``N`` rows. ``ranks``: the ``N``
+    rows are this rank's, the minibatches the global ones (``data_parallel.schedule``), and the gradients of
+    the parameters ``optimizer`` steps (never a frozen agent's head) are summed over the ranks.
     """
     losses = []
-    params = list(critic.parameters())
-    for mb, share in _minibatches(ranks, len(values_old), rng, epochs, minibatch_size, mask):
+    stepped = [p for g in optimizer.param_groups for p in g["params"]]
+    for mb, share in _minibatches(ranks, len(values_old), rng, epochs, minibatch_size, mask, values_old.device):
         values = critic(*(x[mb] for x in inputs))
         loss = clipped_value_loss(values, values_old[mb], returns[mb], value_clip, None if mask is None else mask[mb])
         if ranks.parallel:  # this rank's part of the global minibatch's mean
@@ -93,24 +160,24 @@ def fit_critic(
             ensure_finite(loss, f"{prefix}/value_loss")
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        total = ranks.reduce_gradients(params, loss)  # data-parallel: summed over the ranks
+        total = ranks.reduce_gradients(stepped, loss)  # data-parallel: summed over the ranks
         ensure_finite(total, f"{prefix}/value_loss")
-        ensure_finite(torch.nn.utils.clip_grad_norm_(params, max_grad_norm), f"{prefix}/grad_norm")
+        ensure_finite(torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm), f"{prefix}/grad_norm")
         optimizer.step()
         losses.append(float(total))
     return {f"{prefix}/value_loss": float(np.mean(losses)) if losses else 0.0, f"{prefix}/value_mean": float(masked_mean(values_old, mask))}
 
 
 def _minibatches(
-    ranks: Ranks, n: int, rng: np.random.Generator, epochs: int, minibatch_size: int, mask: torch.Tensor | None
+    ranks: Ranks, n: int, rng: np.random.Generator, epochs: int, minibatch_size: int, mask: torch.Tensor | None, device: torch.device
 ) -> Iterator[tuple[torch.Tensor, Share]]:
-    """``epochs`` shuffled passes over ``n`` rows: this rank's rows of each (global) minibatch and its share."""
+    """``epochs`` shuffled passes over ``n`` rows: this rank's rows of each (global) minibatch, on ``device``, and its share."""
     if not ranks.parallel:
         for _ in range(epochs):
-            order = torch.as_tensor(rng.permutation(n))
+            order = torch.as_tensor(rng.permutation(n), device=device)
             for start in range(0, n, minibatch_size):
                 yield order[start : start + minibatch_size], WHOLE
         return
     sizes = [1] * n if mask is None else [int(k) for k in mask.sum(1)]  # a row's size: 1, or its real entries
     for rows, share in schedule(ranks, sizes, list(range(n)), rng, minibatch_size=minibatch_size, epochs=epochs, fallback=0):
-        yield torch.as_tensor(rows), share
+        yield torch.as_tensor(rows, device=device), share

@@ -57,12 +57,12 @@ class Ranks:
         return self.rank == 0
 
     def sum(self, values: torch.Tensor) -> torch.Tensor:
-        """The element-wise sum of ``values`` over the ranks (``values`` itself when alone)."""
+        """The element-wise sum of ``values`` over the ranks, in float64 on ``values``' device (``values`` itself when alone)."""
         if not self.parallel:
             return values
-        out = values.detach().to(self.device, torch.float64).clone()
+        out = values.detach().to(self.device, torch.float64).clone()  # nccl reduces tensors on the rank's GPU
         dist.all_reduce(out)
-        return out.cpu()
+        return out.to(values.device)
 
     def gather(self, obj: Any) -> list[Any]:
         """Every rank's ``obj`` (picklable), in rank order."""
@@ -207,6 +207,17 @@ def schedule(
                 yield np.asarray([fallback]), Share(rows=0.0, tokens=0.0)
 
 
+def step_schedule(
+    ranks: Ranks, steps: list, idx: list[int], rng: np.random.Generator, *, minibatch_size: int, epochs: int
+) -> Iterator[tuple[np.ndarray, Share]]:
+    """:func:`schedule` over agent-steps (a row's size: its response's length); a rank that holds none of a global
+    minibatch's rows scores its first step of ``idx`` (or its first generated step) with share 0."""
+    generating = next((i for i, s in enumerate(steps) if s.response and not s.skipped), None)
+    fallback = idx[0] if len(idx) else generating
+    sizes = [len(s.response) for s in steps]
+    return schedule(ranks, sizes, idx, rng, minibatch_size=minibatch_size, epochs=epochs, fallback=fallback)
+
+
 def shared_means(ranks: Ranks, values: dict[str, float], shares: dict[str, float]) -> dict[str, float]:
     """The global means of per-rank means ``values``, each weighted by its key's share (one all-reduce).
 
@@ -215,7 +226,7 @@ def shared_means(ranks: Ranks, values: dict[str, float], shares: dict[str, float
     if not ranks.parallel:
         return values
     keys = [k for k in values if k in shares]
-    total = ranks.sum(torch.tensor([values[k] * shares[k] for k in keys], dtype=torch.float64))
+    total = ranks.sum(torch.tensor([values[k] * shares[k] for k in keys], dtype=torch.float64, device=ranks.device))
     return {**values, **{k: float(total[i]) for i, k in enumerate(keys)}}
 
 
@@ -223,7 +234,7 @@ def held(ranks: Ranks, idx_of: dict[str, list[int]]) -> dict[str, bool]:
     """Whether any rank holds steps of each adapter: every rank then steps the same adapters."""
     if not ranks.parallel:
         return {a: bool(idx) for a, idx in idx_of.items()}
-    counts = ranks.sum(torch.tensor([float(len(idx)) for idx in idx_of.values()]))
+    counts = ranks.sum(torch.tensor([float(len(idx)) for idx in idx_of.values()], device=ranks.device))
     return {a: bool(counts[k] > 0) for k, a in enumerate(idx_of)}
 
 
@@ -231,14 +242,14 @@ def returns_differ(ranks: Ranks, returns: torch.Tensor) -> bool:
     """:func:`~marft_agents.algorithms.advantages.returns_differ` over every rank's episode returns ``(E,)``."""
     if not ranks.parallel:
         return adv.returns_differ(returns)
-    return adv.returns_differ(torch.cat([torch.as_tensor(r) for r in ranks.gather(returns.tolist())]))
+    return adv.returns_differ(torch.cat([torch.as_tensor(r, device=returns.device) for r in ranks.gather(returns.tolist())]))
 
 
-def normalize(ranks: Ranks, advantages: torch.Tensor, mask: torch.Tensor | None = None, eps: float = 1e-8) -> torch.Tensor:
-    """:func:`~marft_agents.algorithms.advantages.normalize` with the whole batch's mean and std."""
+def everyone(ranks: Ranks, rows: torch.Tensor) -> torch.Tensor:
+    """Every rank's ``rows`` ``(n_r, ...)`` laid end to end in rank order (the batch one process holds), on ``rows``' device."""
     if not ranks.parallel:
-        return adv.normalize(advantages, mask, eps)
-    return normalize_per_agent(ranks, advantages, torch.zeros(len(advantages), dtype=torch.long), 1, mask, eps)
+        return rows
+    return torch.cat([part.to(rows.device) for part in ranks.gather(rows.detach().cpu())])
 
 
 def normalize_per_agent(

@@ -13,11 +13,14 @@
    - ``grouping="tree"``: tree sampling (``marft_agents/rollout/tree.py``): the trainer plays one tree
      per problem, ``group_size`` candidates at every agent node from one context; the candidates of
      one node (key ``(problem, round, agent, node)``, the exact same prompt) form a group and are
-     compared by their ``score`` (their round's team reward, or the mean of their continuations').
+     compared by their ``score`` (their round's team reward, or the mean of their continuations');
+     so do the continuation samples of one downstream agent after one upstream candidate (key
+     ``(problem, round, agent, node, k)``, scored by their round's team reward).
    ``normalize="agent"`` divides by the agent's own score std over the batch instead of the group's
    (Dr.MAS, ``advantages.agent_scaled``).
 4. Per agent, GRPO's token-level clipped objective with a k3 KL penalty to the reference policy
-   (the base, adapters off), each response's tokens averaged first (``losses.grpo_loss``).
+   (the base, adapters off; after ``init_from`` the run's starting adapters), each response's tokens
+   averaged first (``losses.grpo_loss``).
 
 """
 
@@ -31,12 +34,13 @@ import torch
 
 from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import agent_scaled, group_relative, spread
-from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, steps_of
+from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_health, apply, by_adapter, steps_of
 from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
 from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
-from marft_agents.rollout.tree import PICKS, TreeRollout
+from marft_agents.rollout.tree import PICKS, TreeRollout, is_continuation
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 from marft_envs.branching import NotBranchableError, probe_branching
 
@@ -60,7 +64,8 @@ class GRPOConfig(Ranged):
     tree_continuations: int = ranged(2, AT_LEAST_ONE)
     """grouping=tree: continuations sampled to the round's end to score an upstream agent's candidate (TreeRPO)."""
     tree_pick: str = choice("best", PICKS)
-    """grouping=tree: the candidate the trunk goes on from: "best" (highest own reward; random for upstream agents) or "sample"."""
+    """grouping=tree: the candidate the trunk goes on from: "best" (highest score: own reward, or its continuations' mean),
+    "random_upstream" (the best closing candidate, a random upstream one) or "sample" (always random)."""
     gamma: float = ranged(1.0, UNIT)
     """Discount per round of the reward-to-go that scores an agent-step."""
     std_eps: float = ranged(1e-6, POSITIVE)
@@ -94,12 +99,16 @@ def reward_to_go(episode: Episode, gamma: float) -> list[float]:
 
 
 def training_steps(episodes: list[Episode]) -> list[AgentStep]:
-    """Every agent-step to learn from: each episode's steps, then its tree branches (none without tree sampling)."""
+    """Every agent-step to learn from: each episode's steps, then its tree branches (unchosen candidates and kept
+    continuation samples; none without tree sampling)."""
     return [s for e in episodes for s in (*e.steps, *e.branches)]
 
 
-def tree_groups(steps: list[AgentStep]) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(scores, group ids)`` ``(N,)`` of tree-sampled steps; refuses steps a tree rollout did not tag."""
+def tree_groups(steps: list[AgentStep], device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scores, group ids)`` ``(N,)`` of tree-sampled steps, on ``device`` (None: torch's default).
+
+    Steps a tree rollout did not tag (no sibling group or score) are refused.
+    """
     if any(s.group is None or s.score is None for s in steps):
         raise ValueError(
             "grpo.grouping=tree needs episodes from a tree rollout (marft_agents.rollout.tree.TreeRollout): "
@@ -111,25 +120,52 @@ def tree_groups(steps: list[AgentStep]) -> tuple[torch.Tensor, torch.Tensor]:
         ids.setdefault(s.group, len(ids))
         if prompts.setdefault(s.group, s.prompt) != s.prompt:  # siblings must share the exact context
             raise ValueError(f"tree sibling group {s.group} holds different prompts: the tree rollout is broken")
-    return torch.tensor([float(s.score) for s in steps]), torch.tensor([ids[s.group] for s in steps])
+    return torch.tensor([float(s.score) for s in steps], device=device), torch.tensor([ids[s.group] for s in steps], device=device)
+
+
+def tree_group_stats(steps: list[AgentStep], scores: torch.Tensor, groups: torch.Tensor, agents: list[str]) -> dict[str, float]:
+    """Sibling groups of a tree batch: how many there are, the share with no spread, and per agent how many carry signal.
+
+    ``scores`` and ``groups`` are ``tree_groups(steps)``, ``(N,)``; a group is informative when its scores differ.
+    """
+    first: dict[int, int] = {}  # group id -> its first step
+    for n, g in enumerate(groups.tolist()):
+        first.setdefault(g, n)
+    informative = {g: bool(scores[groups == g].max() > scores[groups == g].min()) for g in first}
+    out = {
+        "grpo/zero_spread_groups": float(np.mean([not x for x in informative.values()])) if informative else 0.0,
+        "tree/nodes": float(sum(not is_continuation(steps[n]) for n in first.values())),
+        "tree/continuation_groups": float(sum(is_continuation(steps[n]) for n in first.values())),
+    }
+    for agent in agents:
+        out[f"tree/informative_groups/{agent}"] = float(sum(informative[g] for g, n in first.items() if steps[n].agent == agent))
+    return out
 
 
 def grpo_advantages(
-    episodes: list[Episode], *, group_size: int, grouping: str, gamma: float, eps: float = 1e-6, normalize: str = "group"
+    episodes: list[Episode],
+    *,
+    group_size: int,
+    grouping: str,
+    gamma: float,
+    eps: float = 1e-6,
+    normalize: str = "group",
+    device: torch.device | None = None,
 ) -> torch.Tensor:
-    """Group-relative advantage of every agent-step of ``episodes`` (in ``training_steps`` order), ``(N,)``."""
+    """Group-relative advantage of every agent-step of ``episodes`` (in ``training_steps`` order), ``(N,)`` on ``device``
+    (None: torch's default)."""
     if grouping not in GROUPINGS:
         raise ValueError(f"grouping must be one of {list(GROUPINGS)}, got {grouping!r}")
     if normalize not in NORMALIZATIONS:
         raise ValueError(f"normalize must be one of {list(NORMALIZATIONS)}, got {normalize!r}")
     if grouping == "tree":
         steps = training_steps(episodes)
-        scores, groups = tree_groups(steps)
+        scores, groups = tree_groups(steps, device)
         return _relative(scores, groups, [s.agent for s in steps], normalize, eps)
     if grouping == "problem":
         # One sample per episode: a longer episode must not weigh more in its group's mean.
-        returns = torch.tensor([reward_to_go(e, gamma)[0] if e.steps else 0.0 for e in episodes])  # (E,)
-        problems = torch.tensor([e.index // group_size for e in episodes])  # (E,)
+        returns = torch.tensor([reward_to_go(e, gamma)[0] if e.steps else 0.0 for e in episodes], device=device)  # (E,)
+        problems = torch.tensor([e.index // group_size for e in episodes], device=device)  # (E,)
         per_episode = group_relative(returns, problems, eps)  # (E,)
         return torch.cat([per_episode[k].expand(len(e.steps)) for k, e in enumerate(episodes)])  # (N,)
     scores, keys = [], []
@@ -137,7 +173,8 @@ def grpo_advantages(
         scores += reward_to_go(e, gamma)
         keys += [(e.index // group_size, s.agent, s.round) for s in e.steps]
     ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-    return _relative(torch.tensor(scores), torch.tensor([ids[k] for k in keys]), [k[1] for k in keys], normalize, eps)
+    scores_t, groups = torch.tensor(scores, device=device), torch.tensor([ids[k] for k in keys], device=device)
+    return _relative(scores_t, groups, [k[1] for k in keys], normalize, eps)
 
 
 def _relative(scores: torch.Tensor, groups: torch.Tensor, agents: list[str], normalize: str, eps: float) -> torch.Tensor:
@@ -145,13 +182,20 @@ def _relative(scores: torch.Tensor, groups: torch.Tensor, agents: list[str], nor
     if normalize == "group":
         return group_relative(scores, groups, eps)
     ids = {a: i for i, a in enumerate(dict.fromkeys(agents))}
-    return agent_scaled(scores, groups, torch.tensor([ids[a] for a in agents]), eps)
+    return agent_scaled(scores, groups, torch.tensor([ids[a] for a in agents], device=scores.device), eps)
 
 
 class GRPO(Learner):
     """Multi-agent GRPO: group-relative advantages and a token-level clipped objective, no critic."""
 
-    def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: GRPOConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
         if config.normalize == "agent" and config.grouping == "problem":
             raise ValueError(
                 "grpo.normalize=agent needs grpo.grouping=agent_round or tree: with grouping=problem "
@@ -159,8 +203,8 @@ class GRPO(Learner):
             )
         if config.group_size < 2:
             raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), got {config.group_size}")
-        super().__init__(policy, config, temperature, tis_cap)  # group_size: read from config.group_size
-        self.optimizers = adapter_optimizers(policy, config.lr)
+        super().__init__(policy, config, temperature, tis_cap, frozen)  # group_size: read from config.group_size
+        self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
 
     @classmethod
     def check_env(cls, config: GRPOConfig, env, *, workers: int = 0) -> None:
@@ -205,37 +249,44 @@ class GRPO(Learner):
             )
         steps, idx_of = by_adapter(self.policy, episodes)
         advantages = grpo_advantages(
-            episodes, group_size=cfg.group_size, grouping=cfg.grouping, gamma=cfg.gamma, eps=cfg.std_eps, normalize=cfg.normalize
+            episodes,
+            group_size=cfg.group_size,
+            grouping=cfg.grouping,
+            gamma=cfg.gamma,
+            eps=cfg.std_eps,
+            normalize=cfg.normalize,
+            device=self.policy.device,
         )  # (N,)
         metrics: dict[str, float] = {
             # Groups whose members all scored the same give no signal; this says how much of the batch did.
             "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
             "signal/advantage_std": spread(advantages),
+            **agent_health(steps, idx_of, advantages),
         }
         anywhere = dp.held(self.ranks, idx_of)  # data-parallel: every rank steps the same adapters
-        for adapter, idx in idx_of.items():
+        for adapter in self.trainable:
             if anywhere[adapter]:
-                metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
+                metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
         return metrics
 
     def _tree_update(self, episodes: list[Episode], rng: np.random.Generator) -> dict[str, float]:
-        """One update from tree rollouts: every candidate of every node, compared with its siblings."""
+        """One update from tree rollouts: every candidate of every node and every kept continuation, compared with its siblings."""
         cfg = self.config
         steps = training_steps(episodes)
-        scores, groups = tree_groups(steps)
+        scores, groups = tree_groups(steps, self.policy.device)
         advantages = _relative(scores, groups, [s.agent for s in steps], cfg.normalize, cfg.std_eps)  # (N,)
-        spread = [float(scores[groups == g].max() - scores[groups == g].min()) for g in torch.unique(groups)]
+        untrained = sum(e.extra_tokens for e in episodes)  # continuation tokens no agent-step holds
         metrics: dict[str, float] = {
             "grpo/zero_advantage_frac": float((advantages == 0).float().mean()) if len(steps) else 0.0,
-            "grpo/zero_spread_groups": float(np.mean([d == 0 for d in spread])) if spread else 0.0,
-            "tree/nodes": float(len(spread)),
-            "tree/generated_tokens": float(sum(len(s.response) for s in steps) + sum(e.extra_tokens for e in episodes)),
-            "tree/continuation_tokens": float(sum(e.extra_tokens for e in episodes)),
+            **tree_group_stats(steps, scores, groups, self.policy.agents),
+            "tree/generated_tokens": float(sum(len(s.response) for s in steps) + untrained),
+            "tree/continuation_tokens": float(sum(len(s.response) for s in steps if is_continuation(s)) + untrained),
         }
-        for adapter in self.policy.adapters:  # indices into the tree's steps, branches included
-            idx = steps_of(self.policy, steps, adapter)
-            if idx:
-                metrics.update(self.policy_step(adapter, steps, idx, advantages, rng))
+        idx_of = {adapter: steps_of(self.policy, steps, adapter) for adapter in self.policy.adapters}  # branches included
+        metrics.update(agent_health(steps, idx_of, advantages))
+        for adapter in self.trainable:
+            if idx_of[adapter]:
+                metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
         return metrics
 
     def policy_step(
@@ -244,21 +295,10 @@ class GRPO(Learner):
         """Epochs of GRPO's clipped objective over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
         cfg = self.config
         log = []  # per-minibatch stats
-        for mb in minibatches(
-            self.policy,
-            adapter,
-            steps,
-            idx,
-            rng,
-            temperature=self.temperature,
-            minibatch_size=cfg.minibatch_size,
-            epochs=cfg.ppo_epochs,
-            reference=cfg.kl_coef > 0,
-            ranks=self.ranks,
-        ):
+        for mb in self.minibatches(adapter, steps, idx, rng):
             width = mb.mask.shape[1]
-            old = _pad([s.token_logps for s in mb.steps], width)  # (B, R) behaviour log-probs
-            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+            old = _pad([s.token_logps for s in mb.steps], width, mb.mask.device)  # (B, R) behaviour log-probs
+            weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
             # the KL penalty is inside each response's token average (grpo_loss), unlike PPO's
             grpo, stats = grpo_loss(mb.logp_tok, old, advantages[mb.rows], mb.mask, cfg.clip_eps, mb.ref_tok, cfg.kl_coef, weights=weights)
             entropy = masked_mean(mb.entropy_tok, mb.mask)
@@ -271,9 +311,9 @@ class GRPO(Learner):
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": 0.0}  # no gate: never skips
 
 
-def _pad(rows: list[torch.Tensor], width: int) -> torch.Tensor:
-    """Right-pad 1-D tensors with zeros to ``(B, width)`` (padding is masked out downstream)."""
-    out = torch.zeros(len(rows), width)
+def _pad(rows: list[torch.Tensor], width: int, device: torch.device) -> torch.Tensor:
+    """Right-pad 1-D tensors with zeros to ``(B, width)`` on ``device`` (padding is masked out downstream)."""
+    out = torch.zeros(len(rows), width, device=device)
     for i, r in enumerate(rows):
         out[i, : len(r)] = r
     return out

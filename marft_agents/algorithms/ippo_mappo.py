@@ -14,9 +14,9 @@ Both then do, per agent ``i`` and independently of the other agents:
 1. GAE along the agent's own rounds: ``delta_t^i = r_t^i + gamma (1 - done_t) V(x_{t+1}^i) - V(x_t^i)``,
    ``A_t^i = delta_t^i + gamma lam (1 - done_t) A_{t+1}^i`` (``x`` is ``o^i`` or ``s``). Unlike MARFT's
    chain GAE, no agent bootstraps from another agent's value in the same round.
-2. PPO-clip on whole responses per agent (:meth:`IPPO.policy_step`: entropy bonus, optional KL to
+2. PPO-clip on whole responses per agent (:meth:`ActionPPOLearner.policy_step`, ``action_ppo.py``: entropy bonus, optional KL to
    the reference, optional approx-KL gate), advantages standardised over the batch.
-3. The critic(s) fit the GAE returns with a clipped value loss.
+3. The critic(s) fit the GAE returns with a clipped value loss (IPPO: a frozen agent's head, like its adapter, never learns).
 
 On an env with dependencies they still run (an observation then holds the parents' actions), but
 they ignore the agent-to-agent links that MARFT's chain GAE uses.
@@ -29,11 +29,13 @@ import torch
 from torch import nn
 
 from marft_agents.algorithms import data_parallel as dp
-from marft_agents.algorithms.action_ppo import action_ppo_step
-from marft_agents.algorithms.advantages import chain_gae, spread
-from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_ids, adapter_optimizers, agent_health, by_adapter, team_returns
-from marft_agents.algorithms.critic import ValueHead, features, fit_critic
+from marft_agents.algorithms.action_ppo import ActionPPOLearner
+from marft_agents.algorithms.advantages import chain_gae
+from marft_agents.algorithms.base import by_adapter
+from marft_agents.algorithms.critic import ValueHead, features
+from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 
 IPPOConfig = MAPPOConfig = PPOSettings
@@ -66,12 +68,13 @@ def per_agent_gae(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """GAE along each agent's own rounds; ``(advantages, returns)`` in ``steps`` order, ``(N,)`` each."""
     order, dones = agent_streams(episodes)
-    idx = torch.tensor(order, dtype=torch.long)
-    rewards = torch.tensor([steps[i].reward for i in order], dtype=torch.float32)
+    device = values.device
+    idx = torch.tensor(order, dtype=torch.long, device=device)
+    rewards = torch.tensor([steps[i].reward for i in order], dtype=torch.float32, device=device)
     # Every step of a stream is its own "round": chain GAE with round_ends everywhere is plain GAE.
-    round_ends = torch.ones(len(order), dtype=torch.bool)
+    round_ends = torch.ones(len(order), dtype=torch.bool, device=device)
     adv_s, ret_s = chain_gae(
-        rewards, values[idx], round_ends, torch.tensor(dones), gamma=gamma, gamma_agent=gamma, lam=lam
+        rewards, values[idx], round_ends, torch.tensor(dones, device=device), gamma=gamma, gamma_agent=gamma, lam=lam
     )  # (N,) in stream order
     advantages, returns = torch.empty_like(adv_s), torch.empty_like(ret_s)
     advantages[idx], returns[idx] = adv_s, ret_s
@@ -85,6 +88,11 @@ class ValueHeads(nn.Module):
         super().__init__()
         self.heads = nn.ModuleList(ValueHead(in_features) for _ in range(n))
 
+    def observe(self, features: torch.Tensor, head: torch.Tensor) -> None:
+        """Feed each head the rows it values (:meth:`ValueHead.observe`)."""
+        for k, net in enumerate(self.heads):
+            net.observe(features[head == k])
+
     def forward(self, features: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
         out = features.new_zeros(features.shape[0])  # (B,)
         for k, net in enumerate(self.heads):
@@ -94,18 +102,27 @@ class ValueHeads(nn.Module):
         return out
 
 
-class IPPO(CriticLearner):
+class IPPO(ActionPPOLearner):
     """Independent PPO: per-agent policies and per-agent critics on each agent's own observation."""
 
     centralised = False
     """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
 
-    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: float, tis_cap: float | None = None):
-        super().__init__(policy, config, temperature, tis_cap)
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: IPPOConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
+        super().__init__(policy, config, temperature, tis_cap, frozen)
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
-        self.critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents))
-        self.optimizers = adapter_optimizers(policy, config.lr)
-        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
+        # a frozen agent's own head (IPPO) learns nothing either; MAPPO's one head is every agent's and learns from all
+        self.critic_learns = {a: self.centralised or policy.adapter_of[a] not in self.frozen for a in policy.agents}
+        critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents))
+        learning = dict.fromkeys(self.head_of[a] for a in policy.agents if self.critic_learns[a])
+        self.set_critic(critic, [p for k in learning for p in critic.heads[k].parameters()])
 
     @classmethod
     def check_data_parallel(cls, config: IPPOConfig) -> None:
@@ -120,56 +137,22 @@ class IPPO(CriticLearner):
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = self.critic_features(steps)  # (N, d), frozen: computed once per update
-        heads = torch.tensor([self.head_of[s.agent] for s in steps])  # (N,)
+        heads = torch.tensor([self.head_of[s.agent] for s in steps], device=feats.device)  # (N,)
+        keep = torch.tensor(
+            [self.critic_learns[s.agent] for s in steps], dtype=torch.bool, device=feats.device
+        )  # (N,) rows the critic learns from
+        self.observe_critic(feats[keep], heads[keep])  # the input statistics first (every rank's): the old values use them
         with torch.no_grad():
             values_old = self.critic(feats, heads)  # (N,)
         advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)
-        raw_spread = spread(advantages)  # before normalisation: 0 when there is nothing to learn
-        metrics: dict[str, float] = agent_health(steps, idx_of, advantages)
-        if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
-            advantages = dp.normalize_per_agent(self.ranks, advantages, adapter_ids(self.policy, steps), len(self.policy.adapters))
-        informative = dp.returns_differ(self.ranks, team_returns(episodes))  # equal returns: a step would follow critic noise
-        metrics["policy/skipped_equal_returns"] = float(not informative)
+        advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages)  # per agent; equal returns: no step
         anywhere = dp.held(self.ranks, idx_of)  # data-parallel: every rank steps the same adapters
-        for adapter in self.policy.adapters:
+        for adapter in self.trainable:
             if anywhere[adapter] and informative:
                 metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
-        metrics.update(
-            fit_critic(
-                self.critic,
-                self.critic_optimizer,
-                (feats, heads),
-                values_old,
-                returns,
-                rng,
-                epochs=cfg.ppo_epochs,
-                minibatch_size=cfg.minibatch_size,
-                value_clip=cfg.value_clip,
-                max_grad_norm=cfg.max_grad_norm,
-                ranks=self.ranks,
-            )
-        )
+        metrics.update(self.fit_value((feats[keep], heads[keep]), values_old[keep], returns[keep], rng))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
-        metrics["signal/advantage_std"] = raw_spread
         return metrics
-
-    def policy_step(
-        self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
-    ) -> dict[str, float]:
-        """Epochs of PPO-clip on whole responses over ``adapter``'s steps ``idx`` (:func:`action_ppo_step`); ``advantages`` ``(N,)``."""
-        return action_ppo_step(
-            self.policy,
-            self.optimizers[adapter],
-            adapter,
-            steps,
-            idx,
-            advantages,
-            rng,
-            settings=self.config,
-            temperature=self.temperature,
-            tis_cap=self.tis_cap,
-            ranks=self.ranks,
-        )
 
 
 class MAPPO(IPPO):
@@ -191,4 +174,4 @@ class MAPPO(IPPO):
         prompts = [self.policy.prompt({"instructions": "", "text": text}) for text in unique]
         size = self.config.minibatch_size
         table = torch.cat([self.policy.features(prompts[i : i + size]) for i in range(0, len(prompts), size)])  # (U, d)
-        return table[torch.tensor([row[s.state] for s in steps])]  # (N, d)
+        return table[torch.tensor([row[s.state] for s in steps], device=table.device)]  # (N, d)

@@ -31,24 +31,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from marft_agents.algorithms.advantages import at_last_token, normalize_per_agent, returns_differ, spread, token_advantages
-from marft_agents.algorithms.base import (
-    ChainSettings,
-    CriticLearner,
-    adapter_ids,
-    adapter_optimizers,
-    agent_health,
-    apply,
-    by_adapter,
-    minibatches,
-    pack,
-    team_returns,
-)
-from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
-from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
-from marft_agents.algorithms.sequential import SequentialWeights, agent_order, round_robin
+from marft_agents.algorithms.action_ppo import action_log_ratios
+from marft_agents.algorithms.advantages import at_last_token, token_advantages
+from marft_agents.algorithms.base import CriticLearner, apply, by_adapter, pack
+from marft_agents.algorithms.critic import ValueHead, token_features
+from marft_agents.algorithms.losses import approx_kl, masked_mean, mean_stats, ppo_clip_loss, step_stats
+from marft_agents.algorithms.ppo_settings import ChainSettings
+from marft_agents.algorithms.sequential import round_robin, turns
 from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.settings.fields import UNIT, ranged
 
@@ -72,82 +64,59 @@ class MARFTToken(CriticLearner):
 
     config: MARFTTokenConfig
 
-    def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: float, tis_cap: float | None = None):
-        super().__init__(policy, config, temperature, tis_cap)
-        self.critic = ValueHead(policy.hidden_size)  # applied at every response position
-        self.optimizers = adapter_optimizers(policy, config.lr)
-        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: MARFTTokenConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
+        super().__init__(policy, config, temperature, tis_cap, frozen)
+        self.set_critic(ValueHead(policy.hidden_size))  # applied at every response position
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One token-level MARFT update from whole episodes; returns metrics."""
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
-        batch = pack(steps)
+        device = self.policy.device
+        batch = pack(steps, device)
         feats = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen: once per update
+        self.critic.observe(feats, batch.mask)  # the input statistics first (real tokens only): the old values use them
         with torch.no_grad():
             values_old = self.critic(feats) * batch.mask  # (N, R)
         episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}
         rewards = at_last_token(
-            torch.tensor([s.chain_reward for s in steps], dtype=torch.float32), batch.lengths, batch.mask.shape[1]
+            torch.tensor([s.chain_reward if cfg.shared_reward == "once" else s.reward for s in steps], dtype=torch.float32, device=device),
+            batch.lengths,
+            batch.mask.shape[1],
         )  # (N, R): a step's reward on its last token, a round's shared reward once (on its last agent)
         advantages, returns = token_advantages(
             rewards,
             values_old,
             batch.mask,
-            torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long),
-            torch.tensor([s.round_end for s in steps]),
-            torch.tensor([s.done for s in steps]),
+            torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long, device=device),
+            torch.tensor([s.round_end for s in steps], device=device),
+            torch.tensor([s.done for s in steps], device=device),
             gamma=cfg.gamma,
             gamma_agent=cfg.gamma_agent,
             gamma_token=cfg.gamma_token,
             lam=cfg.gae_lambda,
         )
-        raw_spread = spread(advantages, batch.mask)  # before normalisation: 0 when there is nothing to learn
-        metrics: dict[str, float] = agent_health(steps, idx_of, advantages, batch.mask)
-        if cfg.normalize_advantages:  # per agent: a joint standardisation pushes each agent by a constant
-            advantages = normalize_per_agent(advantages, adapter_ids(self.policy, steps), batch.mask)
-        informative = returns_differ(team_returns(episodes))  # equal returns: a step would follow critic noise
-        metrics["policy/skipped_equal_returns"] = float(not informative)
+        advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages, batch.mask)
         learning = self.learning_adapters(update) if informative else []
-        trust = None
-        if cfg.sequential.enabled:  # one adapter after another, each weighted by its predecessors' ratios
-            learning = agent_order(learning, cfg.sequential.order, rng)
-            trust = SequentialWeights([(s.episode, s.round) for s in steps], cfg.sequential.weight_clip)
-        for k, adapter in enumerate(learning):
-            idx = idx_of[adapter]
-            if not idx:
-                continue
-            if trust is None:
-                metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages, rng))
-                continue
-            weights = trust.weights()  # (N,) M of every step, the same for all its tokens
-            metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages * weights.view(-1, 1), rng))
-            metrics[f"{adapter}/sequential_weight"] = float(weights[idx].mean())
-            metrics[f"{adapter}/sequential_position"] = float(k)
-            if k + 1 < len(learning):  # the last adapter's new ratio is not needed by anyone
-                trust.record(idx, self.log_ratios(adapter, steps, idx))
-        metrics.update(
-            fit_critic(
-                self.critic,
-                self.critic_optimizer,
-                (feats,),
-                values_old,
-                returns,
-                rng,
-                epochs=cfg.ppo_epochs,
-                minibatch_size=cfg.minibatch_size,
-                value_clip=cfg.value_clip,
-                max_grad_norm=cfg.max_grad_norm,
-                mask=batch.mask,
-            )
-        )
+        for turn in turns(learning, idx_of, [(s.episode, s.round) for s in steps], cfg.sequential, rng, self.policy.device):
+            scaled = advantages if turn.weights is None else advantages * turn.weights.view(-1, 1)  # M of a step on all its tokens
+            metrics.update({**self.policy_step(turn.adapter, steps, turn.idx, batch.old_logp, scaled, rng), **turn.metrics()})
+            if turn.needs_ratios:  # the last adapter's new ratio is not needed by anyone
+                turn.record(self.log_ratios(turn.adapter, steps, turn.idx))
+        metrics.update(self.fit_value((feats,), values_old, returns, rng, mask=batch.mask))
         metrics["advantage_std"] = float(advantages[batch.mask].std()) if batch.mask.sum() > 1 else 0.0
-        metrics["signal/advantage_std"] = raw_spread
         return metrics
 
     def learning_adapters(self, update: int) -> list[str]:
-        """The adapters that learn in this update (all, or one in turn)."""
-        return round_robin(self.policy.adapters, update, self.config.agent_iteration_interval)
+        """The trainable adapters that learn in this update (all, or one in turn: the round-robin skips frozen ones)."""
+        return round_robin(self.trainable, update, self.config.agent_iteration_interval)
 
     def policy_step(
         self,
@@ -161,19 +130,9 @@ class MARFTToken(CriticLearner):
         """Epochs of PPO-clip per token over ``adapter``'s steps ``idx``; ``old_logp``, ``advantages`` ``(N, R)``."""
         cfg = self.config
         log, skipped = [], 0  # per-minibatch stats
-        for mb in minibatches(
-            self.policy,
-            adapter,
-            steps,
-            idx,
-            rng,
-            temperature=self.temperature,
-            minibatch_size=cfg.minibatch_size,
-            epochs=cfg.ppo_epochs,
-            reference=cfg.kl_coef > 0,
-        ):
-            rows, width = torch.as_tensor(mb.rows), mb.mask.shape[1]
-            weights = token_weights(mb.steps, width, self.tis_cap)  # (B, R) TIS weights, or None (off)
+        for mb in self.minibatches(adapter, steps, idx, rng):
+            rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
+            weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
             ppo, stats = ppo_clip_loss(
                 mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps, mb.mask, weights=weights
             )
@@ -189,27 +148,12 @@ class MARFTToken(CriticLearner):
                 skipped += 1
                 continue
             apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append(
-                {
-                    **row,
-                    "loss": loss.item(),
-                    "entropy": entropy.item(),
-                    "clip_frac": stats["clip_frac"],
-                    "approx_kl": stats["approx_kl"],
-                    **weight_stats(weights, mb.mask),
-                }
-            )
+            log.append({**row, **step_stats(loss, entropy, stats), **weight_stats(weights, mb.mask)})
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
 
-    @torch.no_grad()
     def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
         """Action-level ``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s steps ``idx``, for the weight ``M``."""
-        cfg, reduction = self.config, self.config.logp_reduction
-        return torch.cat(
-            [
-                reduce_batch(mb.logp_tok, mb.mask, reduction) - action_logps([s.token_logps for s in mb.steps], reduction)
-                for mb in minibatches(
-                    self.policy, adapter, steps, idx, None, temperature=self.temperature, minibatch_size=cfg.minibatch_size
-                )
-            ]
+        cfg = self.config
+        return action_log_ratios(
+            self.policy, adapter, steps, idx, temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction
         )

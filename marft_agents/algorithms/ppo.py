@@ -5,7 +5,7 @@ Textbook PPO with the pieces action-level MARFT uses (``base.py``, ``losses.py``
 1. A critic ``V(o)``, a small MLP on frozen base features of the observation (``critic.py``).
 2. GAE over the agent's rounds: with one agent every step ends its round, so chain GAE's
    ``delta_t = r_t + gamma (1 - done_t) V(o_{t+1}) - V(o_t)`` is plain GAE (``gamma_agent`` never applies).
-3. PPO-clip on whole responses (:meth:`PPO.policy_step`), ``log pi(a|o)`` the sum (or mean) of the
+3. PPO-clip on whole responses (:meth:`ActionPPOLearner.policy_step`, ``action_ppo.py``), ``log pi(a|o)`` the sum (or mean) of the
    response's token log-probs under the sampling temperature; entropy bonus; optional KL-to-reference
    penalty and approx-KL gate.
 4. A clipped value loss on the GAE returns.
@@ -20,96 +20,61 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms import data_parallel as dp
-from marft_agents.algorithms.action_ppo import action_ppo_step
-from marft_agents.algorithms.advantages import chain_gae, spread
-from marft_agents.algorithms.base import CriticLearner, PPOSettings, adapter_optimizers, agent_health, by_adapter, team_returns
-from marft_agents.algorithms.critic import ValueHead, features, fit_critic
+from marft_agents.algorithms.action_ppo import ActionPPOLearner
+from marft_agents.algorithms.advantages import chain_gae
+from marft_agents.algorithms.critic import ValueHead
+from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.models.policy import LaMASPolicy
-from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.models.sampling import Temperature
+from marft_agents.rollout.layered import Episode
 
 PPOConfig = PPOSettings
 """Hyper-parameters of single-agent PPO: the shared PPO ones, with MARFT's defaults for a fair comparison."""
 
 
-class PPO(CriticLearner):
+class PPO(ActionPPOLearner):
     """Single-agent PPO: a critic on the observation, plain GAE over the agent's rounds, PPO-clip on responses."""
 
     config: PPOConfig
 
-    def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: float, tis_cap: float | None = None):
+    def __init__(
+        self,
+        policy: LaMASPolicy,
+        config: PPOConfig,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
+    ):
         if len(policy.agents) != 1:
             raise ValueError(
                 f"single-agent PPO needs a one-agent env such as marft/MathSolo-v0, got agents {policy.agents}; "
                 "use algo=marft, ippo or mappo for several agents"
             )
-        super().__init__(policy, config, temperature, tis_cap)
-        self.critic = ValueHead(policy.hidden_size)
-        self.optimizers = adapter_optimizers(policy, config.lr)
-        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), lr=config.critic_lr, weight_decay=0.0)
-
-    def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
-        """One PPO update from whole episodes; returns metrics."""
-        cfg = self.config
-        steps, idx_of = by_adapter(self.policy, episodes)
-        feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d), frozen: computed once per update
-        with torch.no_grad():
-            values_old = self.critic(feats)  # (N,)
-        # With one agent every step ends its round, so chain GAE is plain GAE (gamma_agent never applies).
-        advantages, returns = chain_gae(
-            torch.tensor([s.reward for s in steps], dtype=torch.float32),
-            values_old,
-            torch.tensor([s.round_end for s in steps]),
-            torch.tensor([s.done for s in steps]),
-            gamma=cfg.gamma,
-            gamma_agent=cfg.gamma,
-            lam=cfg.gae_lambda,
-        )
-        raw, raw_spread = advantages, spread(advantages)  # before normalisation: 0 when there is nothing to learn
-        if cfg.normalize_advantages:
-            advantages = dp.normalize(self.ranks, advantages)
-        (adapter,) = self.policy.adapters
-        informative = dp.returns_differ(self.ranks, team_returns(episodes))  # equal returns: a step would follow critic noise
-        anywhere = dp.held(self.ranks, idx_of)[adapter]  # data-parallel: every rank steps, or none
-        metrics = self.policy_step(adapter, steps, idx_of[adapter], advantages, rng) if anywhere and informative else {}
-        metrics["policy/skipped_equal_returns"] = float(not informative)
-        metrics.update(agent_health(steps, idx_of, raw))
-        metrics.update(
-            fit_critic(
-                self.critic,
-                self.critic_optimizer,
-                (feats,),
-                values_old,
-                returns,
-                rng,
-                epochs=cfg.ppo_epochs,
-                minibatch_size=cfg.minibatch_size,
-                value_clip=cfg.value_clip,
-                max_grad_norm=cfg.max_grad_norm,
-                ranks=self.ranks,
-            )
-        )
-        metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
-        metrics["signal/advantage_std"] = raw_spread
-        return metrics
+        super().__init__(policy, config, temperature, tis_cap, frozen)
+        self.set_critic(ValueHead(policy.hidden_size))
 
     @classmethod
     def check_data_parallel(cls, config: PPOConfig) -> None:
         """Single-agent PPO splits across ranks: whole episodes stay on one rank (GAE is local)."""
 
-    def policy_step(
-        self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
-    ) -> dict[str, float]:
-        """Epochs of PPO-clip on whole responses over ``adapter``'s steps ``idx`` (:func:`action_ppo_step`); ``advantages`` ``(N,)``."""
-        return action_ppo_step(
-            self.policy,
-            self.optimizers[adapter],
-            adapter,
-            steps,
-            idx,
-            advantages,
-            rng,
-            settings=self.config,
-            temperature=self.temperature,
-            tis_cap=self.tis_cap,
-            ranks=self.ranks,
+    def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
+        """One PPO update from whole episodes; returns metrics."""
+        cfg = self.config
+        steps, idx_of, feats, values_old = self.valued_batch(episodes)  # frozen features: once per update
+        # With one agent every step ends its round, so chain GAE is plain GAE (gamma_agent never applies).
+        advantages, returns = chain_gae(
+            torch.tensor([s.reward for s in steps], dtype=torch.float32, device=values_old.device),
+            values_old,
+            torch.tensor([s.round_end for s in steps], device=values_old.device),
+            torch.tensor([s.done for s in steps], device=values_old.device),
+            gamma=cfg.gamma,
+            gamma_agent=cfg.gamma,
+            lam=cfg.gae_lambda,
         )
+        advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages)  # equal returns: no step
+        (adapter,) = self.policy.adapters
+        if dp.held(self.ranks, idx_of)[adapter] and informative:  # data-parallel: every rank steps, or none
+            metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
+        metrics.update(self.fit_value((feats,), values_old, returns, rng))
+        metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
+        return metrics

@@ -65,11 +65,11 @@ def agent_order(adapters: Sequence[str], order: str, rng: np.random.Generator) -
     return [adapters[i] for i in rng.permutation(len(adapters))]
 
 
-def round_index(keys: Sequence[tuple[int, int]]) -> tuple[torch.Tensor, int]:
-    """Map each step's ``(episode, round)`` to a dense joint-sample id; returns ``(ids, n_samples)``."""
+def round_index(keys: Sequence[tuple[int, int]], device: torch.device | None = None) -> tuple[torch.Tensor, int]:
+    """Map each step's ``(episode, round)`` to a dense joint-sample id; returns ``(ids, n_samples)``, the ids on ``device``."""
     ids: dict[tuple[int, int], int] = {}
     out = [ids.setdefault(k, len(ids)) for k in keys]
-    return torch.tensor(out, dtype=torch.long), len(ids)
+    return torch.tensor(out, dtype=torch.long, device=device), len(ids)
 
 
 def clipped_weight(log_m: torch.Tensor, clip: float) -> torch.Tensor:
@@ -85,14 +85,15 @@ def accumulate(log_m: torch.Tensor, sample_ids: torch.Tensor, log_ratios: torch.
 class SequentialWeights:
     """The weight ``M`` of every step of one update's batch, as the adapters learn one after another.
 
-    ``keys`` ``(N,)`` are the steps' ``(episode, round)``: steps with the same key are one joint sample.
+    ``keys`` ``(N,)`` are the steps' ``(episode, round)``: steps with the same key are one joint sample;
+    ``device`` is where the weights live (the learner's).
     Before an adapter's step, :meth:`weights` gives ``M`` of every step (its predecessors' clipped
     product ratio; 1 before any); after it, :meth:`record` adds its new action log-ratios.
     """
 
-    def __init__(self, keys: Sequence[tuple[int, int]], clip: float):
-        self.sample_ids, n_samples = round_index(keys)  # (N,) one joint-sample id per step
-        self.log_m = torch.zeros(n_samples, dtype=torch.float64)  # (n_samples,) log of the product so far
+    def __init__(self, keys: Sequence[tuple[int, int]], clip: float, device: torch.device | None = None):
+        self.sample_ids, n_samples = round_index(keys, device)  # (N,) one joint-sample id per step
+        self.log_m = torch.zeros(n_samples, dtype=torch.float64, device=device)  # (n_samples,) log of the product so far
         self.clip = clip
 
     def weights(self) -> torch.Tensor:
@@ -102,3 +103,53 @@ class SequentialWeights:
     def record(self, idx: Sequence[int], log_ratios: torch.Tensor) -> None:
         """After an adapter's step: ``log_ratios`` ``(len(idx),)`` = ``log pi_new - log pi_old`` of its steps ``idx``."""
         self.log_m = accumulate(self.log_m, self.sample_ids[list(idx)], log_ratios)
+
+
+@dataclass
+class Turn:
+    """One learning adapter's turn in an update: its steps and, in a sequential update, every step's weight ``M``."""
+
+    position: int
+    """The adapter's place in this update's order."""
+    adapter: str
+    idx: list[int]
+    """The adapter's steps (indices into the update's batch)."""
+    weights: torch.Tensor | None
+    """``M`` of every step of the batch, ``(N,)``, from the adapters before it; None outside a sequential update."""
+    needs_ratios: bool
+    """Whether an adapter after this one needs its new log-ratios: then pass them to :meth:`record` after its step."""
+    trust: SequentialWeights | None = None
+
+    def record(self, log_ratios: torch.Tensor) -> None:
+        """Add this adapter's ``log pi_new - log pi_old`` of its steps (``(len(idx),)``) to the later adapters' ``M``."""
+        self.trust.record(self.idx, log_ratios)
+
+    def metrics(self) -> dict[str, float]:
+        """``<adapter>/sequential_weight`` (its steps' mean ``M``) and ``/sequential_position`` in a sequential update."""
+        if self.weights is None:
+            return {}
+        mean = {f"{self.adapter}/sequential_weight": float(self.weights[self.idx].mean())} if self.idx else {}  # none: data-parallel
+        return {**mean, f"{self.adapter}/sequential_position": float(self.position)}
+
+
+def turns(
+    learning: Sequence[str],
+    idx_of: dict[str, list[int]],
+    keys: Sequence[tuple[int, int]],
+    settings: SequentialConfig,
+    rng: np.random.Generator,
+    device: torch.device | None = None,
+    held: dict[str, bool] | None = None,
+):
+    """The learning adapters' turns, in order (:func:`agent_order` when ``settings.enabled``), skipping adapters without
+    steps; ``keys`` are the steps' ``(episode, round)``. Each turn's ``weights`` reflect the ratios recorded before it,
+    and live on ``device`` (the learner's). ``held``: whether any data-parallel rank has each adapter's steps (default:
+    this batch's): then every rank takes the same turns, a rank without the adapter's steps with an empty ``idx``."""
+    trust = None
+    if settings.enabled:  # one adapter after another, each weighted by its predecessors' ratios
+        learning = agent_order(learning, settings.order, rng)
+        trust = SequentialWeights(keys, settings.weight_clip, device)
+    for k, adapter in enumerate(learning):
+        if held[adapter] if held is not None else idx_of[adapter]:
+            weights = trust.weights() if trust is not None else None  # (N,)
+            yield Turn(k, adapter, idx_of[adapter], weights, trust is not None and k + 1 < len(learning), trust)

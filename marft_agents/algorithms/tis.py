@@ -21,24 +21,29 @@ Off (``tis_cap = None``, the default) none of this runs and every number is as b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
 from marft_agents.algorithms.losses import truncated_is_weights
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Temperature, row_temperatures
 from marft_agents.rollout.layered import AgentStep
 
 
 @torch.no_grad()
-def recompute_behaviour(policy: LaMASPolicy, steps: Sequence[AgentStep], temperature: float, batch_size: int = 64) -> dict[str, float]:
+def recompute_behaviour(
+    policy: LaMASPolicy, steps: Sequence[AgentStep], temperature: Temperature, batch_size: int = 64
+) -> dict[str, float]:
     """Score every step's response with the trainer's model; keep the engine's log-probs in ``engine_logps``.
+
+    ``temperature``: the sampling temperature, one for all or each agent's own (the learner's ``temperature``).
 
     Call it after collection and before the update, while the policy still holds the weights that
     sampled the steps. Returns how far the engine was from the trainer, per response token:
     ``tis/abs_logp_diff_mean`` and ``tis/abs_logp_diff_max``.
     """
-    if temperature <= 0:
+    if min(temperature.values() if isinstance(temperature, Mapping) else [temperature], default=1.0) <= 0:
         raise ValueError("the TIS recompute needs sampled steps (temperature > 0): greedy steps have no log-probs")
     steps = [s for s in steps if not s.skipped]  # nothing was sampled for them: nothing to score
     order = sorted(range(len(steps)), key=lambda i: (policy.adapter_of[steps[i].agent], steps[i].agent))
@@ -47,13 +52,14 @@ def recompute_behaviour(policy: LaMASPolicy, steps: Sequence[AgentStep], tempera
         chunk = [steps[i] for i in order[start : start + batch_size]]
         for adapter in dict.fromkeys(policy.adapter_of[s.agent] for s in chunk):
             group = [s for s in chunk if policy.adapter_of[s.agent] == adapter]  # one agent's role prompt
-            logp, _, _ = policy.score([s.prompt for s in group], [s.response for s in group], adapter, temperature)
+            t = row_temperatures([s.agent for s in group], temperature, policy.device)  # a number, or (B,)
+            logp, _, _ = policy.score([s.prompt for s in group], [s.response for s in group], adapter, t)
             for k, s in enumerate(group):
                 engine = s.engine_logps if s.engine_logps is not None else s.token_logps
                 trainer = logp[k, : len(s.response)].detach().clone()  # (len(response),)
-                diffs.append((trainer - engine.float()).abs())
+                diffs.append((trainer - engine.float().to(trainer.device)).abs())
                 s.engine_logps, s.token_logps = engine, trainer
-    flat = torch.cat(diffs) if diffs else torch.zeros(0)
+    flat = torch.cat(diffs) if diffs else torch.zeros(0, device=policy.device)
     return {
         "tis/abs_logp_diff_mean": float(flat.mean()) if flat.numel() else 0.0,
         "tis/abs_logp_diff_max": float(flat.max()) if flat.numel() else 0.0,
@@ -69,11 +75,11 @@ def _engine_logps(steps: Sequence[AgentStep]) -> list[torch.Tensor]:
     return [s.engine_logps for s in steps]
 
 
-def token_weights(steps: Sequence[AgentStep], width: int, cap: float | None) -> torch.Tensor | None:
-    """Per-token weights ``min(exp(token_logps - engine_logps), cap)``, ``(B, width)`` (1 on padding); None when off."""
+def token_weights(steps: Sequence[AgentStep], width: int, cap: float | None, device: torch.device | None = None) -> torch.Tensor | None:
+    """Per-token weights ``min(exp(token_logps - engine_logps), cap)``, ``(B, width)`` on ``device`` (1 on padding); None when off."""
     if cap is None:
         return None
-    out = torch.ones(len(steps), width)
+    out = torch.ones(len(steps), width, device=device)
     for i, (s, engine) in enumerate(zip(steps, _engine_logps(steps))):
         n = min(len(s.response), width)
         out[i, :n] = truncated_is_weights(s.token_logps[:n].float(), engine[:n].float(), cap)
@@ -89,7 +95,7 @@ def action_weights(steps: Sequence[AgentStep], reduction: str, cap: float | None
     trainer_sum = torch.stack([s.token_logps.float().sum() for s in steps])  # (B,)
     engine_sum = torch.stack([e.float().sum() for e in engine])  # (B,)
     if reduction == "mean":
-        n = torch.tensor([max(len(s.response), 1) for s in steps], dtype=torch.float32)
+        n = torch.tensor([max(len(s.response), 1) for s in steps], dtype=torch.float32, device=trainer_sum.device)
         trainer_sum, engine_sum = trainer_sum / n, engine_sum / n
     return truncated_is_weights(trainer_sum, engine_sum, cap)
 

@@ -138,7 +138,8 @@ class WorkerPool:
         import ray
 
         self.version = version
-        states = {a: self.policy.adapter_state(a) for a in self.policy.adapters}
+        # on the CPU: the workers run there, whatever the learner's device
+        states = {a: {k: v.cpu() for k, v in self.policy.adapter_state(a).items()} for a in self.policy.adapters}
         self._weights = ray.put(states)
         loads = [w.load.remote(version, [self._weights]) for w in self.workers]
         if not wait:
@@ -177,6 +178,7 @@ class WorkerPool:
         max_new_tokens: int = 48,
         samples: int = 0,
         engine: Any = None,
+        agent_max_new_tokens: dict[str, int] | None = None,
     ) -> dict:
         """Greedy held-out evaluation through the workers; :func:`~marft_agents.rollout.evaluation.evaluate`'s result.
 
@@ -186,7 +188,8 @@ class WorkerPool:
         options = episode_options(plan, marft_envs.make(env_id, **plan.env_kwargs), n)
         indices = list(range(len(options)))
         seeds = [HELDOUT_SEED + i for i in indices]
-        episodes = PendingBatch(self, indices, seeds, options, plan.env_kwargs, greedy=True, max_new_tokens=max_new_tokens).result()
+        limits = {"max_new_tokens": max_new_tokens, "agent_max_new_tokens": agent_max_new_tokens}
+        episodes = PendingBatch(self, indices, seeds, options, plan.env_kwargs, greedy=True, **limits).result()
         return eval_result(episodes, plan, samples)
 
     def _retry(self, k: int, submit, why: str):
@@ -246,6 +249,7 @@ class PendingBatch:
         env_kwargs: dict | None,
         greedy: bool,
         max_new_tokens: int | None = None,
+        agent_max_new_tokens: dict[str, int] | None = None,
     ):
         self.pool = pool
         self.indices = indices
@@ -259,13 +263,22 @@ class PendingBatch:
             for block in self._blocks
         ]
         self._env_kwargs, self._greedy, self._max_new_tokens = env_kwargs, greedy, max_new_tokens
+        self._agent_max_new_tokens = None if agent_max_new_tokens is None else dict(agent_max_new_tokens)
         self._t0 = time.perf_counter()
         self._running = {k: (self._submit(k), time.monotonic()) for k, block in enumerate(self._blocks) if block}
 
     def _submit(self, k: int):
         block, seeds, options = self._args[k]
         return self.pool.workers[k].collect.remote(
-            self.version, [self._weights], block, seeds, options, self._env_kwargs, self._greedy, self._max_new_tokens
+            self.version,
+            [self._weights],
+            block,
+            seeds,
+            options,
+            self._env_kwargs,
+            self._greedy,
+            self._max_new_tokens,
+            self._agent_max_new_tokens,
         )
 
     def result(self) -> list[Episode]:

@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from marft_agents.settings.agents import AgentSettings, values
+
 FAULT_VAR = "MARFT_RAY_TEST_FAULT"
 """The test-only fault hook's environment variable (forwarded to the workers)."""
 
@@ -50,6 +52,8 @@ class WorkerSpec:
     """Longest response, in tokens."""
     seed: int
     """The run's seed (per-episode sampling seeds derive from it)."""
+    agents: dict[str, AgentSettings] = field(default_factory=dict)
+    """Each agent's own settings (``agents.<agent_id>.*``: its temperature, its token limit); unset: the run's above."""
     threads: int = 1
     """torch threads in the worker."""
     record_state: bool = False
@@ -116,7 +120,7 @@ class RolloutWorker:
             threads=g.get("threads", 0),
             max_loras=g.get("max_loras", 0),
             seed=self.spec.seed,
-            max_new_tokens=self.spec.max_new_tokens,
+            max_new_tokens=max([self.spec.max_new_tokens, *values(self.spec.agents, "max_new_tokens").values()]),
         )
 
     def ready(self) -> int:
@@ -149,15 +153,18 @@ class RolloutWorker:
         env_kwargs: dict | None = None,
         greedy: bool = False,
         max_new_tokens: int | None = None,
+        agent_max_new_tokens: dict[str, int] | None = None,
     ) -> tuple[list, dict[str, float]]:
         """Play episodes ``indices`` (env seeds ``seeds``) with weights ``version``: ``(episodes, timings)``.
 
         Training episodes (``greedy=False``) sample with the per-episode generators of ``(seed,
-        version, index)``; evaluation episodes (``greedy=True``) use ``options`` and ``env_kwargs``.
-        ``max_new_tokens`` overrides the spec's.
+        version, index)``, each agent at its own temperature and token limit where the spec's
+        ``agents`` set one; evaluation episodes (``greedy=True``) use ``options`` and ``env_kwargs``.
+        ``max_new_tokens`` and ``agent_max_new_tokens`` override the spec's.
         """
         from marft_agents.engines.seeded import episode_seed
         from marft_agents.models.policy import Sampling
+        from marft_agents.models.sampling import agent_sampling
         from marft_agents.rollout.layered import RolloutEngine
 
         self.load(version, weights)
@@ -166,12 +173,15 @@ class RolloutWorker:
         if hasattr(self.engine, "seed_episodes"):
             self.engine.seed_episodes({i: episode_seed(self.spec.seed, version, i) for i in indices})
         sampling = Sampling(0.0 if greedy else self.spec.temperature, max_new_tokens or self.spec.max_new_tokens)
+        limits = values(self.spec.agents, "max_new_tokens") if agent_max_new_tokens is None else agent_max_new_tokens
+        own = agent_sampling(sampling, temperature=values(self.spec.agents, "temperature"), max_new_tokens=limits)  # greedy stays greedy
         rollout = RolloutEngine(
             self.policy,
             sampling,
             record_state=self.spec.record_state and not greedy,
             engine=self.engine,
             skip_ignored=self.spec.skip_ignored,
+            agent_sampling=own,
         )
         seed_of = dict(zip(indices, seeds)).__getitem__
         option_of = dict(zip(indices, options or [None] * len(indices))).__getitem__

@@ -12,7 +12,7 @@ call a model's ``generate`` (``tests/agents/test_generation_path.py``).
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Any
 
 from marft_agents.engines.base import Engine, Request
 from marft_agents.models.policy import LaMASPolicy
@@ -22,21 +22,11 @@ ENGINES = ("hf", "vllm")
 __all__ = ["ENGINES", "Engine", "Request", "make_engine"]
 
 
-def make_engine(
-    name: str,
-    policy: LaMASPolicy,
-    *,
-    model: str = "embedded",
-    work_dir: str | Path | None = None,
-    dtype: str = "float32",
-    kv_cache_gb: float = 1.0,
-    threads: int = 0,
-    max_loras: int = 0,
-    seed: int = 0,
-    max_new_tokens: int = 48,
-    merge_lora: bool = False,
-) -> Engine:
-    """The engine ``name`` for ``policy``; the other arguments are the vllm engine's (see ``EngineConfig``)."""
+def make_engine(name: str, policy: LaMASPolicy, *, merge_lora: bool = False, **vllm_options: Any) -> Engine:
+    """The engine ``name`` for ``policy``: ``hf`` (``merge_lora``: generate from merged weights) or ``vllm``, which
+    takes ``vllm_options``, :class:`~marft_agents.engines.vllm.VLLMEngine`'s keywords (``model``, ``work_dir``,
+    ``dtype``, ``kv_cache_gb``, ``threads``, ``max_loras``, ``seed``, ``max_new_tokens``; see ``EngineConfig``);
+    the hf engine has no use for them."""
     if name == "hf":
         from marft_agents.engines.hf import HFEngine
 
@@ -44,15 +34,5 @@ def make_engine(
     if name == "vllm":
         from marft_agents.engines.vllm import VLLMEngine
 
-        return VLLMEngine(
-            policy,
-            model,
-            work_dir=work_dir,
-            dtype=dtype,
-            kv_cache_gb=kv_cache_gb,
-            threads=threads,
-            max_loras=max_loras,
-            seed=seed,
-            max_new_tokens=max_new_tokens,
-        )
+        return VLLMEngine(policy, **vllm_options)
     raise ValueError(f"unknown generation engine {name!r}: use one of {list(ENGINES)}")

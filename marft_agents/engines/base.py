@@ -1,9 +1,11 @@
 """The seam between the rollout engine and whatever samples tokens: one layer of requests in, one answer out.
 
-A *request* is one agent's prompt (token ids) and the name of that agent's adapter. An engine
-answers a whole layer of requests (every ready agent of every live env) under one :class:`Sampling`,
-with each response's token ids and the per-token log-probs of the distribution that sampled them
-(``softmax(logits / T)``; none when greedy), so the learner's PPO ratio has the right denominator.
+A *request* is one agent's prompt (token ids) and the name of that agent's adapter, and the agent's
+own :class:`Sampling` where it has one (``agents.<agent_id>.temperature`` / ``.max_new_tokens``). An
+engine answers a whole layer of requests (every ready agent of every live env) under the layer's
+:class:`Sampling` for the requests without their own, with each response's token ids and the
+per-token log-probs of the distribution that sampled it (``softmax(logits / T)`` at the request's
+``T``; none when greedy), so the learner's PPO ratio has the right denominator.
 
 Adapter weights live in the policy, which the learner trains. After each update the trainer calls
 :meth:`Engine.sync` with the number of updates applied so far; an engine that keeps its own copy of
@@ -13,6 +15,7 @@ the weights (vLLM) reloads them then, and every agent-step records the version i
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +32,20 @@ class Request:
     """The policy's adapter name for the agent (``LaMASPolicy.adapter_of[agent]``)."""
     episode: int | None = None
     """The episode the request belongs to (an engine that samples each episode with its own generator reads it)."""
+    sampling: Sampling | None = None
+    """This request's own sampling (its agent's temperature and token limit); None: the layer's."""
+
+
+def groups(requests: Sequence[Request], sampling: Sampling) -> dict[tuple[str, Sampling], list[int]]:
+    """Indices of ``requests`` by ``(adapter, sampling)`` (a request's own, else ``sampling``): one batched call each.
+
+    Groups come in the order each first appears, and each keeps its requests' order: with one
+    sampling for the layer these are the adapter groups the hf engine always made.
+    """
+    out: dict[tuple[str, Sampling], list[int]] = defaultdict(list)
+    for i, r in enumerate(requests):
+        out[(r.adapter, r.sampling or sampling)].append(i)
+    return dict(out)
 
 
 class Engine(ABC):
@@ -45,7 +62,8 @@ class Engine(ABC):
 
     @abstractmethod
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
-        """Responses to ``requests``, in their order, with per-token behaviour log-probs under ``sampling``."""
+        """Responses to ``requests``, in their order, with per-token behaviour log-probs under each request's
+        sampling (``request.sampling``, else ``sampling``)."""
 
     def sync(self, version: int) -> None:
         """Serve the policy's current adapter weights from now on, as ``version``."""

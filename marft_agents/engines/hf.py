@@ -2,21 +2,21 @@
 
 It samples with the policy's own model, so the weights it serves are always the trained ones and
 :meth:`~marft_agents.engines.base.Engine.sync` only records the version. Requests are grouped by
-adapter in the order each adapter first appears in the layer, and each group keeps the order of its
-requests: the same calls, on the same batches, in the same order as the rollout engine made before
-engines existed, so every random draw and every metric is unchanged. With ``merge_lora`` each
+adapter and sampling (agents with their own temperature or token limit: one call each) in the order
+each group first appears in the layer, and each group keeps the order of its requests: with one
+sampling for every agent, the same calls, on the same batches, in the same order as the rollout
+engine made before engines existed, so every random draw and every metric is unchanged. With ``merge_lora`` each
 group's adapter is merged into a copy of the base's weights for the call: one matmul per layer
 instead of three, at float rounding's distance from the unmerged numbers (off by default).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 import torch
 
-from marft_agents.engines.base import Engine, Request
+from marft_agents.engines.base import Engine, Request, groups
 from marft_agents.models.policy import Generation, LaMASPolicy, Sampling
 
 
@@ -32,19 +32,14 @@ class HFEngine(Engine):
         """Generate with each adapter merged into the base's weights (``LaMASPolicy.merged``)."""
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
-        groups: dict[str, list[int]] = defaultdict(list)  # adapter -> indices into requests
-        for i, r in enumerate(requests):
-            groups[r.adapter].append(i)
         responses: list[list[int]] = [[] for _ in requests]
-        token_logps: list[torch.Tensor] = [torch.empty(0) for _ in requests]
+        token_logps: list[torch.Tensor] = [None] * len(requests)  # every request's adapter group fills its slot
         texts: list[str] = ["" for _ in requests]
-        for adapter, indices in groups.items():
+        for (adapter, own), indices in groups(requests, sampling).items():
             prompts = [requests[i].prompt for i in indices]
             # other policies (e.g. the pretraining's) have no merge keyword: pass it only when asked for
             gen = (
-                self.policy.generate(prompts, adapter, sampling, merge=True)
-                if self.merge_lora
-                else self.policy.generate(prompts, adapter, sampling)
+                self.policy.generate(prompts, adapter, own, merge=True) if self.merge_lora else self.policy.generate(prompts, adapter, own)
             )
             self.calls += 1
             for k, i in enumerate(indices):

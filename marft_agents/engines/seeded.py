@@ -9,19 +9,20 @@ token with its episode's generator (:class:`EpisodeSampler`), only while the row
 generating, so an episode's draws do not depend on how long the other rows of a batch run.
 
 Behaviour log-probs are unchanged: they come from the raw logits, ``softmax(logits / T)``, the
-distribution the sampler draws from. Greedy requests (evaluation) draw nothing.
+distribution the sampler draws from. Greedy requests (evaluation) draw nothing. Requests are
+grouped by adapter and sampling as the hf engine groups them (an agent's own temperature or token
+limit: a call of its own).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from marft_agents.engines.base import Engine, Request
+from marft_agents.engines.base import Engine, Request, groups
 from marft_agents.models import lm
 from marft_agents.models.policy import Generation, LaMASPolicy, Sampling
 
@@ -68,34 +69,31 @@ class EpisodeSeededEngine(Engine):
 
     def seed_episodes(self, seeds: dict[int, int]) -> None:
         """Fresh generators for the episodes about to be played: episode index -> seed."""
-        self.generators = {e: torch.Generator().manual_seed(s) for e, s in seeds.items()}
+        # on the model's device: torch.multinomial draws with a generator of the probabilities' device
+        self.generators = {e: torch.Generator(self.policy.device).manual_seed(s) for e, s in seeds.items()}
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
-        if sampling.temperature == 0:  # greedy: nothing to draw, the hf engine's own path
-            from marft_agents.engines.hf import HFEngine
-
-            plain = HFEngine(self.policy)
-            out = plain.generate(requests, sampling)
-            self.calls += plain.calls
-            return out
-        groups: dict[str, list[int]] = defaultdict(list)  # adapter -> indices into requests
-        for i, r in enumerate(requests):
-            groups[r.adapter].append(i)
         responses: list[list[int]] = [[] for _ in requests]
-        token_logps: list[torch.Tensor] = [torch.empty(0) for _ in requests]
-        for adapter, indices in groups.items():
+        token_logps: list[torch.Tensor] = [None] * len(requests)  # every request's adapter group fills its slot
+        for (adapter, own), indices in groups(requests, sampling).items():
             prompts = [requests[i].prompt for i in indices]
+            if own.temperature == 0:  # greedy: nothing to draw, the hf engine's own path
+                gen = self.policy.generate(prompts, adapter, own)
+                self.calls += 1
+                for k, i in enumerate(indices):
+                    responses[i], token_logps[i] = gen.responses[k], gen.token_logps[k]
+                continue
             try:
                 generators = [self.generators[requests[i].episode] for i in indices]
             except KeyError as err:
                 raise KeyError(f"episode {err.args[0]} has no sampling generator: call seed_episodes first") from None
-            sampler = EpisodeSampler(generators, sampling.temperature, max(len(p) for p in prompts), self.policy.eos_token_id)
+            sampler = EpisodeSampler(generators, own.temperature, max(len(p) for p in prompts), self.policy.eos_token_id)
             with torch.no_grad(), self.policy.active(adapter) as model:
                 out, logps = lm.generate(
                     model,
                     prompts,
-                    temperature=sampling.temperature,
-                    max_new_tokens=sampling.max_new_tokens,
+                    temperature=own.temperature,
+                    max_new_tokens=own.max_new_tokens,
                     pad_token_id=self.policy.pad_token_id,
                     eos_token_id=self.policy.eos_token_id,
                     logits_processor=LogitsProcessorList([sampler]),

@@ -47,8 +47,9 @@ class TRLEngine(Engine):
         """The only :class:`Sampling` this engine serves: the config's own."""
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
-        if sampling != self.sampling:
-            raise ValueError(f"TRLEngine samples with its generation config's {self.sampling}, not {sampling}: pass engine.sampling")
+        if sampling != self.sampling or any(r.sampling not in (None, self.sampling) for r in requests):
+            other = next((s for s in [sampling, *(r.sampling for r in requests)] if s not in (None, self.sampling)), sampling)
+            raise ValueError(f"TRLEngine samples with its generation config's {self.sampling}, not {other}: pass engine.sampling")
         prompts = [r.prompt for r in requests]
         width = max(map(len, prompts))
         pad = self.tokenizer.pad_token_id

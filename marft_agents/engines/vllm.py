@@ -197,27 +197,29 @@ class VLLMEngine(Engine):
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
         from vllm import SamplingParams
 
-        greedy = sampling.temperature == 0
+        # Each request under its agent's own sampling where it has one: vLLM takes one SamplingParams per prompt.
+        own = [r.sampling or sampling for r in requests]
+        greedy = [s.temperature == 0 for s in own]
         # One seed per request, drawn from torch's generator: runs are reproducible from the trainer's
         # seed (and resume where they stopped), and identical prompts (a GRPO group) still differ.
         seeds = torch.randint(0, 2**31 - 1, (len(requests),)).tolist()
         params = [
             SamplingParams(
                 n=1,
-                temperature=sampling.temperature,
+                temperature=s.temperature,
                 top_p=1.0,
                 top_k=0,
                 min_p=0.0,
                 repetition_penalty=1.0,
                 presence_penalty=0.0,
                 frequency_penalty=0.0,
-                max_tokens=sampling.max_new_tokens,
+                max_tokens=s.max_new_tokens,
                 stop_token_ids=[self.policy.eos_token_id],
-                logprobs=None if greedy else 0,
+                logprobs=None if g else 0,
                 detokenize=False,
-                seed=None if greedy else s,
+                seed=None if g else seed,
             )
-            for s in seeds
+            for s, g, seed in zip(own, greedy, seeds)
         ]
         outputs = self.llm.generate(
             [{"prompt_token_ids": list(r.prompt)} for r in requests],
@@ -227,11 +229,11 @@ class VLLMEngine(Engine):
         )
         self.calls += 1
         responses, token_logps = [], []
-        for out in outputs:
+        for out, g in zip(outputs, greedy):
             done = out.outputs[0]
             ids = list(done.token_ids)
             responses.append(ids)
-            if greedy:
+            if g:
                 token_logps.append(torch.empty(0))
             else:
                 # logprobs[k] maps token ids (the sampled one at least) to their log-probs at position k

@@ -27,6 +27,11 @@ class ModelAsPolicy:
         """Prompts per ``generate`` call (a layer of more prompts is generated in slices of this many)."""
         self.adapter_of = defaultdict(lambda: "model")  # one "adapter" for every agent
 
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights live."""
+        return lm.device_of(self.model)
+
     def prompt(self, observation: dict) -> list[int]:
         """Token ids of the chat prompt for one env observation."""
         return prompt_ids(self.tokenizer, observation)
@@ -47,6 +52,6 @@ class ModelAsPolicy:
             responses += part
         return Generation(
             responses=responses,
-            token_logps=[torch.empty(0) for _ in responses],
+            token_logps=[torch.empty(0, device=self.device) for _ in responses],
             texts=self.tokenizer.batch_decode(responses, skip_special_tokens=True),
         )

@@ -1,10 +1,11 @@
-"""What this CPU does natively, and the base model's dtype that follows from it (``dtype=auto``).
+"""What this CPU (or the run's GPU) does natively, and the base model's dtype that follows from it (``dtype=auto``).
 
 bfloat16 halves the memory a base model's weights take, and on CPUs with native bf16 arithmetic
 (AVX-512 BF16, AMX) it also runs faster; elsewhere PyTorch emulates it and it is several times
 *slower* than float32 (measured on an AMD EPYC with AVX2 only: an evaluation 3.3 vs 1.2 min, a
 first update 672 vs 102 s; docs/real-models.md). So ``dtype=auto`` picks bfloat16 only where the CPU has it, and an explicit
-``dtype=bfloat16`` on a CPU without it warns once.
+``dtype=bfloat16`` on a CPU without it warns once. On a GPU, ``auto`` is bfloat16 where the GPU
+computes it natively (``marft_agents.models.device.bf16_native``: Ampere and later), float32 elsewhere.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import warnings
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 """``/proc/cpuinfo`` flags that mean bf16 matrix arithmetic in hardware."""
 BASE_DTYPES = ("float32", "bfloat16", "auto")
-"""Values of ``dtype``: the base model's dtype, or ``auto`` (bfloat16 where the CPU has native bf16)."""
+"""Values of ``dtype``: the base model's dtype, or ``auto`` (bfloat16 where the CPU or GPU has native bf16)."""
 SLOW_BF16 = (
     "dtype=bfloat16 on a CPU without native bf16 (no avx512_bf16/amx_bf16 flag): bf16 is emulated "
     "here and was 3-6x slower than float32 on such a CPU (docs/real-models.md); use dtype=float32 or dtype=auto"
@@ -41,14 +42,18 @@ def native_bf16(flags: frozenset[str] | None = None) -> bool:
     return any(f in flags for f in NATIVE_BF16_FLAGS)
 
 
-def resolve_dtype(dtype: str, *, cuda: bool = False, flags: frozenset[str] | None = None) -> str:
-    """The dtype a run loads its base in: ``auto`` resolved by the hardware, anything else as given."""
+def resolve_dtype(dtype: str, *, gpu_bf16: bool | None = None, flags: frozenset[str] | None = None) -> str:
+    """The dtype a run loads its base in: ``auto`` resolved by the hardware, anything else as given.
+
+    ``gpu_bf16``: None for a run on the CPU (its ``flags`` decide); for a run on a GPU, whether that
+    GPU computes bf16 natively.
+    """
     if dtype not in BASE_DTYPES:
         raise ValueError(f"dtype must be one of {list(BASE_DTYPES)}, got {dtype!r}")
-    native = cuda or native_bf16(flags)
+    native = native_bf16(flags) if gpu_bf16 is None else gpu_bf16
     if dtype == "auto":
         return "bfloat16" if native else "float32"
-    if dtype == "bfloat16" and not native:
+    if dtype == "bfloat16" and not native and gpu_bf16 is None:
         _warn_once(SLOW_BF16)
     return dtype
 

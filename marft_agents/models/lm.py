@@ -8,7 +8,8 @@
   back through the broadcast);
 - :func:`sampling_config` and :func:`generate` sample from exactly ``softmax(logits / T)``, every
   other sampling knob pinned off, so behaviour log-probs are those of the distribution that sampled
-  (scored at another temperature they differ: ``tests/agents/test_policy.py``);
+  (scored at another temperature they differ: ``tests/agents/test_policy.py``); :class:`ChosenLogps`
+  records them step by step, keeping no step's vocabulary-wide logits once its token is drawn;
 - :func:`response_lengths` cuts generated rows at their first end-of-turn token.
 """
 
@@ -18,7 +19,9 @@ import inspect
 from collections.abc import Sequence
 
 import torch
-from transformers import DynamicCache, GenerationConfig, LlamaForCausalLM
+from transformers import DynamicCache, GenerationConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
+
+from marft_agents.models.recompute import recomputes
 
 # transformers >= 5 names the KV-cache argument `cache`; earlier versions `past_key_values`.
 CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
@@ -26,13 +29,18 @@ MIN_SHARED_PREFIX = 8
 """Shorter common prefixes are not worth a separate forward pass."""
 
 
-def left_pad(seqs: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(ids, attention_mask)``, both ``(B, W)`` with ``W`` the longest sequence: padding first."""
+def device_of(model) -> torch.device:
+    """Where ``model``'s weights live (its first parameter's device): the inputs it is given go there."""
+    return next(model.parameters()).device
+
+
+def left_pad(seqs: Sequence[Sequence[int]], pad_token_id: int, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, attention_mask)`` on ``device`` (None: torch's default), both ``(B, W)`` with ``W`` the longest sequence: padding first."""
     width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)  # (B, W)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)  # (B, W)
+    ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long, device=device)  # (B, W)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long, device=device)  # (B, W)
     for i, s in enumerate(seqs):
-        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long, device=device)
         mask[i, width - len(s) :] = 1
     return ids, mask
 
@@ -51,23 +59,24 @@ def common_prefix_length(seqs: Sequence[Sequence[int]], min_length: int = MIN_SH
 
 
 def score_layout(
-    prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_token_id: int
+    prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_token_id: int, device: torch.device | None = None
 ) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``[shared prefix | left-padded rest of prompt | right-padded response]``, to score responses.
 
     Returns the prefix length ``P`` (:func:`common_prefix_length`), ``ids``/``attn`` ``(B, L + R)`` for
     what follows the prefix (``L`` the longest rest of a prompt, ``R`` the longest response) and the
-    response mask ``(B, R)``. Every response starts at column ``L``, so the output layer can run on
-    the last ``R + 1`` columns only; with empty responses every prompt ends in the last column.
+    response mask ``(B, R)``, all three on ``device`` (None: torch's default). Every response starts
+    at column ``L``, so the output layer can run on the last ``R + 1`` columns only; with empty
+    responses every prompt ends in the last column.
     """
     P = common_prefix_length(prompts)
     rests = [p[P:] for p in prompts]
     L, R = max(len(r) for r in rests), max(len(r) for r in responses)
-    ids = torch.full((len(prompts), L + R), pad_token_id, dtype=torch.long)  # (B, L + R)
-    attn = torch.zeros((len(prompts), L + R), dtype=torch.long)  # (B, L + R)
-    mask = torch.zeros((len(prompts), R), dtype=torch.bool)  # (B, R)
+    ids = torch.full((len(prompts), L + R), pad_token_id, dtype=torch.long, device=device)  # (B, L + R)
+    attn = torch.zeros((len(prompts), L + R), dtype=torch.long, device=device)  # (B, L + R)
+    mask = torch.zeros((len(prompts), R), dtype=torch.bool, device=device)  # (B, R)
     for i, (rest, resp) in enumerate(zip(rests, responses)):
-        ids[i, L - len(rest) : L + len(resp)] = torch.tensor(list(rest) + list(resp), dtype=torch.long)
+        ids[i, L - len(rest) : L + len(resp)] = torch.tensor(list(rest) + list(resp), dtype=torch.long, device=device)
         attn[i, L - len(rest) : L + len(resp)] = 1
         mask[i, : len(resp)] = True
     return P, ids, attn, mask
@@ -98,15 +107,22 @@ def forward_after_prefix(model, prefix: Sequence[int] | torch.Tensor, ids: torch
     ``model`` is a causal LM or its base (``model.model``: hidden states without the output layer).
     ``ids``/``attn`` ``(B, S)`` may hold padding anywhere; positions count real tokens only. The
     prefix's keys and values are broadcast over the batch, and gradients flow back through the
-    broadcast: the outputs equal those of a plain forward pass over each full sequence.
+    broadcast: the outputs equal those of a plain forward pass over each full sequence. Under activation
+    checkpointing with gradients on (:func:`~marft_agents.models.recompute.recomputes`), whose layers drop a KV cache, the prefix runs
+    with every row: the same numbers, and the outputs then have ``P`` more columns at the front (read
+    them from the end, as ``logits_to_keep`` does).
     """
     B, P = ids.shape[0], len(prefix)
+    if P and recomputes(model):  # checkpointed layers drop a KV cache: the prefix runs with every row instead
+        ids = torch.cat([torch.as_tensor(prefix, dtype=torch.long, device=ids.device).expand(B, P), ids], dim=1)  # (B, P + S)
+        attn = torch.cat([torch.ones(B, P, dtype=attn.dtype, device=attn.device), attn], dim=1)  # (B, P + S)
+        return model(input_ids=ids, attention_mask=attn, position_ids=position_ids(attn), **kwargs)
     positions = position_ids(attn, offset=P)  # (B, S)
     cache = None
     if P:
-        out = model(input_ids=torch.as_tensor(prefix, dtype=torch.long)[None], use_cache=True)  # (1, P), once
+        out = model(input_ids=torch.as_tensor(prefix, dtype=torch.long, device=ids.device)[None], use_cache=True)  # (1, P), once
         cache = broadcast_cache(out[CACHE_ARG] if CACHE_ARG in out else out["past_key_values"], B)
-        attn = torch.cat([torch.ones(B, P, dtype=attn.dtype), attn], dim=1)  # (B, P + S)
+        attn = torch.cat([torch.ones(B, P, dtype=attn.dtype, device=attn.device), attn], dim=1)  # (B, P + S)
     return model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=cache is not None, **{CACHE_ARG: cache}, **kwargs)
 
 
@@ -117,7 +133,8 @@ def sampling_config(
 
     Every knob that would move the distribution away from that (top-k, top-p, min-p, typical-p, the
     repetition penalty, and whatever a checkpoint's ``generation_config.json`` sets) is pinned off.
-    ``output_logits`` keeps the raw logits of every generated position (for log-probs).
+    ``output_logits`` keeps the raw logits of every generated position (:func:`generate` does without:
+    :class:`ChosenLogps` records the log-probs it needs).
     """
     greedy = temperature == 0
     return GenerationConfig(
@@ -144,8 +161,45 @@ def response_lengths(new: torch.Tensor, eos_token_id: int) -> list[int]:
     anything generated after the end-of-turn token, must not change them.
     """
     is_eos = new == eos_token_id  # (B, L)
-    first = torch.where(is_eos.any(1), is_eos.float().argmax(1) + 1, torch.full((new.shape[0],), new.shape[1]))
+    first = torch.where(is_eos.any(1), is_eos.float().argmax(1) + 1, torch.full((new.shape[0],), new.shape[1], device=new.device))
     return first.tolist()
+
+
+class ChosenLogps(LogitsProcessor):
+    """Records each generated token's log-prob under ``softmax(raw logits / T)``, one step at a time.
+
+    Put first in ``generate``'s processors, it sees every step's raw float32 logits ``(B, V)`` (what
+    ``output_logits`` would keep; processors that a checkpoint's ``generation_config`` switches on run
+    before it, see the xfail in ``tests/agents/test_lm.py``) and changes nothing. Which token a step drew is known only at the
+    next step, from ``input_ids``, so it holds one step's log-softmax until then and keeps the
+    ``(B,)`` log-probs of the drawn tokens: memory of one step's vocabulary, not of every step's.
+    """
+
+    def __init__(self, temperature: float, prompt_width: int):
+        self.temperature = temperature
+        self.prompt_width = prompt_width
+        self.pending: torch.Tensor | None = None
+        """The last step's log-softmax ``(B, V)``, until its token is known."""
+        self.steps: list[torch.Tensor] = []
+        """The drawn tokens' log-probs, ``(B,)`` per generated position."""
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        # input_ids (B, W + t): the prompts and the t tokens drawn so far; scores (B, V): step t's raw logits
+        self._settle(input_ids)
+        self.pending = torch.log_softmax(scores.float() / self.temperature, dim=-1)  # (B, V)
+        return scores
+
+    def _settle(self, sequences: torch.Tensor) -> None:
+        column = self.prompt_width + len(self.steps)  # where the pending step's token lands
+        if self.pending is not None and column < sequences.shape[1]:
+            self.steps.append(self.pending.gather(-1, sequences[:, column : column + 1]).squeeze(-1))  # (B,)
+        self.pending = None
+
+    def logps(self, sequences: torch.Tensor) -> torch.Tensor:
+        """``(B, L)`` log-probs of the ``L`` tokens generated after the prompts in ``sequences`` ``(B, W + L)``."""
+        self._settle(sequences)
+        L = sequences.shape[1] - self.prompt_width
+        return torch.stack(self.steps[:L], dim=1) if L else sequences.new_zeros((sequences.shape[0], 0), dtype=torch.float32)
 
 
 @torch.no_grad()
@@ -165,20 +219,21 @@ def generate(
     Each response holds its token ids up to and including the end-of-turn token when one was
     produced. ``token_logps[b]`` ``(len(responses[b]),)`` are the tokens' log-probs under the
     sampling distribution; empty when greedy (greedy tokens have no usable log-prob) or when
-    ``logprobs`` is False (which also spares keeping the logits). ``logits_processor`` (a
-    ``transformers.LogitsProcessorList``) runs before the temperature; ``token_logps`` stay those of
-    ``softmax(logits / T)`` on the raw logits.
+    ``logprobs`` is False. ``logits_processor`` (a ``transformers.LogitsProcessorList``) runs before
+    the temperature; ``token_logps`` stay those of ``softmax(logits / T)`` on the raw logits
+    (:class:`ChosenLogps` runs before it).
     """
-    ids, mask = left_pad(prompts, pad_token_id)  # (B, W)
-    keep = logprobs and temperature != 0
-    config = sampling_config(max_new_tokens, temperature, pad_token_id, eos_token_id, output_logits=keep)
+    ids, mask = left_pad(prompts, pad_token_id, device_of(model))  # (B, W)
+    recorder = ChosenLogps(temperature, ids.shape[1]) if logprobs and temperature != 0 else None
+    if recorder is not None:
+        logits_processor = LogitsProcessorList([recorder, *(logits_processor or [])])
+    config = sampling_config(max_new_tokens, temperature, pad_token_id, eos_token_id)
     out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=logits_processor)
     new = out.sequences[:, ids.shape[1] :]  # (B, L)
     lengths = response_lengths(new, eos_token_id)
-    if keep:
-        logits = torch.stack(out.logits, dim=1).float() / temperature  # (B, L, V)
-        logp = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, L)
+    if recorder is not None:
+        logp = recorder.logps(out.sequences)  # (B, L)
         token_logps = [logp[i, :n].clone() for i, n in enumerate(lengths)]
     else:
-        token_logps = [torch.empty(0) for _ in prompts]
+        token_logps = [torch.empty(0, device=ids.device) for _ in prompts]
     return [new[i, :n].tolist() for i, n in enumerate(lengths)], token_logps

@@ -3,8 +3,14 @@
 ``LaMASPolicy`` owns the model(s), the tokenizer and the chat template. It generates actions in
 batches (one ``generate`` call per adapter), scores given responses under exactly the distribution
 that sampled them (same temperature; top-k/top-p are deliberately not offered, since the PPO ratio
-needs the exact sampling distribution), scores them under the reference policy (the base with
-adapters disabled, no extra copy), and extracts frozen base features for the critic. The causal-LM
+needs the exact sampling distribution), scores them under each adapter's KL reference, and extracts
+frozen base features for the critic (always the base with adapters disabled).
+
+The KL reference of an adapter is the policy the run started from: the base with adapters disabled
+(no extra copy) for fresh adapters, which add nothing to it; and, once :meth:`freeze_reference` has
+been called (a run that starts from trained adapters, ``init_from``), a frozen copy of each
+adapter's starting weights, a peft adapter named ``<adapter>-ref`` (in ``"copies"`` mode a frozen
+copy of the model). :meth:`kl_reference` names it; checkpoints carry it (:meth:`reference_state`). The causal-LM
 mechanics (padding, the shared-prefix forward pass, the pinned sampling config) live in
 :mod:`marft_agents.models.lm`.
 
@@ -29,12 +35,15 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from marft_agents.models import lm
+from marft_agents.models import lm, token_scores
 from marft_agents.models.chat import prompt_ids
 from marft_agents.models.named import resolve as resolve_named
+from marft_agents.models.sampling import Sampling, Temperature, agent_sampling, row_temperatures  # noqa: F401 (re-exported: imported from here)
 
 ADAPTER_MODES = ("lora", "shared", "copies")
 EMBEDDED = "embedded"
+REFERENCE_SUFFIX = "-ref"
+"""The frozen reference copy of adapter ``a`` is named ``a + REFERENCE_SUFFIX`` (peft forbids dots in names)."""
 
 
 class ModelNotFoundError(FileNotFoundError):
@@ -64,16 +73,6 @@ def load_base(model: str, dtype: torch.dtype = torch.float32):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return lm, tokenizer
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """How actions are drawn; log-probs are always computed under this same distribution."""
-
-    temperature: float = 1.0
-    """Softmax temperature; 0 means greedy (evaluation only: greedy actions have no usable log-prob)."""
-    max_new_tokens: int = 48
-    """The longest response, in tokens."""
 
 
 @dataclass
@@ -109,6 +108,8 @@ class LaMASPolicy:
         self.agents = list(agents)
         self.adapter_of = {a: ("shared" if mode == "shared" else a) for a in self.agents}
         self.adapters = list(dict.fromkeys(self.adapter_of.values()))
+        self.references: dict[str, str] = {}
+        """Adapter -> the name of its frozen reference copy; empty while the base is every adapter's reference."""
         model.requires_grad_(False)
         model.eval()
         if mode == "copies":
@@ -139,6 +140,19 @@ class LaMASPolicy:
             self._keep_trainable()
         self.eos_token_id = tokenizer.eos_token_id
         self.pad_token_id = tokenizer.pad_token_id
+
+    # -- placement -----------------------------------------------------------------------------
+
+    @property
+    def device(self) -> torch.device:
+        """Where the policy's weights live: every tensor it makes or is given for its models goes there."""
+        return lm.device_of(self.base)
+
+    def to(self, device: torch.device | str) -> LaMASPolicy:
+        """Move the base, every adapter and every full copy to ``device``; returns the policy."""
+        for model in {id(m): m for m in (self.base, *self.models.values())}.values():
+            model.to(device)
+        return self
 
     # -- parameters ----------------------------------------------------------------------------
 
@@ -204,7 +218,7 @@ class LaMASPolicy:
 
     @contextmanager
     def reference(self):
-        """Run as the reference policy: the base with adapters disabled (no extra copy)."""
+        """Run as the base with adapters disabled (no extra copy): the critic's features, and fresh adapters' KL reference."""
         if self.mode == "copies":
             yield self.base
             return
@@ -245,10 +259,65 @@ class LaMASPolicy:
 
     def _keep_trainable(self) -> None:
         # peft freezes every adapter but the active one on set_adapter and on leaving
-        # disable_adapter; we train each adapter in turn, so all of them stay trainable.
+        # disable_adapter; we train each adapter in turn, so all of them stay trainable,
+        # and set_adapter makes the active one trainable: the reference copies stay frozen.
         for name in self.adapters:
             for p in self.parameters(name):
                 p.requires_grad_(True)
+        for name in self.references.values():
+            for p in self.parameters(name):
+                p.requires_grad_(False)
+
+    # -- the KL reference ------------------------------------------------------------------------
+
+    def kl_reference(self, adapter: str) -> str | None:
+        """What ``adapter``'s KL penalty compares it with, as :meth:`score` takes it: None (the base), or its frozen copy."""
+        return self.references.get(adapter)
+
+    def freeze_reference(self) -> None:
+        """Make every adapter's current weights its KL reference (a frozen copy), in place of the base."""
+        self.load_reference_state({a: self.adapter_state(a) for a in self.adapters})
+
+    def reference_state(self) -> dict[str, dict[str, torch.Tensor]] | None:
+        """The frozen reference weights per adapter, keyed as :meth:`adapter_state` keys the adapter's; None: the base."""
+        if not self.references:
+            return None
+        return {a: self._as_adapter(a, self.adapter_state(ref)) for a, ref in self.references.items()}
+
+    def load_reference_state(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Make ``state`` (from :meth:`reference_state`) the frozen KL reference of every adapter.
+
+        Each adapter's weights are checked as :meth:`load_adapter_state` checks them (RuntimeError or
+        KeyError naming the first that does not fit); the copies never train.
+        """
+        if not isinstance(state, dict) or sorted(state) != sorted(self.adapters):
+            got = sorted(state) if isinstance(state, dict) else type(state).__name__
+            raise KeyError(f"reference weights for adapters {got}, expected {sorted(self.adapters)}")
+        for adapter in self.adapters:
+            ref = adapter + REFERENCE_SUFFIX
+            if adapter not in self.references:
+                if self.mode == "copies":
+                    self.models[ref] = copy.deepcopy(self.models[adapter])
+                else:
+                    self.base.add_adapter(ref, self.base.peft_config[adapter], autocast_adapter_dtype=True)
+                self.references[adapter] = ref
+            renamed = self._as_reference(adapter, state[adapter])
+            self.load_adapter_state(ref, renamed)  # checks every weight against the copy's
+            for p in self.parameters(ref):
+                p.requires_grad_(False)
+        if self.mode != "copies":
+            self._keep_trainable()
+
+    def _as_reference(self, adapter: str, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        # lora mode names weights "...lora_A.<adapter>.weight": the copy's are "...lora_A.<adapter>-ref.weight"
+        if self.mode == "copies":
+            return weights
+        return {n.replace(f".{adapter}.", f".{adapter}{REFERENCE_SUFFIX}."): v for n, v in weights.items()}
+
+    def _as_adapter(self, adapter: str, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if self.mode == "copies":
+            return weights
+        return {n.replace(f".{adapter}{REFERENCE_SUFFIX}.", f".{adapter}."): v for n, v in weights.items()}
 
     # -- prompts -------------------------------------------------------------------------------
 
@@ -276,33 +345,35 @@ class LaMASPolicy:
     # -- scoring -------------------------------------------------------------------------------
 
     def score(
-        self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float
+        self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float | torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-token log-probs and entropies of ``responses`` (with grad), and the response mask.
 
-        ``adapter=None`` scores under the reference policy. Returns ``(logp, entropy, mask)``, each
+        ``adapter=None`` scores under the base with adapters disabled; ``adapter`` may name a frozen
+        reference copy (:meth:`kl_reference`). ``temperature`` is one number, or one per row, ``(B,)``
+        (agents sampled at their own temperatures: :func:`~marft_agents.models.sampling.row_temperatures`).
+        Returns ``(logp, entropy, mask)``, each
         ``(B, R)`` with ``R`` the longest response; sum ``logp * mask`` over the last dim for an
-        action's log-prob. Two savings give the same numbers as a plain forward pass over every full
+        action's log-prob. Three savings give the same numbers as a plain forward pass over every full
         sequence: the prompts' common prefix (an agent's role prompt) runs once with its keys and values
-        broadcast over the batch (gradients flow back through the broadcast), and the output layer and
-        softmax run on response positions only.
+        broadcast over the batch (gradients flow back through the broadcast), the output layer and
+        softmax run on response positions only, and they run a chunk of positions at a time, so no
+        ``(B, R, V)`` tensor is made or kept for backward (:mod:`marft_agents.models.token_scores`).
         """
-        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
+        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id, self.device)
         S, R = ids.shape[1], mask.shape[1]
         ctx = self.reference() if adapter is None else self.active(adapter)
         with ctx as model:
-            logits = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, logits_to_keep=R + 1).logits  # (B, R + 1, V)
-        # column S - R - 1 + k predicts response token k
-        logits = logits[:, :R].float() / temperature  # (B, R, V)
-        logp_all = torch.log_softmax(logits, dim=-1)
-        logp = logp_all.gather(-1, ids[:, S - R :].unsqueeze(-1)).squeeze(-1)  # (B, R)
-        entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, R)
-        return logp, entropy, mask
+            decoder, head = token_scores.decoder_and_head(model)
+            hidden = lm.forward_after_prefix(decoder, prompts[0][:P], ids, attn).last_hidden_state  # (B, S, d); (B, P + S, d) recomputing
+            # column -R - 1 + k, counted from the end, predicts response token k
+            logp, entropy = token_scores.chosen_logps_and_entropy(hidden[:, -R - 1 : -1], ids[:, S - R :], head, temperature)
+        return logp, entropy, mask  # (B, R) each
 
     @torch.no_grad()
     def features(self, prompts: list[list[int]]) -> torch.Tensor:
         """Frozen base features for the critic: the last prompt token's final hidden state, ``(B, d)``."""
-        P, ids, attn, _ = lm.score_layout(prompts, [[] for _ in prompts], self.pad_token_id)  # prompts end in the last column
+        P, ids, attn, _ = lm.score_layout(prompts, [[] for _ in prompts], self.pad_token_id, self.device)  # prompts end in the last column
         with self.reference() as model:
             # only hidden states are needed: logits_to_keep=1 skips the full logits
             out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)
@@ -316,7 +387,7 @@ class LaMASPolicy:
         (the last prompt token for ``k = 0``), the same columns :meth:`score` reads its logits from;
         padded columns (``k >= len(response)``) hold whatever the padding produced: mask them.
         """
-        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id)
+        P, ids, attn, mask = lm.score_layout(prompts, responses, self.pad_token_id, self.device)
         S, R = ids.shape[1], mask.shape[1]
         with self.reference() as model:
             out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)

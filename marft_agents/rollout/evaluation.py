@@ -16,12 +16,20 @@ Per-role diagnostics show whether the system still uses its messages: each agent
 (``info["reward_components"]["own_correct"]``), and the answering agent's accuracy when each other
 agent was right vs wrong (a downstream agent can learn to answer well without reading its parent,
 which shows as the same accuracy whether the parent was right or wrong). Each agent's mean response
-length shows how much it writes (RL often changes that first).
+length shows how much it writes (RL often changes that first). Where the env reports each agent's
+answer (``info["answer"]``, the MATH envs), each agent's ``copy_rate`` (how often its answer is one
+of the teammates' it saw in the same round: MathChain's actor copying the reasoner) and the team's
+``agreement`` (how often every answer of an episode's last round is the same: MathDebate's solvers
+converging) show whether the agents think for themselves.
+
+Evaluation is greedy; an agent's own token limit (``agents.<agent_id>.max_new_tokens``) holds here
+as in training (its own temperature does not: greedy decoding has none).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +38,9 @@ import numpy as np
 import marft_envs
 from marft_agents.engines.base import Engine
 from marft_agents.models.policy import LaMASPolicy, Sampling
+from marft_agents.models.sampling import agent_sampling
 from marft_agents.rollout.layered import Episode, RolloutEngine
-from marft_envs.outcomes import OWN_CORRECT, REWARD_COMPONENTS
+from marft_envs.outcomes import ANSWER, OWN_CORRECT, REWARD_COMPONENTS
 
 HELDOUT_SEED = 20_251_130  # fixed: every run evaluates on the same held-out problems
 PROTOCOLS = ("single_pass", "attempts_with_feedback", "as_configured")
@@ -89,8 +98,11 @@ def evaluate(
     n_envs: int = 128,
     samples: int = 0,
     engine: Engine | None = None,
+    agent_max_new_tokens: Mapping[str, int] | None = None,
 ) -> dict:
     """Greedy evaluation on ``n`` held-out problems; ``rounds > 1`` uses the feedback protocol.
+
+    ``agent_max_new_tokens``: the agents with a token limit of their own (the others: ``max_new_tokens``).
 
     Returns :func:`summarize`'s keys plus ``heldout`` (bool), ``protocol`` (one of :data:`PROTOCOLS`)
     and ``attempts`` (int, or None for ``as_configured``); with ``samples > 0`` also ``samples``, the
@@ -99,7 +111,8 @@ def evaluate(
     plan = eval_plan(env_id, env_kwargs, rounds)
     envs = [marft_envs.make(env_id, **plan.env_kwargs) for _ in range(min(n, n_envs))]
     options = episode_options(plan, envs[0], n)
-    rollout = RolloutEngine(policy, Sampling(temperature=0.0, max_new_tokens=max_new_tokens), engine=engine)
+    greedy = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
+    rollout = RolloutEngine(policy, greedy, engine=engine, agent_sampling=agent_sampling(greedy, max_new_tokens=agent_max_new_tokens))
     episodes = rollout.collect(envs, range(len(options)), seed_of=lambda i: HELDOUT_SEED + i, options_of=options.__getitem__)
     return eval_result(episodes, plan, samples)
 
@@ -177,6 +190,9 @@ def summarize(episodes: list[Episode]) -> dict:
         "mean_rounds": float(np.mean([1 + e.steps[-1].round for e in episodes])) if episodes else 0.0,
     }
     out["roles"] = role_diagnostics(episodes)
+    agreement = answer_agreement(episodes)
+    if agreement is not None:
+        out["agreement"] = agreement
     return out
 
 
@@ -212,4 +228,49 @@ def role_diagnostics(episodes: list[Episode]) -> dict:
         for k, v in split.items():
             roles[agent][f"answer_accuracy_when_{k}"] = float(np.mean(v)) if v else None
             roles[agent][f"n_{k}"] = len(v)
+    for agent, rate in copy_rates(episodes).items():
+        roles[agent]["copy_rate"] = rate
     return roles
+
+
+def same_answer(a: object, b: object) -> bool:
+    """Whether two reported answers are the same: equal, or equivalent as math answers; no answer (None) matches none."""
+    if a is None or b is None:
+        return False
+    if a == b:
+        return True
+    from marft_envs.rewards.math import answers_match
+
+    return isinstance(a, str) and isinstance(b, str) and answers_match(a, b)
+
+
+def copy_rates(episodes: list[Episode]) -> dict[str, float]:
+    """Per agent that saw teammates' answers: the share of its steps whose answer is one of theirs.
+
+    A step counts when the env reports answers (``info["answer"]``) and at least one of the step's
+    parents (the agents whose same-round actions it saw) gave one; an agent that gives no answer
+    there did not copy. MathChain's actor: how often its boxed answer is the reasoner's.
+    """
+    copied: dict[str, list[float]] = defaultdict(list)
+    for e in episodes:
+        answers = {(s.round, s.agent): s.info[ANSWER] for s in e.steps if ANSWER in s.info}
+        for s in e.steps:
+            if ANSWER not in s.info:
+                continue
+            seen = [answers[(s.round, p)] for p in s.parents if answers.get((s.round, p)) is not None]
+            if seen:
+                copied[s.agent].append(float(any(same_answer(s.info[ANSWER], a) for a in seen)))
+    return {agent: float(np.mean(v)) for agent, v in copied.items()}
+
+
+def answer_agreement(episodes: list[Episode]) -> float | None:
+    """The share of episodes whose last round's answers (two or more reported) are all the same; None without any.
+
+    An agent that gave no answer disagrees. MathDebate's solvers: how often they end on one answer.
+    """
+    agreed = []
+    for e in episodes:
+        last = [s.info[ANSWER] for s in e.steps if s.round == e.steps[-1].round and ANSWER in s.info]
+        if len(last) >= 2:
+            agreed.append(float(all(same_answer(last[0], a) for a in last[1:])))
+    return float(np.mean(agreed)) if agreed else None

@@ -1,8 +1,10 @@
 """The rollout engine: play many envs at once through the layered interface.
 
 Each step of the engine takes every ready agent across all live envs (one *layer* per env) and hands
-them, each with its agent's adapter, to a generation engine (:mod:`marft_agents.engines`: the hf
-engine makes one batched ``generate`` call per adapter, the vllm engine one call for the whole layer).
+them, each with its agent's adapter and its agent's own sampling where it has one
+(``agents.<agent_id>.temperature`` / ``.max_new_tokens``: :func:`~marft_agents.models.sampling.agent_sampling`),
+to a generation engine (:mod:`marft_agents.engines`: the hf engine makes one batched ``generate``
+call per adapter and sampling, the vllm engine one call for the whole layer).
 Each agent-step keeps its exact prompt and response token ids (never re-tokenised), its behaviour
 log-probs and the version of the adapter weights that sampled it. When a round ends
 its rewards are attached to that round's agent-steps. (The critic's features are computed by the
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +30,7 @@ import torch
 
 from marft_agents.engines.base import Engine, Request
 from marft_agents.models.policy import LaMASPolicy, Sampling
+from marft_envs.core import FlexEnv
 from marft_envs.outcomes import SHARED_REWARD, SOLVED
 
 
@@ -63,14 +66,18 @@ class AgentStep:
     """The engine's own log-probs of the response tokens, once the trainer has recomputed ``token_logps``
     with its model for the truncated importance-sampling correction (``marft_agents/algorithms/tis.py``); else None."""
     group: tuple | None = None
-    """Tree sampling (``marft_agents/rollout/tree.py``): the sibling group ``(problem, round, agent, node)``
-    whose members share this exact prompt; None in a plain rollout."""
+    """Tree sampling (``marft_agents/rollout/tree.py``): the sibling group ``(problem, round, agent, node)``, or
+    ``(problem, round, agent, node, k)`` for a continuation of node's candidate k, whose members share this exact
+    prompt; None in a plain rollout."""
     score: float | None = None
     """Tree sampling: the value the sibling group compares (its round's team reward, or the mean of its
     continuations'); None in a plain rollout."""
     skipped: bool = False
     """The env said this action would not be read (``FlexEnv.needs_action``): nothing was generated, the
     response is empty, and learners take no policy loss on it (its reward and value still count)."""
+    parents: tuple[str, ...] = ()
+    """The agents whose same-round actions this agent saw (a FlexEnv's ``info(agent)["parents"]``; empty
+    for other envs): the copy-rate diagnostics compare an agent's answer with its parents'."""
 
     @property
     def shared(self) -> float:
@@ -93,9 +100,10 @@ class Episode:
     solved: bool | None
     """Whether the env reported success (``info[marft_envs.outcomes.SOLVED]``); None when it does not say."""
     branches: list[AgentStep] = field(default_factory=list)
-    """Tree sampling: the candidates that were sampled but not continued from (``steps`` is the chosen path)."""
+    """Tree sampling: the candidates that were sampled but not continued from (``steps`` is the chosen path), and the
+    kept continuation samples."""
     extra_tokens: int = 0
-    """Tree sampling: tokens generated for continuations, which no agent-step holds."""
+    """Tree sampling: tokens generated for continuations which no agent-step holds (past the continuations' first layer)."""
 
     @property
     def team_return(self) -> float:
@@ -151,12 +159,21 @@ class RolloutEngine:
     """Collect whole episodes from many envs, handing each layer of ready agents to one generation engine."""
 
     def __init__(
-        self, policy: LaMASPolicy, sampling: Sampling, record_state: bool = False, engine: Engine | None = None, skip_ignored: bool = True
+        self,
+        policy: LaMASPolicy,
+        sampling: Sampling,
+        record_state: bool = False,
+        engine: Engine | None = None,
+        skip_ignored: bool = True,
+        agent_sampling: Mapping[str, Sampling] | None = None,
     ):
         from marft_agents.engines.hf import HFEngine
 
         self.policy = policy
         self.sampling = sampling
+        """The run's sampling: every agent's but those in ``agent_sampling``."""
+        self.agent_sampling = dict(agent_sampling or {})
+        """Agent id -> its own sampling (``agents.<agent_id>.*``); agents not in it use ``sampling``."""
         self.record_state = record_state
         """Also keep each env's ``state_text()`` with every agent-step (for centralised critics)."""
         self.skip_ignored = skip_ignored
@@ -171,6 +188,10 @@ class RolloutEngine:
     def reset_timings(self) -> None:
         """Zero the seconds spent generating, building prompts, and stepping the envs."""
         self.timings = {"generate": 0.0, "prompts": 0.0, "env": 0.0}
+
+    def request(self, prompt: list[int], agent: str, episode: int | None = None) -> Request:
+        """The generation request for ``agent``'s ``prompt``: its adapter, and its own sampling where it has one."""
+        return Request(prompt, self.policy.adapter_of[agent], episode=episode, sampling=self.agent_sampling.get(agent))
 
     def collect(
         self,
@@ -196,7 +217,7 @@ class RolloutEngine:
             start(slot)
         while live:
             # One layer: every ready agent of every live env, each request with its agent's adapter.
-            batch: list[tuple[int, str, Any]] = []  # (env slot, agent, observation) of each request
+            batch: list[tuple[int, str, Any, tuple[str, ...]]] = []  # (env slot, agent, observation, parents) of each request
             requests: list[Request] = []
             ignored: list[tuple[int, str, Any, list[int]]] = []  # (slot, agent, observation, prompt): not generated
             states: dict[int, str] = {}
@@ -211,8 +232,8 @@ class RolloutEngine:
                     if self.skip_ignored and not _needs_action(env, agent):
                         ignored.append((slot, agent, observation, prompt))
                         continue
-                    batch.append((slot, agent, observation))
-                    requests.append(Request(prompt, self.policy.adapter_of[agent], episode=live[slot][0]))
+                    batch.append((slot, agent, observation, _parents(env, agent)))
+                    requests.append(self.request(prompt, agent, episode=live[slot][0]))
             self.timings["prompts"] += time.perf_counter() - t0
             t0 = time.perf_counter()
             calls = self.engine.calls
@@ -226,7 +247,7 @@ class RolloutEngine:
             order = sorted(range(len(requests)), key=lambda i: rank.setdefault(requests[i].adapter, len(rank)))
             layer: dict[int, list[AgentStep]] = defaultdict(list)
             for i in order:
-                slot, agent, observation = batch[i]
+                slot, agent, observation, parents = batch[i]
                 layer[slot].append(
                     AgentStep(
                         episode=live[slot][0],
@@ -239,6 +260,7 @@ class RolloutEngine:
                         state=states.get(slot),
                         version=self.engine.version,
                         observation=_text_fields(observation),
+                        parents=parents,
                     )
                 )
             for slot, agent, observation, prompt in ignored:
@@ -249,7 +271,7 @@ class RolloutEngine:
                         agent=agent,
                         prompt=prompt,
                         response=[],
-                        token_logps=torch.zeros(0),
+                        token_logps=torch.zeros(0, device=self.policy.device),
                         text="",
                         state=states.get(slot),
                         version=self.engine.version,
@@ -284,6 +306,23 @@ class RolloutEngine:
             self.timings["env"] += time.perf_counter() - t0
         finished.sort(key=lambda e: e.index)
         return finished
+
+
+def to_device(episodes: Sequence[Episode], device: torch.device) -> None:
+    """Move every agent-step's log-probs to ``device`` (the learner's), in place.
+
+    The hf engine already makes them there; a vllm engine or a rollout worker hands CPU tensors.
+    """
+    for e in episodes:
+        for s in (*e.steps, *e.branches):
+            s.token_logps = s.token_logps.to(device)
+            if s.engine_logps is not None:
+                s.engine_logps = s.engine_logps.to(device)
+
+
+def _parents(env: Any, agent: str) -> tuple[str, ...]:
+    """The agents whose same-round actions ``agent`` sees (a FlexEnv's ``info(agent)["parents"]``); () for other envs."""
+    return tuple(env.info(agent).get("parents", ())) if isinstance(env, FlexEnv) else ()
 
 
 def _needs_action(env: Any, agent: str) -> bool:

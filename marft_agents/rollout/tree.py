@@ -13,17 +13,23 @@ questions. A tree rollout plays one *trunk* per problem and branches it at every
    scores a step); an upstream candidate (the round goes on after it) is scored by the mean team
    reward of ``continuations`` (M) cheap downstream continuations: its branch copied M times and the
    rest of the round sampled once per copy (TreeRPO: a node's value is the mean of its children's).
-3. The trunk continues from one candidate (``pick``): ``"best"`` takes the highest score when every
-   candidate closed the round (ties broken at random) and a uniformly random one otherwise, so an
-   upstream choice stays a sample of the policy; ``"sample"`` always takes a random one.
+3. The continuations' first layer (the agents that act right after the candidate) is kept: the M
+   samples of one downstream agent after one upstream candidate share that exact prompt, so they form
+   one sibling group of that agent, key ``(problem, round, agent, node, k)`` (``node`` the upstream
+   node, ``k`` its candidate), each scored by its copy's team reward. Later continuation layers see
+   contexts that differ copy by copy (groups of one, no signal): their tokens are counted, not kept.
+4. The trunk continues from one candidate (``pick``): ``"best"`` takes the highest score — a closing
+   candidate's own reward, an upstream one's mean continuation reward — ties broken at random;
+   ``"random_upstream"`` takes the best closing candidate but a uniformly random upstream one (the
+   upstream choice stays a sample of the policy); ``"sample"`` always takes a random one.
 
-Every candidate becomes an :class:`~marft_agents.rollout.layered.AgentStep` with its exact token ids and
-behaviour log-probs, tagged with its sibling group ``(problem, round, agent, node)`` — siblings share
-the exact prompt — and its ``score``. A tree is returned as one :class:`~marft_agents.rollout.layered.Episode`:
-``steps`` is the chosen path (rewards and infos from the env, as a plain rollout records them) and
-``branches`` the candidates that were not chosen; ``extra_tokens`` counts the continuation tokens
-(generated, but no agent-step holds them). Later rounds are played from the chosen candidate only,
-so a sibling's score is its own round's reward.
+Every candidate and kept continuation becomes an :class:`~marft_agents.rollout.layered.AgentStep` with its
+exact token ids and behaviour log-probs, tagged with its sibling group — siblings share the exact prompt —
+and its ``score``. A tree is returned as one :class:`~marft_agents.rollout.layered.Episode`: ``steps`` is
+the chosen path (rewards and infos from the env, as a plain rollout records them) and ``branches`` the
+candidates that were not chosen and the kept continuations; ``extra_tokens`` counts the continuation
+tokens no agent-step holds. Later rounds are played from the chosen candidate only, so a sibling's score
+is its own round's reward.
 
 Episode indices come in consecutive groups of ``width`` (the trainer's ``group_size``), one tree per
 group, reset with ``seed_of`` of the group's first index (the index the tree's episode keeps).
@@ -46,8 +52,13 @@ from marft_envs.outcomes import SOLVED
 
 PURPOSE = "grpo.grouping=tree"
 """What an env that cannot branch is refused for, in its one-line error."""
-PICKS = ("best", "sample")
+PICKS = ("best", "random_upstream", "sample")
 """How the trunk continues from a node's candidates (see the module docstring)."""
+
+
+def is_continuation(step: AgentStep) -> bool:
+    """Whether ``step`` is a kept continuation sample (its group names the upstream candidate), not a node's candidate."""
+    return step.group is not None and len(step.group) == 5
 
 
 @dataclass
@@ -153,8 +164,7 @@ class TreeRollout:
                     observation = env.observe(agent)
                     prompt = self.rollout.policy.prompt(observation)
                     nodes.append(_Node(tree, agent, observation, prompt, state, len(requests)))
-                    adapter = self.rollout.policy.adapter_of[agent]
-                    requests += [Request(prompt, adapter, episode=tree.index)] * self.width
+                    requests += [self.rollout.request(prompt, agent, episode=tree.index)] * self.width
             self.timings["prompts"] += time.perf_counter() - t0
             gen = self._generate(requests)
             # Agents of one layer do not see each other: expand the j-th node of every tree together,
@@ -211,18 +221,21 @@ class TreeRollout:
             played.append(siblings)
         self.timings["env"] += time.perf_counter() - t0
         upstream = [
-            (branch, step, node.tree) for node, siblings in zip(nodes, played) for branch, step, result in siblings if result is None
+            (branch, step, node.tree, (*step.group[:2], step.group[3], k))
+            for node, siblings in zip(nodes, played)
+            for k, (branch, step, result) in enumerate(siblings)
+            if result is None
         ]
-        scores = self._continue([b for b, _, _ in upstream], [t for _, _, t in upstream])
-        for (_, step, _), score in zip(upstream, scores):
+        scores = self._continue([u[0] for u in upstream], [u[2] for u in upstream], [u[3] for u in upstream])
+        for (_, step, _, _), score in zip(upstream, scores):
             step.score = score
         for node, siblings in zip(nodes, played):
             self._move_on(node.tree, siblings)
 
     def _move_on(self, tree: _Tree, siblings: list) -> None:
         """Continue ``tree`` from the picked candidate; the others become ``branches``."""
-        closed = all(result is not None for _, _, result in siblings)
-        if self.pick == "best" and closed:
+        upstream = any(result is None for _, _, result in siblings)
+        if self.pick == "best" or (self.pick == "random_upstream" and not upstream):
             scores = np.array([step.score for _, step, _ in siblings])
             chosen = int(tree.rng.choice(np.flatnonzero(scores == scores.max())))
         else:
@@ -244,33 +257,57 @@ class TreeRollout:
             tree.steps += tree.round_steps
             tree.round_steps = []
 
-    def _continue(self, branches: list[Any], owners: list[_Tree]) -> list[float]:
+    def _continue(self, branches: list[Any], owners: list[_Tree], places: list[tuple]) -> list[float]:
         """Mean team reward of the rest of the round, sampled ``continuations`` times from each branch.
 
-        ``owners[i]`` is the tree of ``branches[i]``: its continuation tokens count in its ``extra_tokens``.
+        ``owners[i]`` is the tree of ``branches[i]`` and ``places[i]`` its candidate's ``(problem, round, node, k)``.
+        The first layer of every copy joins the owner's ``branches``: the M samples of one agent after one candidate
+        share its prompt, a sibling group ``(problem, round, agent, node, k)`` scored by each copy's team reward.
+        Later layers' tokens (contexts that differ copy by copy) count in the owner's ``extra_tokens``.
         """
+        policy, version = self.rollout.policy, self.rollout.engine.version
         totals = np.zeros(len(branches))
         copies = [(i, checked_branch(b, PURPOSE)) for i, b in enumerate(branches) for _ in range(self.continuations)]
+        kept: list[list[AgentStep]] = [[] for _ in copies]  # per copy: its first layer's steps
         live = list(range(len(copies)))  # indices into copies still inside their round
+        first = True
         while live:
             batch, requests = [], []
             t0 = time.perf_counter()
             for c in live:
                 i, env = copies[c]
+                state = env.state() if first and self.rollout.record_state else None
                 for agent in sorted(env.ready_agents(), key=env.possible_agents.index):
-                    batch.append((c, agent))
-                    requests.append(
-                        Request(
-                            self.rollout.policy.prompt(env.observe(agent)), self.rollout.policy.adapter_of[agent], episode=owners[i].index
-                        )
-                    )
+                    observation = env.observe(agent)
+                    prompt = policy.prompt(observation)
+                    batch.append((c, agent, prompt, observation, state))
+                    requests.append(self.rollout.request(prompt, agent, episode=owners[i].index))
             self.timings["prompts"] += time.perf_counter() - t0
             gen = self._generate(requests)
             t0 = time.perf_counter()
             actions: dict[int, dict[str, str]] = {}
-            for k, (c, agent) in enumerate(batch):
+            for k, (c, agent, prompt, observation, state) in enumerate(batch):
                 actions.setdefault(c, {})[agent] = gen.texts[k]
-                owners[copies[c][0]].extra_tokens += len(gen.responses[k])
+                i = copies[c][0]
+                if not first:
+                    owners[i].extra_tokens += len(gen.responses[k])
+                    continue
+                problem, round_, node, candidate = places[i]
+                kept[c].append(
+                    AgentStep(
+                        episode=owners[i].index,
+                        round=round_,
+                        agent=agent,
+                        prompt=prompt,
+                        response=gen.responses[k],
+                        token_logps=gen.token_logps[k],
+                        text=gen.texts[k],
+                        state=state,
+                        version=version,
+                        observation=_text_fields(observation),
+                        group=(problem, round_, agent, node, candidate),
+                    )
+                )
             still = []
             for c in live:
                 i, env = copies[c]
@@ -281,11 +318,17 @@ class TreeRollout:
                 result = env.step(actions[c])
                 if result is None:
                     still.append(c)
-                else:
-                    totals[i] += sum(result.rewards.values())
-                    env.close()
+                    continue
+                team = float(sum(result.rewards.values()))
+                totals[i] += team
+                for s in kept[c]:  # the copy's round is over: its first-layer steps are scored by it
+                    s.score, s.reward, s.info = team, result.rewards.get(s.agent, 0.0), result.infos.get(s.agent, {})
+                env.close()
             live = still
+            first = False
             self.timings["env"] += time.perf_counter() - t0
+        for c, (i, _) in enumerate(copies):
+            owners[i].branches += kept[c]
         return list(totals / self.continuations)
 
     def _generate(self, requests: list[Request]) -> Generation:

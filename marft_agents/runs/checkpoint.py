@@ -1,7 +1,11 @@
 """Full training checkpoints, written atomically.
 
 A checkpoint holds everything needed to continue a run exactly: adapter weights, critic, every
-optimizer's state, the RNG states (Python, NumPy, torch) and the data position (the next update).
+optimizer's state, the RNG states (Python, NumPy, torch, and CUDA's once a run has used a GPU) and the
+data position (the next update). Its tensors are saved on the CPU, whatever the run's device: a
+checkpoint of a GPU run loads on any machine, and loading copies each tensor onto the run's device
+(``LaMASPolicy.load_adapter_state``, ``Module.load_state_dict`` and ``Optimizer.load_state_dict``
+copy or cast to their parameters' device).
 It is written to a temporary file in the same folder and renamed into place (``os.replace`` is
 atomic), then ``latest`` is rewritten the same way — so a kill at any moment leaves the previous
 checkpoint loadable and ``latest`` never points at a partial file; the next save removes the
@@ -31,8 +35,11 @@ class CheckpointError(ValueError):
 
 
 def rng_state(np_rng: np.random.Generator) -> dict[str, Any]:
-    """The state of every random generator the trainer uses."""
-    return {"python": random.getstate(), "torch": torch.get_rng_state(), "numpy": np_rng.bit_generator.state}
+    """The state of every random generator the trainer uses (each GPU's too, once CUDA is in use: it samples there)."""
+    state = {"python": random.getstate(), "torch": torch.get_rng_state(), "numpy": np_rng.bit_generator.state}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict[str, Any], np_rng: np.random.Generator) -> None:
@@ -40,6 +47,20 @@ def set_rng_state(state: dict[str, Any], np_rng: np.random.Generator) -> None:
     random.setstate(state["python"])
     torch.set_rng_state(state["torch"])
     np_rng.bit_generator.state = state["numpy"]
+    if "cuda" in state and torch.cuda.is_available():  # a GPU run's states, on as many GPUs as this machine has
+        for index, gpu_state in zip(range(torch.cuda.device_count()), state["cuda"]):
+            torch.cuda.set_rng_state(gpu_state, index)
+
+
+def on_cpu(tree: Any) -> Any:
+    """``tree`` (dicts, lists, tuples of tensors and plain data) with every tensor on the CPU (those there already as they are)."""
+    if isinstance(tree, torch.Tensor):
+        return tree.cpu()
+    if isinstance(tree, dict):
+        return {k: on_cpu(v) for k, v in tree.items()}
+    if type(tree) in (list, tuple):
+        return type(tree)(on_cpu(v) for v in tree)
+    return tree
 
 
 class CheckpointWriteError(run_files.RunWriteError):
@@ -58,7 +79,7 @@ def save_checkpoint(folder: str | Path, update: int, state: dict[str, Any], keep
     path = folder / f"update_{update:06d}.pt"
     previous = latest_checkpoint(folder)
     try:
-        run_files.write_file(folder.parent, Path(folder.name, path.name), lambda f: torch.save({"update": update, **state}, f))
+        run_files.write_file(folder.parent, Path(folder.name, path.name), lambda f: torch.save(on_cpu({"update": update, **state}), f))
         run_files.write_text(folder.parent, Path(folder.name, LATEST), path.name)
     except (OSError, RuntimeError) as err:
         raise _write_failure(path, previous, err) from None
@@ -132,7 +153,9 @@ def check_resume_state(state: dict[str, Any], path: str | Path, *, updates: int)
         )
     rng = state.get("rng")
     if not isinstance(rng, dict) or not {"python", "torch", "numpy"} <= set(rng):
-        raise CheckpointError(f"{path}: its 'rng' is not the python, torch and numpy RNG states a checkpoint holds{_previous_hint(Path(path))}")
+        raise CheckpointError(
+            f"{path}: its 'rng' is not the python, torch and numpy RNG states a checkpoint holds{_previous_hint(Path(path))}"
+        )
     for name, restore in (
         ("python", lambda s: random.Random().setstate(s)),
         ("torch", lambda s: torch.Generator().set_state(s)),
@@ -145,6 +168,9 @@ def check_resume_state(state: dict[str, Any], path: str | Path, *, updates: int)
         except Exception as err:
             reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
             raise CheckpointError(f"{path}: its {name} RNG state cannot be restored ({reason}){_previous_hint(Path(path))}") from None
+    cuda = rng.get("cuda", [])  # a GPU run's: one uint8 state per GPU
+    if not (isinstance(cuda, list) and all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in cuda)):
+        raise CheckpointError(f"{path}: its cuda RNG state cannot be restored (not a list of uint8 tensors){_previous_hint(Path(path))}")
     adapters_of(state, path)
     return update
 

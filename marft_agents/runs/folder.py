@@ -20,7 +20,7 @@ from marft_agents.runs.lock import LOCK
 
 RUN_FILES = ("config.json", "metrics.jsonl", "eval_before.json", "summary.json", "curves.png")
 """Files a run writes at the top of its folder."""
-RUN_DIRS = ("checkpoints", "tb", "samples", "engine")
+RUN_DIRS = ("checkpoints", "tb", "samples", "engine", "trackers")
 """Folders a run writes inside its folder."""
 # The three generation keys are, like ``threads``, the resources the vllm engine runs on (KV-cache
 # memory, cores, adapter slots), not what the run samples from or optimises; as with ``threads``, a
@@ -29,11 +29,14 @@ RUN_DIRS = ("checkpoints", "tb", "samples", "engine")
 # to 0.2 per token) and the random stream, and ``generation.tis_cap`` changes the loss: those are refused.
 # The distributed keys other than ``workers`` say where and with what resources the same episodes are
 # played (each episode's sampling seed does not depend on the worker that plays it).
+# ``gradient_checkpointing`` recomputes the same activations (memory, not numbers); ``device`` is
+# refused: a GPU samples from its own random generator, so the continuation would play other episodes.
 SAFE_ON_RESUME = (
     "updates",
     "eval_every",
     "checkpoint_every",
     "threads",
+    "gradient_checkpointing",
     "run_dir",
     "generation.kv_cache_gb",
     "generation.threads",
@@ -45,6 +48,9 @@ SAFE_ON_RESUME = (
     "distributed.start_timeout_s",
     "distributed.max_restarts",
     "distributed.temp_dir",
+    "log.wandb",
+    "log.project",
+    "log.run_name",
 )
 """Config keys that may change on ``--resume``: they do not change what the earlier updates did."""
 

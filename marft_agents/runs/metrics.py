@@ -1,4 +1,4 @@
-"""What a run records per update: where its time went, and ``metrics.jsonl`` (plus TensorBoard)."""
+"""What a run records per update: where its time went, and ``metrics.jsonl`` (plus TensorBoard and a tracker)."""
 
 from __future__ import annotations
 
@@ -28,12 +28,12 @@ class Timings:
 
 
 class MetricsLog:
-    """``metrics.jsonl`` plus TensorBoard; on resume, drops lines past the checkpoint."""
+    """``metrics.jsonl`` plus TensorBoard (and a tracker, ``runs/trackers.py``); on resume, drops lines past the checkpoint."""
 
     NAME = "metrics.jsonl"
 
-    def __init__(self, run_dir: Path, resume_from: int | None):
-        self.run_dir, self.path = run_dir, run_dir / self.NAME
+    def __init__(self, run_dir: Path, resume_from: int | None, tracker=None):
+        self.run_dir, self.path, self.tracker = run_dir, run_dir / self.NAME, tracker
         if resume_from is not None and self.path.exists():
             kept = run_folder.read_metrics(self.path, before=resume_from)
             run_files.write_text(run_dir, self.NAME, "".join(line + "\n" for line in kept))
@@ -54,6 +54,8 @@ class MetricsLog:
             for k, v in metrics.items():
                 if isinstance(v, (int, float)):
                     self.tb.add_scalar(k, v, update)
+        if self.tracker is not None:  # the same numbers TensorBoard gets
+            self.tracker.log(update, metrics)
 
     def close(self) -> None:
         if self.tb is not None:

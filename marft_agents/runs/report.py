@@ -40,6 +40,46 @@ def headline(result: dict) -> tuple[str, str]:
     return "accuracy", f"accuracy (greedy{single}) on {where}"
 
 
+HEALTH = {
+    "advantage_mean": "{adapter}/advantage_mean",
+    "advantage_std": "{adapter}/advantage_std",
+    "reward": "{adapter}/reward",
+    "own_accuracy": "train/{agent}/own_accuracy",
+    "copy_rate": "train/{agent}/copy_rate",
+}
+"""Per-agent health in the summary: its name -> the metric it is read from (an adapter's, or an agent's own)."""
+
+
+def agent_health(metrics: dict, adapter_of: dict[str, str]) -> dict[str, dict[str, float]]:
+    """Each agent's health in one update's ``metrics``: its adapter's mean and spread of advantages and mean
+    reward (shared by the agents of a ``"shared"`` adapter), its own accuracy and copy rate where logged."""
+    out = {}
+    for agent, adapter in adapter_of.items():
+        found = {k: metrics[m.format(agent=agent, adapter=adapter)] for k, m in HEALTH.items() if m.format(agent=agent, adapter=adapter) in metrics}
+        if found:
+            out[agent] = found
+    return out
+
+
+def health_table(agents: dict[str, dict[str, float]], updates: int) -> list[str]:
+    """The summary table's per-agent block: the last update's mean advantage (± its spread), reward, own accuracy, copy rate."""
+    if not agents:
+        return []
+    width = max(len(f"agent (update {updates})"), *(len(a) for a in agents))
+    columns = ("advantage ± spread", "reward", "own accuracy", "copy rate")
+    lines = [f"{f'agent (update {updates})':{width}}   " + "   ".join(columns)]
+    for agent, h in agents.items():
+        mean, std = h.get("advantage_mean"), h.get("advantage_std")
+        cells = (
+            f"{mean:+.3f} ± {std:.3f}" if mean is not None and std is not None else "-",
+            f"{h['reward']:.3f}" if "reward" in h else "-",
+            f"{h['own_accuracy']:.1%}" if "own_accuracy" in h else "-",
+            f"{h['copy_rate']:.1%}" if "copy_rate" in h else "-",
+        )
+        lines.append(f"{agent:{width}}   " + "   ".join(f"{c:>{len(n)}}" for c, n in zip(cells, columns)))
+    return lines
+
+
 def summary_table(summary: dict) -> str:
     """A small before/after table for the terminal; mean return is always in it."""
     before, after = summary["eval_before"], summary["eval_after"]
@@ -60,10 +100,14 @@ def summary_table(summary: dict) -> str:
                 side = "right (own_correct > 0)" if k.endswith("right") else "wrong (own_correct = 0)"
                 row_label = f"answer accuracy when {agent} is {side}"
                 rows.append((row_label, r[k], float("nan") if later.get(k) is None else later[k], pct))
+        if "copy_rate" in r:  # where the env reports answers (MathChain's actor: the reasoner's answer repeated)
+            rows.append((f"{agent} copy rate", r["copy_rate"], later.get("copy_rate", float("nan")), pct))
         if "mean_response_tokens" in r:  # absent from evaluations written before it was added
             rows.append(
                 (f"{agent} response length (tokens)", r["mean_response_tokens"], later.get("mean_response_tokens", float("nan")), "{:6.1f}")
             )
+    if "agreement" in before:  # where the env reports answers: every answer of the last round the same
+        rows.append(("agreement (all answers the same)", before["agreement"], after.get("agreement", float("nan")), pct))
     width = max(len(r[0]) for r in rows)
     lines = [f"{'':{width}}   before    after", *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows)]
     spread = (
@@ -78,6 +122,9 @@ def summary_table(summary: dict) -> str:
             f"{signal['zero_spread_frac']:.1%} of groups with equal rewards, "
             f"{signal['updates_without_signal']} of {signal['updates']} updates without signal"
         )
+    lines += health_table(summary.get("agents") or {}, summary["updates"])  # absent from summaries written before it was added
+    if summary.get("frozen_agents"):
+        lines.append(f"frozen (agents.<agent_id>.train=false, acted but never updated): {', '.join(summary['frozen_agents'])}")
     lines.append(f"{spread} on {before['episodes']} episodes; {summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
     return "\n".join(lines)
 

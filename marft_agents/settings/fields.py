@@ -1,6 +1,7 @@
 """Config fields that carry their own check: ``lr: float = ranged(3e-4, LR)``, ``order: str = choice("random", ORDERS)``.
 
-A field made with :func:`ranged` (a number's range) or :func:`choice` (its allowed values) holds its
+A field made with :func:`ranged` (a number's range), :func:`choice` (its allowed values) or
+:func:`spelled` (a string's allowed spellings, e.g. ``cuda:N``) holds its
 rule in the dataclass field's metadata, so every config dataclass — the shipped algorithms', a plugin
 algorithm's, the engine's — is checked the same way, by :func:`check_ranges`, with no table that must
 know each field's name. The config layer (``marft_agents/training/config.py``) calls it on every key of
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,10 +57,19 @@ HOLDS = {
 }
 """Each rule's test, on a number that is not a bool."""
 
-_RANGE, _CHOICES, _WHY = "marft.range", "marft.choices", "marft.why"
+_RANGE, _CHOICES, _SPELLING, _WHY = "marft.range", "marft.choices", "marft.spelling", "marft.why"
 
-Rule = str | tuple[Any, ...] | None
-"""A field's check: a range (a key of :data:`HOLDS`), its allowed values (a tuple), or None (none)."""
+
+@dataclasses.dataclass(frozen=True)
+class Spelling:
+    """A string field's allowed spellings: a regular expression the whole value must match, and how an error names them."""
+
+    pattern: re.Pattern
+    text: str
+
+
+Rule = str | tuple[Any, ...] | Spelling | None
+"""A field's check: a range (a key of :data:`HOLDS`), its allowed values (a tuple), its spellings, or None (none)."""
 
 
 def ranged(default: Any, rule: str, why: str | None = None) -> Any:
@@ -79,6 +90,14 @@ def choice(default: Any, options: Sequence[Any], why: str | None = None) -> Any:
     return dataclasses.field(default=default, metadata={_CHOICES: options, _WHY: why})
 
 
+def spelled(default: str, pattern: re.Pattern, text: str, why: str | None = None) -> Any:
+    """A dataclass field whose string must match ``pattern`` whole (``text`` names the spellings in the error)."""
+    rule = Spelling(pattern, text)
+    if not rule.pattern.fullmatch(default):
+        raise ValueError(f"spelled default {default!r} must be {text}")
+    return dataclasses.field(default=default, metadata={_SPELLING: rule, _WHY: why})
+
+
 def rule_of(cls: type, name: str) -> tuple[Rule, str | None]:
     """The ``(rule, why)`` of field ``name`` of dataclass ``cls``; ``(None, None)`` for a field without one.
 
@@ -91,6 +110,8 @@ def rule_of(cls: type, name: str) -> tuple[Rule, str | None]:
             continue
         if _CHOICES in f.metadata:
             return f.metadata[_CHOICES], f.metadata.get(_WHY)
+        if _SPELLING in f.metadata:
+            return f.metadata[_SPELLING], f.metadata.get(_WHY)
         if _RANGE in f.metadata:
             return f.metadata[_RANGE], f.metadata.get(_WHY)
     return None, None
@@ -99,13 +120,18 @@ def rule_of(cls: type, name: str) -> tuple[Rule, str | None]:
 def check_value(key: str, value: Any, rule: Rule, why: str | None = None) -> None:
     """Raise ValueError (one line naming ``key``) unless ``value`` is None or satisfies ``rule``.
 
-    A tuple ``rule`` holds the allowed values (:func:`choice`); otherwise ``value`` must be a bool or a
-    finite number, within the range ``rule`` if one is given.
+    A tuple ``rule`` holds the allowed values (:func:`choice`), a :class:`Spelling` the allowed strings
+    (:func:`spelled`); otherwise ``value`` must be a bool or a finite number, within the range ``rule``
+    if one is given.
     """
     because = f" ({why})" if why else ""
     if isinstance(rule, tuple):
         if value is not None and (isinstance(value, bool) or value not in rule):
             raise ValueError(f"{key} must be one of {list(rule)}{because}, got {shown(value)}")
+        return
+    if isinstance(rule, Spelling):
+        if value is not None and not (isinstance(value, str) and rule.pattern.fullmatch(value)):
+            raise ValueError(f"{key} must be {rule.text}{because}, got {shown(value)}")
         return
     if isinstance(value, bool) or value is None:
         return

@@ -94,3 +94,20 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[key] = v
     return out
+
+
+def coerce(key: str, current: Any, value: Any) -> Any:
+    """``value`` for key ``key`` whose current value is ``current``: of its type (an int becomes a float), else ConfigError."""
+    if current is None or value is None:
+        return value
+    if isinstance(current, bool):
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{key} must be true or false, got {shown(value)}")
+    if isinstance(current, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(current, int) and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(current, (list, dict, str)) and isinstance(value, type(current)):
+        return value
+    raise ConfigError(f"{key} must be a {type(current).__name__}, got {shown(value)}")

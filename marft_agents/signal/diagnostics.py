@@ -9,7 +9,8 @@ weak model most episodes score 0 (SmolLM2-135M solves ~4 % of its training episo
 - ``signal/rewarded_frac``: the share of the batch's episodes with some non-zero reward;
 - ``signal/zero_spread_frac``: the share of groups (consecutive ``group_size`` episodes, one problem)
   whose episode returns are all equal; for a learner without groups (``group_size`` 1) the batch is
-  one group, so this is 1 exactly when every episode returned the same;
+  one group, so this is 1 exactly when every episode returned the same; for tree rollouts
+  (``grpo.grouping=tree``: one episode per problem) the groups are the sibling groups and their scores;
 - ``signal/<agent>/reward``: the mean reward of each agent's steps;
 - ``signal/advantage_std`` (logged by the learner): the spread of the advantages before normalisation.
 
@@ -58,11 +59,17 @@ def signal_metrics(episodes: Sequence[Episode], group_size: int) -> dict[str, fl
     """The ``signal/*`` diagnostics of one batch (see the module docstring); empty for an empty batch."""
     if not episodes:
         return {}
-    groups = groups_of(episodes, group_size)
-    flat = [g for g in groups if not has_spread([episode_return(e) for e in g])]
+    if any(e.branches for e in episodes):  # tree rollouts: what is compared is each sibling group's scores
+        siblings: dict[tuple, list[float]] = defaultdict(list)
+        for e in episodes:
+            for s in (*e.steps, *e.branches):
+                siblings[s.group].append(s.score)
+        scores = list(siblings.values())
+    else:
+        scores = [[episode_return(e) for e in g] for g in groups_of(episodes, group_size)]
     out = {
         "signal/rewarded_frac": sum(any(s.reward != 0 for s in e.steps) for e in episodes) / len(episodes),
-        "signal/zero_spread_frac": len(flat) / len(groups),
+        "signal/zero_spread_frac": sum(not has_spread(g) for g in scores) / len(scores),
     }
     rewards: dict[str, list[float]] = defaultdict(list)
     for e in episodes:

@@ -24,8 +24,13 @@ from marft_agents import algorithms
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.config import check as check_distributed
 from marft_agents.engines.config import EngineConfig
+from marft_agents.models.device import DEVICE_CHOICES, DEVICE_SPELLING
 from marft_agents.models.dtype import BASE_DTYPES
 from marft_agents.models.policy import ADAPTER_MODES
+from marft_agents.runs.trackers import LogConfig
+from marft_agents.runs.trackers import check as check_log
+from marft_agents.settings import agents as agent_section
+from marft_agents.settings.agents import AgentSettings
 from marft_agents.settings.fields import (
     AT_LEAST_ONE,
     EVAL_EPISODES,
@@ -38,8 +43,9 @@ from marft_agents.settings.fields import (
     choice,
     ranged,
     rule_of,
+    spelled,
 )
-from marft_agents.settings.text import ConfigError, check_depth, cut, flatten, parse_value, read_file, shown
+from marft_agents.settings.text import ConfigError, check_depth, coerce, cut, flatten, parse_value, read_file, shown
 from marft_agents.signal.config import SignalConfig
 from marft_agents.signal.config import check as check_signal
 
@@ -57,7 +63,11 @@ class TrainConfig:
     model: str = "embedded"
     """Base model: "embedded" (the shipped tiny model), a named model (``marft models list``), a local folder, or a Hub id."""
     dtype: str = choice("float32", BASE_DTYPES)  # no float16: without loss scaling its small gradients underflow
-    """The base model's dtype for training and rollouts: "float32", "bfloat16" or "auto" (bfloat16 only on a CPU with native bf16; LoRA adapters stay float32)."""
+    """The base model's dtype for training and rollouts: "float32", "bfloat16" or "auto" (bfloat16 on a GPU or CPU with native bf16; LoRA adapters stay float32)."""
+    device: str = spelled("auto", DEVICE_SPELLING, DEVICE_CHOICES)
+    """Where the model, adapters, critics and every tensor of training live: "auto" (the first GPU torch sees, else the CPU), "cpu", "cuda" or "cuda:N"."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's activations in the backward pass instead of keeping them: less memory for long responses, about a third more compute."""
     adapter_mode: str = choice("lora", ADAPTER_MODES)
     """"lora" (one adapter per agent), "shared" (one adapter for all), or "copies" (full copies)."""
     lora_r: int = ranged(8, AT_LEAST_ONE)
@@ -80,6 +90,8 @@ class TrainConfig:
     """Sampling temperature during training, >= 0.001 (log-probs use the same; 0.7 beat 1.0 on the embedded model)."""
     max_new_tokens: int = ranged(48, AT_LEAST_ONE)
     """Longest response per action, in tokens."""
+    agents: dict[str, AgentSettings] = field(default_factory=dict)
+    """Each agent's own settings, keys ``agents.<agent_id>.<key>`` (e.g. ``agents.actor_0.temperature=0.3``); a key left unset takes the run's value."""
     eval_episodes: int = ranged(300, EVAL_EPISODES, "the held-out split's draw slows sharply past it")
     """Held-out problems for the greedy evaluation before and after training (at most 10,000)."""
     eval_every: int = ranged(75, NON_NEGATIVE)
@@ -100,6 +112,8 @@ class TrainConfig:
     """Rollout workers on Ray (``distributed.workers=0``: none, everything in this process)."""
     signal: SignalConfig = field(default_factory=SignalConfig)
     """Ways to get a learning signal when most rewards are 0 (dynamic sampling, a curriculum); all off by default."""
+    log: LogConfig = field(default_factory=LogConfig)
+    """Experiment trackers the run also logs to (``log.wandb=true``: Weights & Biases); metrics.jsonl and TensorBoard always."""
     init_from: str | None = None
     """An earlier run folder whose latest checkpoint's adapters this run starts from (fresh optimizers; same model and agents; None: the untuned adapters)."""
 
@@ -127,6 +141,8 @@ def to_dict(config: Any) -> dict[str, Any]:
         value = getattr(config, f.name)
         if f.name == "algo_args":
             out[config.algo] = dataclasses.asdict(value)
+        elif f.name == agent_section.SECTION:
+            out[f.name] = agent_section.to_plain(value)
         else:
             out[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
     return out
@@ -239,6 +255,7 @@ def validate(config: TrainConfig) -> None:
     try:
         check_distributed(config.distributed, config.generation.engine)
         check_signal(config.signal)
+        check_log(config.log)
     except ValueError as err:
         raise ConfigError(str(err)) from None
     if config.distributed.overlap and config.generation.tis_cap is None:  # the batch is one update stale
@@ -257,6 +274,8 @@ def _fields(config: TrainConfig) -> list[tuple[str, Any, dataclasses.Field, type
             value = getattr(obj, f.name)
             if f.name == "algo_args":
                 walk(value, f"{config.algo}.")
+            elif obj is config and f.name == agent_section.SECTION:
+                rows.extend(agent_section.rows(value))
             elif dataclasses.is_dataclass(value):
                 walk(value, f"{prefix}{f.name}.")
             else:
@@ -300,6 +319,9 @@ def _valid_keys(config: TrainConfig) -> list[str]:
 
 def _set(config: TrainConfig, key: str, value: Any) -> None:
     parts = key.split(".")
+    if parts[0] == agent_section.SECTION:
+        agent_section.set_key(config.agents, key, value)
+        return
     if parts[0] == "env_kwargs" and len(parts) > 1:
         config.env_kwargs[".".join(parts[1:])] = value
         return
@@ -322,23 +344,7 @@ def _set(config: TrainConfig, key: str, value: Any) -> None:
     names = {f.name: f for f in dataclasses.fields(target)}
     if parts[-1] not in names or parts[-1] == "algo_args" or dataclasses.is_dataclass(getattr(target, parts[-1])):
         _unknown(config, key)
-    setattr(target, parts[-1], _coerce(key, getattr(target, parts[-1]), value))
-
-
-def _coerce(key: str, current: Any, value: Any) -> Any:
-    if current is None or value is None:
-        return value
-    if isinstance(current, bool):
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{key} must be true or false, got {shown(value)}")
-    if isinstance(current, float) and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(current, int) and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(current, (list, dict, str)) and isinstance(value, type(current)):
-        return value
-    raise ConfigError(f"{key} must be a {type(current).__name__}, got {shown(value)}")
+    setattr(target, parts[-1], coerce(key, getattr(target, parts[-1]), value))
 
 
 def _unknown(config: TrainConfig, key: str) -> None:

@@ -25,6 +25,7 @@ def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] =
 
     import marft_envs
     from marft_agents.runs import checkpoint as ckpt
+    from marft_agents.settings.agents import check_ids
     from marft_agents.training.config import from_dict, validate, with_overrides
     from marft_agents.training.setup import build_policy
     from marft_envs.plugins import import_modules
@@ -66,7 +67,9 @@ def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] =
     latest = ckpt.latest_checkpoint(Path(run_dir) / "checkpoints")
     if latest is None:
         raise FileNotFoundError(f"no checkpoint in {run_dir}/checkpoints")
-    policy = build_policy(config, marft_envs.make(config.env, **config.env_kwargs).possible_agents)
+    agents = marft_envs.make(config.env, **config.env_kwargs).possible_agents
+    check_ids(config.agents, agents, config.env)  # agents.<agent_id>.* of an agent the env has, before the model loads
+    policy = build_policy(config, agents)
     state = ckpt.adapters_of(ckpt.load_checkpoint(latest), latest)
     missing = [a for a in policy.adapters if a not in state]
     if missing:

@@ -4,6 +4,9 @@ The earlier run is a ``marft train`` run folder (``config.json`` and ``checkpoin
 trained on: an RL run, a run with a format warm start (``env_kwargs.format_reward``), or a supervised
 warm start saved with :func:`save_adapters_run`. Only the adapters are taken (from its latest
 checkpoint): optimizers, critics, RNG states and the data position start fresh, as in a new run.
+The adapters loaded are also the run's KL reference (``LaMASPolicy.freeze_reference``): a penalty
+with ``kl_coef > 0`` keeps the policy near where this run started, not near the untuned base; the
+run's checkpoints carry that reference, so ``--resume`` compares with the same starting adapters.
 
 The two runs must build the same adapters on the same base: the same ``model``, ``adapter_mode``,
 ``lora_r``, ``lora_alpha`` and ``lora_targets``, and a checkpoint with an adapter for each of this
@@ -26,7 +29,8 @@ MATCHING_KEYS = ("model", "adapter_mode", "lora_r", "lora_alpha", "lora_targets"
 
 
 def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, Any]:
-    """Load the adapters of ``config.init_from``'s latest checkpoint into ``policy``; returns what was used.
+    """Load the adapters of ``config.init_from``'s latest checkpoint into ``policy``, frozen copies of them as
+    its KL reference; returns what was used.
 
     Raises :class:`ConfigError` (one line) for a folder that is not a run, a different base or adapter
     layout, or missing adapters.
@@ -75,6 +79,7 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
         raise ConfigError(
             f"init_from={run}: the adapters of {latest} do not fit this model ({type(err).__name__}: {str(err).splitlines()[0][:120]})"
         ) from None
+    policy.freeze_reference()  # the KL penalty keeps the policy near these adapters, not near the untuned base
     return {"run": str(run), "checkpoint": latest.name}
 
 

@@ -20,11 +20,15 @@ import torch.distributed as dist
 
 from marft_agents.algorithms import lookup
 from marft_agents.algorithms.data_parallel import SINGLE, Ranks
+from marft_agents.models.device import resolve_device
 from marft_agents.training.config import ConfigError, TrainConfig
 
 
-def ranks_from_env(environ: Mapping[str, str] = os.environ) -> Ranks:
-    """This process's rank and the number of ranks, as torchrun sets them (``RANK``, ``WORLD_SIZE``); rank 0 of 1 without."""
+def ranks_from_env(environ: Mapping[str, str] = os.environ, device: str = "cpu") -> Ranks:
+    """This process's rank and the number of ranks, as torchrun sets them (``RANK``, ``WORLD_SIZE``); rank 0 of 1 without.
+
+    ``device``: the run's ``device`` setting; the rank's learner lives on :func:`rank_device`.
+    """
     if "WORLD_SIZE" not in environ:
         return SINGLE
     try:
@@ -35,16 +39,18 @@ def ranks_from_env(environ: Mapping[str, str] = os.environ) -> Ranks:
         ) from None
     if world < 1 or not 0 <= rank < world:
         raise ConfigError(f"RANK={rank} must lie in [0, WORLD_SIZE={world}): launch with torchrun")
-    return Ranks(rank=rank, world=world, device=str(learner_device()))
+    return Ranks(rank=rank, world=world, device=str(rank_device(device, environ)))
 
 
-def learner_device() -> torch.device:
-    """Where this rank's learner lives: the CPU.
-
-    The seam for device placement: once runs place the model, this is the model's device, and on CUDA
-    each rank takes ``cuda:LOCAL_RANK``.
-    """
-    return torch.device("cpu")
+def rank_device(name: str, environ: Mapping[str, str] = os.environ) -> torch.device:
+    """Where this rank's learner lives: the ``device`` setting's device, and on CUDA the rank's own GPU, ``cuda:LOCAL_RANK``."""
+    try:
+        device = resolve_device(name)
+        if device.type == "cuda":
+            return resolve_device(f"cuda:{int(environ.get('LOCAL_RANK', '0'))}")  # refused when this machine has fewer GPUs
+    except ValueError as err:
+        raise ConfigError(f"{err} (data-parallel rank {environ.get('RANK')} of {environ.get('WORLD_SIZE')})") from None
+    return device
 
 
 def backend_for(device: torch.device) -> str:
@@ -57,6 +63,8 @@ def check(config: TrainConfig, ranks: Ranks) -> None:
     if not ranks.parallel:
         return
     where = f"a data-parallel run ({ranks.world} ranks under torchrun)"
+    if config.device.startswith("cuda:"):
+        raise ConfigError(f"{where} gives each rank its own GPU (cuda:LOCAL_RANK), not device={config.device}: use device=cuda or auto")
     if config.distributed.workers:
         raise ConfigError(f"{where} plays its episodes in its ranks, not on Ray rollout workers: set distributed.workers=0")
     if config.generation.engine != "hf":
@@ -87,6 +95,8 @@ def process_group(ranks: Ranks) -> Iterator[None]:
     if not ranks.parallel:
         yield
         return
+    if torch.device(ranks.device).type == "cuda":
+        torch.cuda.set_device(torch.device(ranks.device))  # nccl's collectives run on the rank's own GPU
     dist.init_process_group(backend_for(torch.device(ranks.device)), rank=ranks.rank, world_size=ranks.world)
     try:
         yield

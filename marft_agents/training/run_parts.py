@@ -24,7 +24,8 @@ import marft_envs
 from marft_agents.algorithms import build_learner, lookup
 from marft_agents.algorithms.data_parallel import SINGLE, Ranks
 from marft_agents.engines.seeded import EpisodeSeededEngine
-from marft_agents.models.policy import LaMASPolicy, Sampling
+from marft_agents.models.device import resolve_device
+from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.evaluation import evaluate
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs import checkpoint as ckpt
@@ -33,6 +34,9 @@ from marft_agents.runs import folder as run_folder
 from marft_agents.runs import report
 from marft_agents.runs.lock import RunLock
 from marft_agents.runs.metrics import MetricsLog
+from marft_agents.runs.trackers import check_available as check_trackers
+from marft_agents.runs.trackers import open_tracker
+from marft_agents.settings import agents as agent_section
 from marft_agents.signal.collection import BatchCollector
 from marft_agents.signal.collection import check as check_signal_options
 from marft_agents.training.config import ConfigError, TrainConfig, shown, to_dict, validate
@@ -40,7 +44,17 @@ from marft_agents.training.env_options import check_env_kwargs
 from marft_agents.training.init_from import load_init_adapters
 from marft_agents.training.interrupts import StopOnSignal
 from marft_agents.training.launch import agreed
-from marft_agents.training.setup import build_engine, build_policy, check_resumable, seed_everything, signal_options, start_workers
+from marft_agents.training.setup import (
+    build_engine,
+    build_policy,
+    check_resumable,
+    learner_temperature,
+    longest_response,
+    seed_everything,
+    signal_options,
+    start_workers,
+    training_sampling,
+)
 from marft_envs.plugins import resolve as resolve_env
 
 
@@ -52,13 +66,15 @@ class Evaluation:
     """:func:`marft_agents.rollout.evaluation.evaluate`, or the worker pool's ``evaluate`` (same signature and result)."""
     policy: LaMASPolicy
     args: dict[str, Any]
-    """``env_id``, ``env_kwargs``, ``n``, ``max_new_tokens``, ``engine``: what every evaluation of the run shares."""
+    """``env_id``, ``env_kwargs``, ``n``, ``max_new_tokens``, ``agent_max_new_tokens``, ``engine``: what every evaluation shares."""
     run_dir: Path
     """Where the transcripts go."""
     transcripts: int
     """Transcripts written per full evaluation (``eval_transcripts``)."""
     rounds: int
     """Attempts of the feedback protocol, where the env declares one (``eval_rounds``; 1 or less: none)."""
+    tracker: Any = None
+    """The run's experiment tracker (``runs/trackers.py``), told each full evaluation; None: none."""
 
     def accuracy(self) -> float:
         """The single-pass accuracy (the ``eval/accuracy`` metric during training)."""
@@ -67,10 +83,13 @@ class Evaluation:
     def full(self, name: str) -> dict:
         """The single-pass evaluation, the attempts protocol where the env declares one, and transcripts as ``name``."""
         result = self.run(self.policy, **self.args, samples=self.transcripts)
-        report.write_samples(self.run_dir, name, result.pop("samples"))
+        samples = result.pop("samples", [])  # eval_transcripts=0: none asked for
+        report.write_samples(self.run_dir, name, samples)
         if self.rounds > 1 and marft_envs.spec(self.args["env_id"]).attempts_option is not None:
             multi = self.run(self.policy, **self.args, rounds=self.rounds)
             result[f"solved_within_{self.rounds}_attempts_with_feedback"] = multi["accuracy"]
+        if self.tracker is not None:
+            self.tracker.evaluation(name, result, samples)
         return result
 
 
@@ -104,6 +123,8 @@ class RunParts:
     """The metrics log (None on a data-parallel rank other than 0: rank 0 alone writes the run's files)."""
     started: float
     """``time.perf_counter()`` once the config and folder checks had passed (the run's wall time counts from it)."""
+    tracker: Any = None
+    """The experiment tracker (``log.wandb``; :class:`marft_agents.runs.trackers.WandbTracker`), ended with the run; None: none."""
 
 
 def build_run(
@@ -129,9 +150,13 @@ def build_run(
         latest, state = _load_resume_state(run_dir, algo) if resume and ranks.lead else (None, {})
         pool = start_workers(config, policy, algo, state.get("update", 0)) if config.distributed.workers else None
         stop.take_back()  # ray.init replaces the SIGTERM handler with its own exit
+        tracker = None
         if ranks.lead:
             # -- every check passed: from here on the run writes into run_dir -----------------------------
             _open_run_dir(run_dir, held, config, resume=resume, overwrite=overwrite, latest=latest)
+            tracker = open_tracker(config.log, run_dir, to_dict(config), resume=latest is not None, step=state.get("update", 0))
+            if tracker is not None:  # ended with the run, marked failed when it raises
+                held.push(lambda kind, *_: tracker.close(failed=kind is not None))
     if ranks.parallel:
         latest, state = _same_start(ranks, algo, latest, state)
     start = state.get("update", 0)
@@ -161,6 +186,7 @@ def build_run(
         collector.load_state_dict(state.get("signal", {}))
     options = signal_options(config, probe, algo.group_size)
     evaluation = _evaluation(config, policy, algo, pool, generator, run_dir)
+    evaluation.tracker = tracker
     if latest is not None:
         ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
     if not ranks.lead:  # rank 0 evaluates and writes
@@ -170,7 +196,7 @@ def build_run(
     else:
         eval_before = evaluation.full("eval_before")
         run_files.write_text(run_dir, "eval_before.json", json.dumps(eval_before, indent=2))
-    log = MetricsLog(run_dir, resume_from=start if latest is not None else None) if ranks.lead else None
+    log = MetricsLog(run_dir, resume_from=start if latest is not None else None, tracker=tracker) if ranks.lead else None
     return RunParts(
         run_dir=run_dir,
         policy=policy,
@@ -188,12 +214,17 @@ def build_run(
         eval_before=eval_before,
         log=log,
         started=started,
+        tracker=tracker,
     )
 
 
 def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool, folder: bool = True) -> Path:
     """The checks that need no model: config values, vLLM's presence, the run folder (``folder``), ``--resume``, the env and its options."""
     validate(config)
+    try:
+        resolve_device(config.device)  # a device that is not there is named before any model loads
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if config.generation.engine == "vllm":
         from marft_agents.engines.vllm import check_available
 
@@ -205,6 +236,7 @@ def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool, folder:
         check_resumable(run_dir, config)
     resolve_env(config.env)  # entry points, ``module:Class`` ids
     check_env_kwargs(config.env, config.env_kwargs)
+    check_trackers(config.log)  # wandb installed and logged in (or WANDB_MODE=offline)
     return run_dir
 
 
@@ -219,11 +251,13 @@ def _same_start(ranks: Ranks, algo, latest: Path | None, state: dict) -> tuple[P
 
 
 def _probe_env(config: TrainConfig):
-    """The run's first env (its agents name the adapters), checked against the learner's needs (e.g. tree sampling)."""
+    """The run's first env (its agents name the adapters and the ``agents.*`` sections), checked against the learner's needs."""
     try:
         probe = marft_envs.make(config.env, **config.env_kwargs)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"env {config.env} refused env_kwargs {shown(config.env_kwargs)}: {err}") from None
+    agent_section.check_ids(config.agents, probe.possible_agents, config.env)  # before any model loads
+    agent_section.frozen_agents(config.agents, probe.possible_agents, shared_adapter=config.adapter_mode == "shared")  # one trains
     lookup(config.algo)[1].check_env(config.algo_args, probe, workers=config.distributed.workers)
     return probe
 
@@ -232,10 +266,11 @@ def _load_policy(config: TrainConfig, agents: list[str], *, resume: bool) -> LaM
     """The model and its adapters (those of ``init_from`` on a fresh run), refused if ``max_new_tokens`` does not fit."""
     policy = build_policy(config, agents)
     context = getattr(policy.base.config, "max_position_embeddings", None)
-    if context is not None and config.max_new_tokens >= context:
-        raise ConfigError(
-            f"max_new_tokens={config.max_new_tokens} does not fit the model's context of {context} tokens: use at most {context // 2}"
-        )
+    longest = longest_response(config)  # the run's max_new_tokens, or an agent's own
+    if context is not None and longest >= context:
+        own = agent_section.values(config.agents, "max_new_tokens")
+        key = next((f"agents.{a}.max_new_tokens" for a, n in own.items() if n == longest > config.max_new_tokens), "max_new_tokens")
+        raise ConfigError(f"{key}={longest} does not fit the model's context of {context} tokens: use at most {context // 2}")
     if config.init_from is not None and not resume:  # on resume the checkpoint holds the adapters
         load_init_adapters(config, policy)
     return policy
@@ -243,7 +278,10 @@ def _load_policy(config: TrainConfig, agents: list[str], *, resume: bool) -> LaM
 
 def _build_learner(config: TrainConfig, policy: LaMASPolicy, probe) -> Any:
     """The learner, refused where its groups would split across updates or the ``signal.*`` options cannot work."""
-    algo = build_learner(config.algo, policy, config.algo_args, config.temperature, config.generation.tis_cap)
+    temperature = learner_temperature(config, probe.possible_agents)  # each agent's log-probs at its own sampling temperature
+    frozen = agent_section.frozen_agents(config.agents, probe.possible_agents, shared_adapter=config.adapter_mode == "shared")
+    adapters = frozenset(policy.adapter_of[a] for a in frozen)  # agents.<agent_id>.train=false: adapters no update changes
+    algo = build_learner(config.algo, policy, config.algo_args, temperature, config.generation.tis_cap, frozen=adapters)
     group = algo.group_size
     if config.episodes_per_update % group:
         raise ValueError(
@@ -313,12 +351,9 @@ def _generation_engine(config: TrainConfig, policy: LaMASPolicy, pool, run_dir: 
 
 def _rollout_engine(config: TrainConfig, policy: LaMASPolicy, algo, generator) -> RolloutEngine:
     """The in-process rollout engine (a learner may wrap it to collect its own way: tree sampling)."""
+    sampling, own = training_sampling(config)
     return RolloutEngine(
-        policy,
-        Sampling(config.temperature, config.max_new_tokens),
-        record_state=algo.needs_state,
-        engine=generator,
-        skip_ignored=algo.skips_ignored,
+        policy, sampling, record_state=algo.needs_state, engine=generator, skip_ignored=algo.skips_ignored, agent_sampling=own
     )
 
 
@@ -329,6 +364,7 @@ def _evaluation(config: TrainConfig, policy: LaMASPolicy, algo, pool, generator,
         env_kwargs={**config.env_kwargs, **algo.eval_env_kwargs},
         n=config.eval_episodes,
         max_new_tokens=config.max_new_tokens,
+        agent_max_new_tokens=agent_section.values(config.agents, "max_new_tokens"),
         engine=generator,
     )
     return Evaluation(pool.evaluate if pool else evaluate, policy, args, run_dir, config.eval_transcripts, config.eval_rounds)

@@ -7,6 +7,7 @@ did. ``run_parts.build_run`` calls these in order.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import random
@@ -17,10 +18,14 @@ import torch
 
 from marft_agents.distributed.worker import WorkerSpec
 from marft_agents.engines import Engine, make_engine
+from marft_agents.models.device import bf16_native, resolve_device
 from marft_agents.models.dtype import resolve_dtype
-from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.recompute import checkpoint_activations
+from marft_agents.models.sampling import agent_sampling
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import folder as run_folder
+from marft_agents.settings import agents as agent_section
 from marft_agents.signal import diagnostics as reward_signal
 from marft_agents.signal.collection import declared_levels
 from marft_agents.training.config import ConfigError, TrainConfig, from_dict, to_dict
@@ -34,11 +39,21 @@ def seed_everything(seed: int) -> np.random.Generator:
 
 
 def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
-    """The base model and one adapter per agent, as the config says."""
+    """The base model and one adapter per agent, as the config says, on the config's ``device``.
+
+    The adapters are made on the CPU and then moved with the base, so a run starts from the same
+    weights on every device (a GPU would draw them from its own random generator).
+    """
+    try:
+        device = resolve_device(config.device)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
     dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
-    model, tokenizer = load_base(config.model, dtype=getattr(torch, resolve_dtype(dtype, cuda=torch.cuda.is_available())))
-    return LaMASPolicy(
+    model, tokenizer = load_base(
+        config.model, dtype=getattr(torch, resolve_dtype(dtype, gpu_bf16=bf16_native(device) if device.type == "cuda" else None))
+    )
+    policy = LaMASPolicy(
         model,
         tokenizer,
         agents,
@@ -46,7 +61,33 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
         lora_r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_targets=tuple(config.lora_targets),
+    ).to(device)
+    if config.gradient_checkpointing:
+        checkpoint_activations([policy.base, *policy.models.values()])
+    return policy
+
+
+def training_sampling(config: TrainConfig) -> tuple[Sampling, dict[str, Sampling]]:
+    """The run's training sampling, and each agent's own where ``agents.<agent_id>.*`` sets one."""
+    sampling = Sampling(config.temperature, config.max_new_tokens)
+    own = agent_sampling(
+        sampling,
+        temperature=agent_section.values(config.agents, "temperature"),
+        max_new_tokens=agent_section.values(config.agents, "max_new_tokens"),
     )
+    return sampling, own
+
+
+def learner_temperature(config: TrainConfig, agents: list[str]) -> float | dict[str, float]:
+    """The temperature the learner scores at: the run's, or every agent's own (agent id -> T) when one has its own."""
+    if not agent_section.values(config.agents, "temperature"):
+        return config.temperature
+    return agent_section.per_agent(config.agents, "temperature", config.temperature, agents)
+
+
+def longest_response(config: TrainConfig) -> int:
+    """The most tokens any agent may generate in one action: the run's ``max_new_tokens`` or an agent's own."""
+    return max([config.max_new_tokens, *agent_section.values(config.agents, "max_new_tokens").values()])
 
 
 def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path | None) -> Engine:
@@ -65,7 +106,7 @@ def build_engine(config: TrainConfig, policy: LaMASPolicy, work_dir: Path | None
         threads=g.threads,
         max_loras=g.max_loras,
         seed=config.seed,
-        max_new_tokens=config.max_new_tokens,
+        max_new_tokens=longest_response(config),
         merge_lora=g.merge_lora,
     )
 
@@ -142,6 +183,7 @@ def worker_spec(config: TrainConfig, record_state: bool, skip_ignored: bool = Tr
         lora_targets=tuple(config.lora_targets),
         temperature=config.temperature,
         max_new_tokens=config.max_new_tokens,
+        agents=copy.deepcopy(config.agents),
         seed=config.seed,
         threads=max(1, int(config.distributed.cpus_per_worker)),
         record_state=record_state,

@@ -1,7 +1,8 @@
 """The training loop behind ``marft train``: collect, update, log, checkpoint, evaluate.
 
 A run folder holds ``config.json``, ``metrics.jsonl`` (one line per update), TensorBoard events in
-``tb/``, checkpoints in ``checkpoints/``, ``eval_before.json``, ``summary.json`` and ``curves.png``.
+``tb/``, checkpoints in ``checkpoints/``, ``eval_before.json``, ``summary.json`` and ``curves.png`` (and,
+with ``log.wandb=true``, the W&B run in ``trackers/``: ``runs/trackers.py``).
 ``resume=True`` continues from the latest checkpoint and ends with the same metrics as a run that
 was never interrupted (same RNG states, same data position). Every file goes through ``run_files``
 (atomic, inside the folder, no symbolic link followed); the run holds the folder's lock
@@ -27,7 +28,7 @@ import torch
 from marft_agents.algorithms.data_parallel import Ranks
 from marft_agents.algorithms.tis import recompute_behaviour
 from marft_agents.rollout.evaluation import summarize
-from marft_agents.rollout.layered import check_on_policy
+from marft_agents.rollout.layered import check_on_policy, to_device
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import files as run_files
 from marft_agents.runs import report
@@ -60,8 +61,10 @@ def train(
     (``training/launch.py``): it plays its share of every batch and takes part in every update; rank 0
     alone writes the run folder, prints, evaluates and checkpoints; every rank returns rank 0's summary.
     """
-    ranks = ranks_from_env()
+    ranks = ranks_from_env(device=config.device)
     check_data_parallel(config, ranks)  # before any process group: every rank refuses alike, none waits
+    if ranks.parallel and ranks.device.startswith("cuda"):  # each rank on its own GPU, cuda:LOCAL_RANK
+        config = dataclasses.replace(config, device=ranks.device)
     if not ranks.lead:
         progress, quiet = False, True
     with StopOnSignal() as stop, contextlib.ExitStack() as held, process_group(ranks):  # held: the folder's lock, until the end
@@ -86,14 +89,21 @@ def _train(
 ) -> dict[str, Any]:
     run = build_run(config, stop, held, resume=resume, overwrite=overwrite, ranks=ranks)  # every check, then the run's parts
     warnings = _run_updates(config, run, stop, progress)
-    summary = None
-    if ranks.lead:  # the others wait for its summary
-        signal_summary = reward_signal.summary_of([json.loads(line) for line in run.log.path.read_text().splitlines()])
-        # updates=0: an evaluation-only run, nothing changed since eval_before
-        eval_after = run.eval_before if config.updates == 0 else run.evaluation.full("eval_after")
-        summary = _finish(run.run_dir, quiet, _summary(config, run, eval_after, warnings, signal_summary))
+    if not ranks.lead:  # rank 0 evaluates and writes; the others wait for its summary
+        run.generator.close()
+        return ranks.broadcast(None)
+    logged = [json.loads(line) for line in run.log.path.read_text().splitlines()]
+    signal_summary = reward_signal.summary_of(logged)
+    # updates=0: an evaluation-only run, nothing changed since eval_before
+    eval_after = run.eval_before if config.updates == 0 else run.evaluation.full("eval_after")
     run.generator.close()
-    return ranks.broadcast(summary)
+    summary = _summary(config, run, eval_after, warnings, signal_summary)
+    summary["agents"] = report.agent_health(logged[-1] if logged else {}, run.policy.adapter_of)  # the last update's, per agent
+    frozen = getattr(run.algo, "frozen", frozenset())  # agents.<agent_id>.train=false
+    summary["frozen_agents"] = [agent for agent, adapter in run.policy.adapter_of.items() if adapter in frozen]
+    if run.tracker is not None:
+        run.tracker.finish(summary)
+    return ranks.broadcast(_finish(run.run_dir, quiet, summary))
 
 
 def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progress: bool) -> list[str]:
@@ -178,15 +188,16 @@ def _whole_batch(ranks: Ranks, episodes: list) -> list:
 
 def _light(step):
     """An agent-step without what the batch's metrics do not read (prompt, log-probs, state, observation)."""
-    return dataclasses.replace(step, prompt=[], token_logps=torch.zeros(0), engine_logps=None, state=None, observation=None)
+    return dataclasses.replace(step, prompt=[], token_logps=torch.zeros(0, device="cpu"), engine_logps=None, state=None, observation=None)
 
 
 def _learn(config: TrainConfig, run: RunParts, episodes: list, update: int) -> dict[str, float]:
     """The learner's update on ``episodes`` and its metrics, after the TIS recompute when ``generation.tis_cap`` is set."""
+    to_device(episodes, run.policy.device)  # a vllm engine's or a worker's are on the CPU
     tis = {}
     if config.generation.tis_cap is not None:  # pi_old^trainer for the ratio and the TIS weights
         steps = [s for e in episodes for s in (*e.steps, *e.branches)]
-        tis = recompute_behaviour(run.policy, steps, config.temperature, run.algo.score_batch_size)
+        tis = recompute_behaviour(run.policy, steps, run.algo.temperature, run.algo.score_batch_size)  # each agent's own T
     return {**run.algo.update(episodes, update, run.rng), **tis}
 
 
@@ -264,7 +275,12 @@ def _finish(run_dir: Path, quiet: bool, summary: dict[str, Any]) -> dict[str, An
 
 
 def _update_metrics(episodes: list, timings: Timings, engine_timings: dict[str, float], update_s: float) -> dict[str, float]:
-    """An update's ``train/*`` (solve rate, return, tokens, per-role figures) and ``time/*`` metrics."""
+    """An update's ``train/*`` (solve rate, return, tokens, per-role figures) and ``time/*`` metrics.
+
+    Per agent (``train/<agent>/*``), where the env reports what they need: its own accuracy, the answering
+    agent's accuracy when this agent was right or wrong, its copy rate (its answer one of the teammates'
+    it saw), and its response length; ``train/agreement``: the share of episodes whose answers all agree.
+    """
     train_stats = summarize(episodes)
     metrics = {
         "train/solved": train_stats["accuracy"],
@@ -279,9 +295,12 @@ def _update_metrics(episodes: list, timings: Timings, engine_timings: dict[str, 
     }
     metrics.update({f"time/{k}_s": engine_timings[k] for k in ("collect", "gather") if k in engine_timings})
     for agent, r in train_stats["roles"].items():
-        if "own_accuracy" in r:
-            metrics[f"train/{agent}/own_accuracy"] = r["own_accuracy"]
+        for key in ("own_accuracy", "answer_accuracy_when_right", "answer_accuracy_when_wrong", "copy_rate"):
+            if r.get(key) is not None:
+                metrics[f"train/{agent}/{key}"] = r[key]
         metrics[f"train/{agent}/response_length"] = r["mean_response_tokens"]
+    if "agreement" in train_stats:
+        metrics["train/agreement"] = train_stats["agreement"]
     return metrics
 
 

@@ -35,9 +35,11 @@ in this process. :func:`verifiers_env` goes through ``vf.resolve_env_config`` an
   reply — an untouched task (empty replies) must not pass. Episodes never use it: their step tasks
   defer scoring, and ``finalize`` writes the rewards.
 
-The plugin module exists only in a process that built it: ``vf-eval``/``vf-validate`` in a fresh
-process would need it as an installed module (not built; docs/adapters.md). ``verifiers`` is
-imported when a plugin is built, never by ``import marft_envs``.
+verifiers' commands (``vf-eval``, ``vf-validate``) run in a fresh process and import a plugin by name:
+each shipped env has an installed package of that name (``plugins/verifiers/marft_mathchain_v0``, its
+default kwargs), made by :func:`define_plugin`; ``vf-eval marft_mathchain_v0`` finds it. An env of your
+own, or other kwargs, gets a module of yours that calls :func:`define_plugin` (docs/adapters.md).
+``verifiers`` is imported when a plugin is built, never by ``import marft_envs``.
 
 Version history:
     v0: first release (verifiers 0.4.0).
@@ -296,19 +298,44 @@ def plugin(env: str, env_kwargs: dict[str, Any] | None = None) -> str:
     """The verifiers plugin id (taskset id) of ``env`` built with ``env_kwargs``, registered in this process.
 
     The plugin module exports ``Taskset``, ``Env`` (its ``EnvConfig`` has one ``AgentConfig`` field per
-    agent of the env) and ``Harness`` (:class:`StepHarness`, the seats' default). Built once per process.
+    agent of the env) and ``Harness`` (:class:`StepHarness`, the seats' default). Built once per process;
+    a shipped env without kwargs is its installed package (``plugins/verifiers/``), imported.
     """
     kwargs = dict(env_kwargs or {})
     name = _module_name(env, kwargs)
+    if name not in _plugins and name not in sys.modules and not kwargs and importlib.util.find_spec(name) is not None:
+        importlib.import_module(name)  # the installed package registers itself (define_plugin)
     if name in _plugins:
         return name
     if name in sys.modules:
         raise ValueError(f"cannot register the plugin {name!r} for {env}: a module of that name is already imported")
-    _plugins[name] = sys.modules[name] = _build_plugin(name, env, kwargs)
+    module = types.ModuleType(name, f"The verifiers plugin of {env} (built by {__name__}.plugin).")
+    _fill(module, env, kwargs)
+    _plugins[name] = sys.modules[name] = module
     return name
 
 
-def _build_plugin(name: str, env_id: str, env_kwargs: dict[str, Any]) -> types.ModuleType:
+def define_plugin(name: str, env: str, env_kwargs: dict[str, Any] | None = None) -> list[str]:
+    """Make the module ``name``, while it is imported, the verifiers plugin of ``env`` built with ``env_kwargs``.
+
+    What an installed plugin module calls, so that verifiers' commands (``vf-eval NAME``, ``vf-validate NAME``)
+    import it in a fresh process::
+
+        __all__ = define_plugin(__name__, "marft/MathDebate-v0", {"n_agents": 3})
+
+    Sets the module's ``Taskset``, ``Env``, ``Harness`` and their configs; returns its ``__all__``.
+    """
+    module = sys.modules.get(name)
+    if module is None:
+        raise ValueError(f"define_plugin({name!r}, ...) defines the module being imported: call it as define_plugin(__name__, ...)")
+    exported = _fill(module, env, dict(env_kwargs or {}))
+    _plugins[name] = module
+    return exported
+
+
+def _fill(module: types.ModuleType, env_id: str, env_kwargs: dict[str, Any]) -> list[str]:
+    """Set the plugin's classes on ``module`` (named for its taskset id) and its ``__all__``; returns ``__all__``."""
+    name = module.__name__
     built = _classes()
     import verifiers.v1 as vf
     from pydantic import Field, SerializeAsAny, create_model
@@ -346,13 +373,12 @@ def _build_plugin(name: str, env_id: str, env_kwargs: dict[str, Any]) -> types.M
         run = _play
         finalize = _finalize
 
-    module = types.ModuleType(name, f"The verifiers plugin of {env_id} (built by {__name__}.plugin).")
     module.Taskset, module.TasksetConfig, module.Task = Taskset, taskset_config, built["MarftTask"]
     module.Env, module.EnvConfig = Env, env_config
     module.Harness, module.HarnessConfig = built["StepHarness"], built["StepHarnessConfig"]
     # verifiers' loaders take the one Taskset, Env and Harness subclass each that __all__ names.
     module.__all__ = ["Env", "EnvConfig", "Harness", "HarnessConfig", "Task", "Taskset", "TasksetConfig"]
-    return module
+    return list(module.__all__)
 
 
 def verifiers_env(env: str, env_kwargs: dict[str, Any] | None = None, **config: Any):

@@ -1,14 +1,19 @@
 """marft envs as verifiers v1 envs: episodes through verifiers' own loader and ``Env.run_episode`` against a
 scripted OpenAI-compatible endpoint (no LLM), the rewards ``finalize`` writes, a graph layer run concurrently,
-verifiers' own validation, and docs/adapters.md's verifiers section."""
+verifiers' own validation, its commands (``vf-validate``, ``vf-eval``) loading an installed env in a fresh
+process, and docs/adapters.md's verifiers section."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 
@@ -183,6 +188,59 @@ def test_verifiers_validation_passes_gold_and_noop(tmp_path):
     bare = ValidateConfig(taskset={"id": name, "num_tasks": 1}, runtime={"type": "subprocess"}, rich=False, output_dir=tmp_path / "bare")
     (row,) = asyncio.run(run_validate(bare))
     assert (row["gold"]["reason"], row["noop"]["reason"]) == ("unchecked", "valid"), row
+
+
+def test_a_shipped_env_s_plugin_is_its_installed_package_and_a_module_of_yours_defines_others(tmp_path, monkeypatch):
+    import marft_mathsolo_v0
+
+    assert plugin("marft/MathSolo-v0") == "marft_mathsolo_v0" and sys.modules["marft_mathsolo_v0"] is marft_mathsolo_v0
+    assert marft_mathsolo_v0.TasksetConfig().env == "marft/MathSolo-v0" and issubclass(marft_mathsolo_v0.Env, vf.Env)
+    (tmp_path / "my_debate3.py").write_text(
+        "from marft_envs.adapters.verifiers import define_plugin\n\n"
+        '__all__ = define_plugin(__name__, "marft/MathDebate-v0", {"n_agents": 3})\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = vf.load_environment(vf.resolve_env_config({"taskset": {"id": "my_debate3", "num_tasks": 1}}))
+    assert sorted(env.config.agent_harnesses()) == ["solver_0", "solver_1", "solver_2"]
+    assert next(iter(env.taskset)).data.info["env_kwargs"] == {"n_agents": 3}
+
+
+def vf_command(name: str, *args: str, cwd: Path, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """verifiers' own command ``name`` (this venv's), in a fresh process that finds marft only as installed:
+    run from ``cwd``, without PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = [str(Path(sys.executable).parent / name), *args]
+    done = subprocess.run(command, cwd=cwd, env={**env, **(extra_env or {})}, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, f"{name} exited {done.returncode}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+    return done
+
+
+def test_vf_validate_loads_an_installed_marft_env_by_name(tmp_path):
+    gold = ["--taskset.gold-policy", GOLD["gold_policy"], "--taskset.gold-policy-kwargs", json.dumps(GOLD["gold_policy_kwargs"])]
+    vf_command(
+        "vf-validate", "marft_mathchain_v0", "--taskset.num-tasks", "2", *gold, "--runtime.type", "subprocess", "--rich", "False",
+        "-o", str(tmp_path), "--run.name", "check", cwd=tmp_path,
+    )  # fmt: skip
+    rows = [json.loads(line) for line in (tmp_path / "check" / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["name"], r["reason"], r["noop"]["rewards"]["team"]) for r in rows) == [
+        ("marft/MathChain-v0#0", "valid", 0.0),
+        ("marft/MathChain-v0#1", "valid", 0.0),
+    ]
+
+
+def test_vf_eval_plays_an_installed_marft_env_by_name(tmp_path):
+    gold = gold_answer("marft/MathChain-v0", 0)
+    with ScriptedModel({"reasoner": "Let me think.", "actor": f"\\boxed{{{gold}}}"}) as model:
+        vf_command(
+            "vf-eval", "marft_mathchain_v0", "-m", "reasoner", "--env.actor-0.model", "actor", "--env.taskset.num-tasks", "1",
+            "--client.base-url", model.url, "--client.api-key-var", "MARFT_TEST_NO_KEY", "--push", "False",
+            "-o", str(tmp_path), "--run.name", "eval", cwd=tmp_path, extra_env={"MARFT_TEST_NO_KEY": "unused"},
+        )  # fmt: skip
+    assert [m for m, _ in model.requests] == ["reasoner", "actor"]  # the chain's graph, one layer at a time
+    (episode,) = [json.loads(line) for line in (tmp_path / "eval" / "traces.jsonl").read_text().splitlines()]
+    assert episode["ok"] and episode["task"]["data"]["info"]["env"] == "marft/MathChain-v0"
+    got = {t["agent"]["name"]: (t["agent"]["config"]["model"], t["metrics"]["solved"]) for t in episode["traces"]}
+    assert got == {"reasoner_0": ("reasoner", 1.0), "actor_0": ("actor", 1.0)}
 
 
 def test_the_docs_section_runs(tmp_path):

@@ -1,8 +1,9 @@
 """Data-parallel test helpers: a learner's updates on this rank's share of fixed batches, and how to launch torchrun.
 
-Run as a script under ``torchrun`` (``python -m torch.distributed.run ... data_parallel_helpers.py ALGO MODEL OUT``)
+Run as a script under ``torchrun`` (``python -m torch.distributed.run ... data_parallel_helpers.py ALGO[,ALGO] MODEL OUT``)
 each rank learns from its share of the same batches and saves what the tests compare; :func:`learn` called
-in the test's own process (rank 0 of 1) gives the single process's numbers on the whole batches.
+in the test's own process (rank 0 of 1) gives the single process's numbers on the whole batches. The updates
+run under the device trap (``device_trap.py``): the data-parallel code makes no tensor without ``device=`` either.
 """
 
 import os
@@ -15,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from agent_helpers import plant_rewards
+from device_trap import DeviceTrap
 
 import marft_envs
 from marft_agents.algorithms.base import Learner
+from marft_agents.algorithms.data_parallel import Ranks
 from marft_agents.algorithms.grpo import GRPO, GRPOConfig
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
@@ -32,14 +35,18 @@ ROOT = HERE.parents[1]
 
 
 def learner(algo: str, model_dir: str) -> tuple[LaMASPolicy, Learner, list]:
-    """A tiny policy and its learner, with every loss term on (entropy, KL to the reference) and no clipping of the norm."""
+    """A tiny policy and its learner, with every loss term on (entropy, KL to the reference) and no clipping of the norm.
+
+    ``marft_frozen``: MARFT with ``reasoner_0`` frozen (``agents.reasoner_0.train=false``).
+    """
     torch.manual_seed(0)
     envs = [marft_envs.make("marft/MathChain-v0") for _ in range(EPISODES)]
     model, tokenizer = load_base(model_dir)
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
-    if algo == "marft":
+    if algo in ("marft", "marft_frozen"):
         config = MARFTConfig(minibatch_size=3, ppo_epochs=2, kl_coef=0.1, entropy_coef=0.01, max_grad_norm=1e9)
-        return policy, MARFT(policy, config, temperature=1.0), envs
+        frozen = frozenset({"reasoner_0"}) if algo == "marft_frozen" else frozenset()
+        return policy, MARFT(policy, config, temperature=1.0, frozen=frozen), envs
     config = GRPOConfig(group_size=2, minibatch_size=3, ppo_epochs=2, kl_coef=0.1, entropy_coef=0.01, max_grad_norm=1e9)
     return policy, GRPO(policy, config, temperature=1.0), envs
 
@@ -59,25 +66,52 @@ def record_gradients(learner: Learner) -> list[list[torch.Tensor]]:
     return steps
 
 
-def learn(algo: str, model_dir: str) -> dict:
-    """``UPDATES`` updates on this rank's share of fixed batches: the first update's gradients, the weights before and after."""
-    ranks = ranks_from_env()
-    with process_group(ranks):
-        policy, learner_, envs = learner(algo, model_dir)
-        learner_.ranks = ranks
-        ranks.same_weights(learner_.learned())
-        start = [p.detach().clone() for p in learner_.learned()]
-        rng = np.random.default_rng(0)
-        gradients = record_gradients(learner_)
-        first: list = []
-        for update in range(UPDATES):
-            torch.manual_seed(100 + update)  # every rank plays the whole batch alike, then keeps its share
-            episodes = RolloutEngine(policy, Sampling(1.0, 6)).collect(envs, range(update * EPISODES, (update + 1) * EPISODES))
-            episodes = plant_rewards(episodes)
-            share = rank_share(range(EPISODES), learner_.group_size, ranks.rank, ranks.world)
+def learn(algo: str, model_dir: str, ranks: Ranks | None = None) -> dict:
+    """``UPDATES`` updates on this rank's share of fixed batches: the first update's gradients, the weights before and after,
+    and what became of the frozen adapters (whether any of their parameters was summed over the ranks, and whether they moved)."""
+    ranks = ranks_from_env() if ranks is None else ranks  # the process group, when there is one, is open
+    reduced: set[int] = set()  # ids of every parameter whose gradient was summed over the ranks
+    original = Ranks.reduce_gradients
+
+    def spied(self, params, loss):
+        reduced.update(id(p) for p in params)
+        return original(self, params, loss)
+
+    Ranks.reduce_gradients = spied
+    try:
+        return _learn(algo, model_dir, ranks, reduced)
+    finally:
+        Ranks.reduce_gradients = original
+
+
+def _learn(algo: str, model_dir: str, ranks: Ranks, reduced: set[int]) -> dict:
+    """:func:`learn`'s updates; ``reduced`` collects the ids of the parameters summed over the ranks."""
+    policy, learner_, envs = learner(algo, model_dir)
+    learner_.ranks = ranks
+    ranks.same_weights(learner_.learned())
+    start = [p.detach().clone() for p in learner_.learned()]
+    frozen = [p for a in sorted(learner_.frozen) for p in policy.parameters(a)]
+    frozen_start = [p.detach().clone() for p in frozen]
+    rng = np.random.default_rng(0)
+    gradients = record_gradients(learner_)
+    first: list = []
+    for update in range(UPDATES):
+        torch.manual_seed(100 + update)  # every rank plays the whole batch alike, then keeps its share
+        episodes = RolloutEngine(policy, Sampling(1.0, 6)).collect(envs, range(update * EPISODES, (update + 1) * EPISODES))
+        episodes = plant_rewards(episodes)
+        share = rank_share(range(EPISODES), learner_.group_size, ranks.rank, ranks.world)
+        with DeviceTrap():  # every tensor the update makes, collectives included, says where it lives
             learner_.update([episodes[i] for i in share], update, rng)
-            first = first or list(gradients)
-        return {"gradients": first, "start": start, "weights": [p.detach().clone() for p in learner_.learned()], "rank": ranks.rank}
+        first = first or list(gradients)
+    return {
+        "gradients": first,
+        "start": start,
+        "weights": [p.detach().clone() for p in learner_.learned()],
+        "rank": ranks.rank,
+        "frozen_reduced": any(id(p) in reduced for p in frozen),
+        "frozen_kept": all(torch.equal(a, b) for a, b in zip(frozen, frozen_start)),
+        "n_frozen": len(frozen),
+    }
 
 
 def free_port() -> int:
@@ -120,6 +154,9 @@ def torchrun(args: list[str], *, nproc: int = 2, timeout: float = 240, cwd: Path
 
 
 if __name__ == "__main__":
-    algo, model_dir, out = sys.argv[1:4]
-    result = learn(algo, model_dir)
-    torch.save(result, Path(out) / f"rank{result['rank']}.pt")
+    algos, model_dir, out = sys.argv[1:4]
+    ranks = ranks_from_env()
+    with process_group(ranks):  # one process group for every algo: several in one launch start torchrun and torch once
+        for algo in algos.split(","):
+            result = learn(algo, model_dir, ranks)
+            torch.save(result, Path(out) / f"{algo}-rank{result['rank']}.pt")

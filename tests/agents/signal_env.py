@@ -119,3 +119,17 @@ class FlatTask(ParityTask):
 
     def end_round(self, actions):
         return RoundResult(rewards={"solver_0": 0.0}, terminations={"solver_0": True}, infos={"solver_0": {"solved": False}})
+
+
+class ParityAnswers(ParityChain):
+    """ParityChain whose agents report an answer (``info["answer"]``: the parity of their action's length)
+    and their own score (an even length is right): the copy-rate and agreement diagnostics have data."""
+
+    metadata = {**ParityChain.metadata, "name": "tests/ParityAnswers-v0"}
+
+    def end_round(self, actions):
+        result = super().end_round(actions)
+        for agent, text in actions.items():
+            answer = "even" if len(text) % 2 == 0 else "odd"
+            result.infos[agent].update(answer=answer, reward_components={"own_correct": float(answer == "even")})
+        return result

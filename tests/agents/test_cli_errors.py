@@ -124,7 +124,7 @@ CHOICE_CASES = [
     (["marft.sequential.order=bogus"], "marft.sequential.order must be one of ['random', 'fixed'], got 'bogus'"),
     (["marft.logp_reduction=bogus"], "marft.logp_reduction must be one of ['sum', 'mean'], got 'bogus'"),
     (["algo=grpo", "grpo.grouping=bogus"], "grpo.grouping must be one of ['problem', 'agent_round', 'tree'], got 'bogus'"),
-    (["algo=grpo", "grpo.tree_pick=worst"], "grpo.tree_pick must be one of ['best', 'sample'], got 'worst'"),
+    (["algo=grpo", "grpo.tree_pick=worst"], "grpo.tree_pick must be one of ['best', 'random_upstream', 'sample'], got 'worst'"),
     (["generation.engine=sglang"], "generation.engine must be one of ['hf', 'vllm'], got 'sglang'"),
 ]
 

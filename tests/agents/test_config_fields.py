@@ -9,9 +9,10 @@ import sys
 import pytest
 
 from marft_agents import algorithms
-from marft_agents.algorithms.base import ChainSettings, Learner
+from marft_agents.algorithms.base import Learner
 from marft_agents.algorithms.grpo import GRPOConfig
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
+from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.sequential import SequentialConfig
 from marft_agents.settings.fields import (
     AT_LEAST_ONE,
@@ -22,6 +23,7 @@ from marft_agents.settings.fields import (
     TEMPERATURE,
     UNIT,
     Ranged,
+    Spelling,
     check_ranges,
     check_value,
     choice,
@@ -200,8 +202,8 @@ def test_a_config_with_a_bogus_choice_fails_where_it_is_built():
         check_ranges(config, "marft.")
 
 
-FREE_TEXT = {"env", "model", "algo", "run_dir", "distributed.address", "distributed.temp_dir"}
-"""String keys that name things (an env id, a path, a host) rather than pick one of a few values."""
+FREE_TEXT = {"env", "model", "algo", "run_dir", "distributed.address", "distributed.temp_dir", "log.project", "log.run_name"}
+"""String keys that name things (an env id, a path, a host, a W&B project) rather than pick one of a few values."""
 
 
 @pytest.mark.parametrize("algo", list(algorithms.BUILTIN))
@@ -214,7 +216,7 @@ def test_every_shipped_string_key_but_names_and_paths_is_a_choice(algo):
         while "." in name:
             head, name = name.split(".", 1)
             owner = owner.algo_args if head == algo else getattr(owner, head)
-        if not isinstance(rule_of(type(owner), name)[0], tuple):
+        if not isinstance(rule_of(type(owner), name)[0], (tuple, Spelling)):  # choices, or spellings (device: cuda:N)
             unchecked.add(key)
     assert unchecked == FREE_TEXT & strings
 

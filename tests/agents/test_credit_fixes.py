@@ -175,3 +175,29 @@ def test_action_ppo_loss_by_hand():
     )
     assert loss.item() == pytest.approx(-(1.2 - 0.8) / 2, abs=1e-6)
     assert stats["clip_frac"] == pytest.approx(1.0)
+
+
+# -- the earlier behaviour, kept as options for the ablation --------------------------------------------
+
+
+def test_shared_reward_per_agent_counts_every_copy_as_before():
+    steps = flatten([chain_episode((1.0, 1.0), 1.0)])
+    _, returns = compute_advantages(steps, torch.zeros(2), gamma=1.0, gamma_agent=1.0, lam=1.0, shared_reward="per_agent")
+    assert returns.tolist() == pytest.approx([2.0, 1.0])
+
+
+def test_batch_scope_and_stepping_on_equal_returns_reproduce_the_earlier_update(tiny_model_dir):
+    policy, algo, episodes = setup_marft(tiny_model_dir, episodes_planted=False)
+    algo.config.normalize_scope, algo.config.skip_equal_returns = "batch", False
+    seen = {}
+    step = algo.policy_step
+
+    def spy(adapter, steps, idx, advantages, rng):
+        seen[adapter] = advantages.clone()
+        return step(adapter, steps, idx, advantages, rng)
+
+    algo.policy_step = spy
+    metrics = algo.update(episodes, 0, np.random.default_rng(0))
+    assert metrics["policy/skipped_equal_returns"] == 0.0 and set(seen) == {"reasoner_0", "actor_0"}
+    adv = seen["reasoner_0"]  # the whole batch, standardised jointly: mean 0 over all steps, not per agent
+    assert adv.mean().item() == pytest.approx(0.0, abs=1e-6) and adv.std(unbiased=False).item() == pytest.approx(1.0, abs=1e-4)

@@ -17,7 +17,7 @@ from marft_agents.algorithms.data_parallel import Layout, Ranks
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.signal.collection import rank_share
 from marft_agents.training.config import ConfigError, load
-from marft_agents.training.launch import check, ranks_from_env
+from marft_agents.training.launch import backend_for, check, rank_device, ranks_from_env
 
 # -- what needs no second process ---------------------------------------------------------------------
 
@@ -56,6 +56,7 @@ def test_one_process_is_rank_0_of_1_and_a_bad_torchrun_environment_is_one_line()
         (["algo=grpo", "grpo.grouping=tree"], "grpo.grouping=tree plays its trees in one process"),
         (["algo=grpo", "grpo.group_size=4", "episodes_per_update=4"], "set episodes_per_update to at least 8"),
         (["algo=grpo", "signal.dynamic_sampling=true"], "turn them off"),
+        (["device=cuda:1"], r"gives each rank its own GPU \(cuda:LOCAL_RANK\), not device=cuda:1: use device=cuda or auto"),
     ],
 )
 def test_what_ranks_cannot_split_is_refused_in_one_line_before_any_process_group(overrides, message):
@@ -66,6 +67,16 @@ def test_what_ranks_cannot_split_is_refused_in_one_line_before_any_process_group
     assert "\n" not in str(err.value)
 
 
+def test_a_rank_learns_on_the_device_setting_and_on_cuda_takes_its_own_gpu():
+    assert rank_device("cpu", {"LOCAL_RANK": "1"}) == torch.device("cpu") and backend_for(torch.device("cpu")) == "gloo"
+    assert backend_for(torch.device("cuda", 1)) == "nccl"
+    if torch.cuda.is_available():
+        assert rank_device("cuda", {"LOCAL_RANK": "0"}) == torch.device("cuda", 0)
+    else:  # a CUDA setting on a machine without one: one line, naming the rank
+        with pytest.raises(ConfigError, match=r"^device=cuda: torch sees no CUDA device .* \(data-parallel rank 1 of 2\)$"):
+            rank_device("cuda", {"LOCAL_RANK": "1", "RANK": "1", "WORLD_SIZE": "2"})
+
+
 # -- 2 ranks on gloo ------------------------------------------------------------------------------------
 
 
@@ -74,13 +85,25 @@ def _relative_error(a: list[list[torch.Tensor]], b: list[list[torch.Tensor]]) ->
     return max(float((x - y).norm() / y.norm().clamp(min=1e-30)) for sa, sb in zip(a, b) for x, y in zip(sa, sb))
 
 
+@pytest.fixture(scope="module")
+def marft_ranks(tiny_model_dir, tmp_path_factory):
+    """One 2-rank launch of MARFT's updates, with every agent training and with ``reasoner_0`` frozen: the folder of results."""
+    out = tmp_path_factory.mktemp("ranks-marft")
+    run = torchrun([str(HERE / "data_parallel_helpers.py"), "marft,marft_frozen", str(tiny_model_dir), str(out)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out
+
+
 @pytest.fixture(scope="module", params=["marft", pytest.param("grpo", marks=pytest.mark.slow)])
 def two_ranks(request, tiny_model_dir, tmp_path_factory):
     """Each rank's first-update gradients and final weights after 3 updates on its share; one process's on the whole."""
-    out = tmp_path_factory.mktemp(f"ranks-{request.param}")
-    run = torchrun([str(HERE / "data_parallel_helpers.py"), request.param, str(tiny_model_dir), str(out)])
-    assert run.returncode == 0, run.stderr[-3000:]
-    ranks = [torch.load(out / f"rank{r}.pt") for r in range(2)]
+    if request.param == "marft":
+        out = request.getfixturevalue("marft_ranks")
+    else:
+        out = tmp_path_factory.mktemp(f"ranks-{request.param}")
+        run = torchrun([str(HERE / "data_parallel_helpers.py"), request.param, str(tiny_model_dir), str(out)])
+        assert run.returncode == 0, run.stderr[-3000:]
+    ranks = [torch.load(out / f"{request.param}-rank{r}.pt") for r in range(2)]
     return ranks, learn(request.param, str(tiny_model_dir))
 
 
@@ -96,6 +119,15 @@ def test_the_ranks_weights_are_identical_after_three_updates(two_ranks):
     assert all(not torch.equal(a, b) for a, b in zip(rank0["weights"], rank0["start"]))  # every learned weight moved
     for a, b in zip(rank0["weights"], alone["weights"]):  # and where one process's went
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_a_frozen_agent_is_neither_summed_over_the_ranks_nor_stepped(marft_ranks):
+    # agents.reasoner_0.train=false under 2 ranks: its adapter's gradients never enter the all-reduce, its weights stay
+    rank0, rank1 = (torch.load(marft_ranks / f"marft_frozen-rank{r}.pt") for r in range(2))
+    for rank in (rank0, rank1):
+        assert rank["n_frozen"] > 0 and rank["frozen_kept"] and not rank["frozen_reduced"]
+    assert all(torch.equal(a, b) for a, b in zip(rank0["weights"], rank1["weights"]))  # the trained agent and critic: equal
+    assert any(not torch.equal(a, b) for a, b in zip(rank0["weights"], rank0["start"]))  # and they learned
 
 
 # -- marft train under torchrun ------------------------------------------------------------------------
@@ -145,6 +177,7 @@ def test_torchrun_marft_train_on_two_ranks_writes_one_run_folder(straight):
     assert ckpt.latest_checkpoint(run_dir / "checkpoints").name == "update_000003.pt"
 
 
+@pytest.mark.slow  # another 2-rank run (about 20 s)
 def test_a_resumed_two_rank_run_equals_one_that_never_stopped(straight, tiny_model_dir, tmp_path):
     run_dir, _ = straight
     resumed = tmp_path / "run"
@@ -163,6 +196,7 @@ def test_a_resumed_two_rank_run_equals_one_that_never_stopped(straight, tiny_mod
     assert s1["eval_after"] == s2["eval_after"]
 
 
+@pytest.mark.slow  # another 2-rank launch (about 15 s)
 def test_a_refusal_only_rank_0_can_see_stops_every_rank_in_one_line(straight, tiny_model_dir):
     run_dir, _ = straight  # holds a run: rank 0 alone checks the folder, and refuses it without --overwrite
     done = torchrun(_train_args(tiny_model_dir, run_dir), timeout=180)

@@ -96,20 +96,21 @@ SAPPHIRE = AVX2 | {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}
 
 
 @pytest.mark.parametrize(
-    "dtype, flags, cuda, resolved",
+    "dtype, flags, gpu_bf16, resolved",
     [
-        ("auto", AVX2, False, "float32"),  # emulated bf16 was 3-6x slower than fp32 there
-        ("auto", SAPPHIRE, False, "bfloat16"),
-        ("auto", frozenset({"avx512_bf16"}), False, "bfloat16"),
-        ("auto", AVX2, True, "bfloat16"),
-        ("float32", SAPPHIRE, False, "float32"),
-        ("bfloat16", SAPPHIRE, False, "bfloat16"),
+        ("auto", AVX2, None, "float32"),  # emulated bf16 was 3-6x slower than fp32 there
+        ("auto", SAPPHIRE, None, "bfloat16"),
+        ("auto", frozenset({"avx512_bf16"}), None, "bfloat16"),
+        ("auto", AVX2, True, "bfloat16"),  # on a GPU with bf16 the CPU's flags do not matter
+        ("auto", SAPPHIRE, False, "float32"),  # nor on a GPU without it
+        ("float32", SAPPHIRE, None, "float32"),
+        ("bfloat16", SAPPHIRE, None, "bfloat16"),
     ],
 )
-def test_auto_picks_bf16_only_where_the_hardware_has_it(dtype, flags, cuda, resolved):
+def test_auto_picks_bf16_only_where_the_hardware_has_it(dtype, flags, gpu_bf16, resolved):
     from marft_agents.models.dtype import resolve_dtype
 
-    assert resolve_dtype(dtype, cuda=cuda, flags=flags) == resolved
+    assert resolve_dtype(dtype, gpu_bf16=gpu_bf16, flags=flags) == resolved
 
 
 def test_explicit_bf16_on_a_cpu_without_it_warns_once_in_one_line():

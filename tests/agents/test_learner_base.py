@@ -34,7 +34,7 @@ class GroupConfig:
     """Responses per forward pass."""
 
 
-NO_ADAPTERS = SimpleNamespace(adapters=[])
+NO_ADAPTERS = SimpleNamespace(adapters=[], reference_state=lambda: None)  # no adapters, the base as the KL reference
 
 
 def test_a_learner_declares_its_optimizers_and_reads_group_and_batch_sizes_from_its_config():

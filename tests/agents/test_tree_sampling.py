@@ -14,7 +14,7 @@ from torch.testing import assert_close
 
 import marft_envs
 from marft_agents.algorithms.advantages import agent_scaled
-from marft_agents.algorithms.grpo import grpo_advantages, training_steps
+from marft_agents.algorithms.grpo import grpo_advantages, training_steps, tree_group_stats, tree_groups
 from marft_agents.engines.base import Engine
 from marft_agents.models.policy import Generation, LaMASPolicy, Sampling, load_base
 from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
@@ -205,6 +205,42 @@ def test_a_sibling_group_with_different_prompts_is_refused():
         grpo_advantages(plain, group_size=3, grouping="tree", gamma=1.0)
 
 
+def test_a_hand_made_tree_with_continuation_groups_hand_computed():
+    # One tree, K = 2, M = 2, one round of writer -> judge. The writer's candidates w0, w1 were each continued by
+    # two judge samples: w0's scored [2, 0] (mean 1), w1's [0, 0] (mean 0), so the trunk went on from w0, whose
+    # node then drew two judge candidates scored [0, 2].
+    def cont(k, score):
+        s = step(0, "judge_0", 0, score, prompt=(7, k))
+        s.group = (0, 0, "judge_0", 0, k)  # (problem, round, agent, upstream node, candidate)
+        return s
+
+    w0, w1 = step(0, "writer_0", 0, 1.0), step(0, "writer_0", 0, 0.0)
+    j0, j1 = step(0, "judge_0", 1, 0.0, prompt=(7, 0)), step(0, "judge_0", 1, 2.0, prompt=(7, 0))
+    conts = [cont(0, 2.0), cont(0, 0.0), cont(1, 0.0), cont(1, 0.0)]
+    tree = Episode(index=0, steps=[w0, j0], solved=None, branches=[w1, j1, *conts])
+    steps = training_steps([tree])
+    assert steps == [w0, j0, w1, j1, *conts]
+    adv = grpo_advantages([tree], group_size=2, grouping="tree", gamma=1.0, eps=EPS)
+    # writer node [1, 0]: mean 0.5, std 0.5 -> [+1, -1]; judge node [0, 2]: mean 1, std 1 -> [-1, +1];
+    # w0's continuations [2, 0]: mean 1, std 1 -> [+1, -1]; w1's [0, 0]: no spread -> [0, 0]
+    x, y = 0.5 / (0.5 + EPS), 1 / (1 + EPS)
+    assert_close(adv, torch.tensor([x, -y, -x, y, y, -y, 0.0, 0.0]), atol=1e-6, rtol=0)
+    scores, groups = tree_groups(steps)
+    stats = tree_group_stats(steps, scores, groups, ["writer_0", "judge_0"])
+    # 4 groups: writer node, judge node, two continuation groups; only w1's continuations have no spread
+    assert stats == {
+        "grpo/zero_spread_groups": 0.25,
+        "tree/nodes": 2.0,
+        "tree/continuation_groups": 2.0,
+        "tree/informative_groups/writer_0": 1.0,
+        "tree/informative_groups/judge_0": 2.0,
+    }
+    # the run's signal diagnostics (and its no-signal warning) read the same sibling groups, not the one trunk per problem
+    from marft_agents.signal.diagnostics import signal_metrics
+
+    assert signal_metrics([tree], group_size=2)["signal/zero_spread_frac"] == 0.25
+
+
 # ------------------------------------------------------------------------------------------- the walk
 
 
@@ -232,7 +268,7 @@ def tiny_policy(tiny_model_dir):
 def test_tree_walk_tags_siblings_batches_layers_and_continues_from_the_best(tiny_policy):
     K, M = 3, 2
     # In a call of K requests per node, the k-th candidate of every node says texts[k]: "ab" (even: reward 1),
-    # "a" and "abc" (odd: 0). A continuation call answers its first request "ab", the next "a", ...
+    # "a" and "abc" (odd: 0). A continuation call answers its first request "a", the next "ab", ...
     engine = Scripted(tiny_policy.tokenizer, ["a", "ab", "abc"])
     rollout = RolloutEngine(tiny_policy, Sampling(1.0, 8), engine=engine)
     envs = [marft_envs.make("tests/ParityChain-v0") for _ in range(2)]
@@ -241,34 +277,53 @@ def test_tree_walk_tags_siblings_batches_layers_and_continues_from_the_best(tiny
     # per round: one call for the writers' layer (2 trees x K), one for their continuations
     # (2 trees x K candidates x M copies), one for the judges' layer; two rounds
     assert engine.sizes == [2 * K, 2 * K * M, 2 * K] * 2
-    for e in trees:
+    size = {t: len(tiny_policy.tokenizer.encode(t, add_special_tokens=False)) for t in ("a", "ab", "abc")}
+    for p, e in enumerate(trees):
         assert [(s.agent, s.round) for s in e.steps] == [("writer_0", 0), ("judge_0", 0), ("writer_0", 1), ("judge_0", 1)]
-        assert len(e.branches) == 4 * (K - 1) and e.steps[-1].done and [s.round_end for s in e.steps] == [False, True, False, True]
+        assert e.steps[-1].done and [s.round_end for s in e.steps] == [False, True, False, True]
+        # branches: 4 nodes x (K - 1) unchosen candidates, then 2 rounds x K writer candidates x M judge continuations
+        assert len(e.branches) == 4 * (K - 1) + 2 * K * M
         groups: dict[tuple, list[AgentStep]] = {}
         for s in training_steps([e]):
             groups.setdefault(s.group, []).append(s)
-        assert len(groups) == 4 and all(len(g) == K for g in groups.values())
+        # 4 nodes of K siblings; per round, one judge group of M continuations per writer candidate
+        # (the writer node is node 0 in round 0 and node 2 in round 1)
+        nodes = {(p, r, a, n) for r, a, n in [(0, "writer_0", 0), (0, "judge_0", 1), (1, "writer_0", 2), (1, "judge_0", 3)]}
+        continuations = {(p, r, "judge_0", n, k) for r, n in [(0, 0), (1, 2)] for k in range(K)}
+        assert set(groups) == nodes | continuations
+        assert all(len(groups[g]) == K for g in nodes) and all(len(groups[g]) == M for g in continuations)
         for members in groups.values():
             assert all(m.prompt == members[0].prompt for m in members)  # siblings share the exact context
-            assert sorted(m.text for m in members) == ["a", "ab", "abc"]
+        for g in nodes:
+            assert sorted(m.text for m in groups[g]) == ["a", "ab", "abc"]
+        # continuation copies c = 0..11 of one round's call answer texts[c % 3]; tree p's candidate k owns
+        # copies 6p + 2k, 6p + 2k + 1 -> k=0: "a", "ab"; k=1: "abc", "a"; k=2: "ab", "abc" (in both trees)
+        for r, n in [(0, 0), (1, 2)]:
+            texts = [[s.text for s in groups[(p, r, "judge_0", n, k)]] for k in range(K)]
+            assert texts == [["a", "ab"], ["abc", "a"], ["ab", "abc"]]
+            scores = [[s.score for s in groups[(p, r, "judge_0", n, k)]] for k in range(K)]
+            assert scores == [[0.0, 2.0], [0.0, 0.0], [2.0, 0.0]]  # each copy's team reward: 2 for "ab"
+            rewards = [[s.reward for s in groups[(p, r, "judge_0", n, k)]] for k in range(K)]
+            assert rewards == [[0.0, 1.0], [0.0, 0.0], [1.0, 0.0]]
+            # each continuation's prompt holds its own writer candidate's text (k-th node sibling says texts[k])
+            writer = {s.text for s in groups[(p, r, "writer_0", n)]}
+            for k, text in enumerate(["a", "ab", "abc"]):
+                assert text in writer and all(
+                    s.observation["text"].startswith(f"The writer said: {text}.") for s in groups[(p, r, "judge_0", n, k)]
+                )
+        # the writer's candidates are scored by the mean of their continuations: a 1, ab 0, abc 1
+        for r, n in [(0, 0), (1, 2)]:
+            assert {s.text: s.score for s in groups[(p, r, "writer_0", n)]} == {"a": 1.0, "ab": 0.0, "abc": 1.0}
+        # the trunk goes on from a best-scoring writer candidate ("a" or "abc", the tie broken by the rng), never "ab"
+        assert e.steps[0].text in ("a", "abc") and e.steps[2].text in ("a", "abc")
         for s in e.steps:
             if s.agent == "judge_0":  # a judge closes the round: the best candidate is the even one
                 assert s.text == "ab" and s.score == 2.0 and s.reward == 1.0
-        judges = [s for s in e.branches if s.agent == "judge_0"]
-        assert all(s.score == 0.0 and s.reward == 0.0 for s in judges)
-        # a writer's candidate is scored by its M continuations: a continuation call of 2*K*M requests
-        # answers "a", "ab", "abc", "a", ... so its copies get scores by their place in the call
-        writers = [s for s in training_steps([e]) if s.agent == "writer_0"]
-        assert all(s.score in (0.0, 1.0, 2.0) for s in writers)
-        # the trunk's second round was played after the chosen judge
-        assert e.steps[1].text == "ab" and e.solved is None
-        # each round's continuation call gives each tree 2 copies of each text: "a", "ab", "abc", "a", "ab", "abc"
-        size = sum(len(tiny_policy.tokenizer.encode(t, add_special_tokens=False)) for t in ("a", "ab", "abc"))
-        assert e.extra_tokens == 2 * 2 * size
-    # the writers' continuation scores: copies c = 0..11 of one round's call answer texts[c % 3]; tree 0's
-    # candidate k owns copies 2k, 2k+1 -> k=0: "a","ab" (0 + 2)/2 = 1; k=1: "abc","a" 0; k=2: "ab","abc" 1
-    first = sorted(s.score for s in training_steps(trees[:1]) if s.agent == "writer_0" and s.round == 0)
-    assert first == [0.0, 1.0, 1.0]
+        assert all(s.score == 0.0 and s.reward == 0.0 for g in nodes if g[2] == "judge_0" for s in groups[g] if s.text != "ab")
+        assert e.solved is None
+        # every continuation token is held by a kept step: none left over in extra_tokens
+        assert e.extra_tokens == 0
+        assert sum(len(s.response) for g in continuations for s in groups[g]) == 2 * 2 * sum(size.values())
     # the caller's envs are left at the tree's root: only branches were stepped
     assert all(env.round == 0 and env.ready_agents() == ["writer_0"] for env in envs)
 
@@ -293,8 +348,20 @@ def test_agents_of_one_layer_share_its_call_and_the_later_one_branches_after_the
     # voter_1 was played on branches of a trunk that already held voter_0's pick: its best closes the round even
     assert (len(chosen_0.text) + len(chosen_1.text)) % 2 == 0 and chosen_1.score == 2.0
     assert chosen_0.reward == chosen_1.reward == 1.0  # the trunk's round rewards, as a plain rollout records them
-    voter_1 = sorted(s.score for s in training_steps([tree]) if s.agent == "voter_1")
+    voter_1 = sorted(s.score for s in training_steps([tree]) if s.group == chosen_1.group)
     assert voter_1 == ([0.0, 2.0, 2.0] if len(chosen_0.text) % 2 else [0.0, 0.0, 2.0])
+    # voter_0's continuations are voter_1's sibling groups, one per voter_0 candidate k (its copies 2k, 2k+1):
+    # k=0 "a": "a" (even, 2), "ab" (odd, 0); k=1 "ab": "abc", "a" (odd, odd); k=2 "abc": "ab" (odd), "abc" (even)
+    continued: dict[tuple, list] = {}
+    for s in training_steps([tree]):
+        if len(s.group) == 5:
+            continued.setdefault(s.group, []).append((s.text, s.score))
+    assert continued == {
+        (0, 0, "voter_1", 0, 0): [("a", 2.0), ("ab", 0.0)],
+        (0, 0, "voter_1", 0, 1): [("abc", 0.0), ("a", 0.0)],
+        (0, 0, "voter_1", 0, 2): [("ab", 0.0), ("abc", 2.0)],
+    }
+    assert chosen_0.text in ("a", "abc")  # the best-scoring voter_0 candidates (a tie)
 
 
 def test_pick_sample_and_config_errors(tiny_policy):
@@ -316,6 +383,73 @@ def test_pick_sample_and_config_errors(tiny_policy):
     a = tree.collect([marft_envs.make("tests/ParityChain-v0")], range(4), seed_of=lambda i: i)
     b = tree.collect([marft_envs.make("tests/ParityChain-v0")], range(4), seed_of=lambda i: i)
     assert [[s.text for s in e.steps] for e in a] == [[s.text for s in e.steps] for e in b]
+
+
+class ByCall(Engine):
+    """Answers the n-th call's k-th request with ``scripts[n % len(scripts)][k % ...]``; log-probs of zero."""
+
+    def __init__(self, tokenizer, scripts: list[list[str]]):
+        super().__init__()
+        self.tokenizer, self.scripts = tokenizer, scripts
+
+    def generate(self, requests, sampling):
+        script = self.scripts[self.calls % len(self.scripts)]
+        self.calls += 1
+        texts = [script[k % len(script)] for k in range(len(requests))]
+        ids = [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        return Generation(responses=ids, token_logps=[torch.full((len(i),), -1.0) for i in ids], texts=texts)
+
+
+def test_best_pick_follows_the_continuations_and_random_upstream_keeps_the_old_random_pick(tiny_policy):
+    def trunks(pick):
+        rollout = RolloutEngine(tiny_policy, Sampling(1.0, 8), engine=Scripted(tiny_policy.tokenizer, ["a", "ab", "abc"]))
+        envs = [marft_envs.make("tests/ParityChain-v0") for _ in range(8)]
+        trees = TreeRollout(rollout, width=3, continuations=2, pick=pick).collect(envs, range(24), seed_of=lambda i: i // 3)
+        return [s.text for e in trees for s in e.steps if s.agent == "writer_0"]
+
+    # tree p's writer candidate k is continued by copies 6p + 2k, 6p + 2k + 1 of a call answering texts[c % 3]:
+    # "a" -> ("a", "ab") mean 1, "ab" -> ("abc", "a") 0, "abc" -> ("ab", "abc") 1: "best" never continues from "ab"
+    best = trunks("best")
+    assert len(best) == 16 and "ab" not in best and {"a", "abc"} <= set(best)  # ties go either way
+    assert "ab" in trunks("random_upstream")  # the old pick: uniform over upstream candidates, whatever they scored
+
+
+def test_an_update_trains_the_downstream_agent_on_its_continuations(tiny_model_dir):
+    from marft_agents.algorithms.grpo import GRPO, GRPOConfig
+
+    torch.set_num_threads(1)
+    model, tokenizer = load_base(str(tiny_model_dir))
+    policy = LaMASPolicy(model, tokenizer, ["writer_0", "judge_0"])
+    # calls of a round: the writers' layer (K = 2), their continuations (K * M = 4), the judges' layer (2).
+    # writer candidate "w" is continued by judges "ab", "a" (team rewards 2, 0: mean 1), candidate "wx" by
+    # "a", "abc" (0, 0: mean 0), so the trunk goes on from "w"; its judge node draws "a", "abc": both 0.
+    engine = ByCall(tokenizer, [["w", "wx"], ["ab", "a", "a", "abc"], ["a", "abc"]])
+    algo = GRPO(policy, GRPOConfig(grouping="tree", group_size=2, tree_continuations=2, kl_coef=0.0, minibatch_size=16), temperature=1.0)
+    (tree,) = algo.collector(RolloutEngine(policy, Sampling(1.0, 8), engine=engine)).collect(
+        [marft_envs.make("tests/ParityChain-v0")], range(2)
+    )
+    assert [s.text for s in tree.steps][::2] == ["w", "w"]  # the judges' pick is a tie, broken by the rng
+    steps = training_steps([tree])
+    assert [(s.group, s.score) for s in steps if len(s.group) == 5 and s.round == 0] == [
+        ((0, 0, "judge_0", 0, 0), 2.0),
+        ((0, 0, "judge_0", 0, 0), 0.0),
+        ((0, 0, "judge_0", 0, 1), 0.0),
+        ((0, 0, "judge_0", 0, 1), 0.0),
+    ]
+    before = {a: [p.detach().clone() for p in policy.parameters(a)] for a in policy.adapters}
+    metrics = algo.update([tree], 0, np.random.default_rng(0))
+    # per round: the writer node [1, 0] and the first continuation group [2, 0] carry signal; the judge node
+    # [0, 0] and the second continuation group [0, 0] do not -> 2 rounds x 4 groups, half with no spread
+    assert metrics["tree/informative_groups/writer_0"] == 2.0 and metrics["tree/informative_groups/judge_0"] == 2.0
+    assert metrics["grpo/zero_spread_groups"] == 0.5 and metrics["tree/nodes"] == 4.0 and metrics["tree/continuation_groups"] == 4.0
+    # every generated token is counted: per round 2 writer + 4 continuation + 2 judge responses
+    tokens = {t: len(tokenizer.encode(t, add_special_tokens=False)) for t in ("w", "wx", "ab", "a", "abc")}
+    continuation = 2 * (tokens["ab"] + 2 * tokens["a"] + tokens["abc"])
+    assert metrics["tree/continuation_tokens"] == continuation
+    assert metrics["tree/generated_tokens"] == continuation + 2 * (tokens["w"] + tokens["wx"] + tokens["a"] + tokens["abc"])
+    # the judge's only signal is its continuations: its adapter moves, as the writer's does
+    for adapter, params in before.items():
+        assert any(not torch.equal(p, q) for p, q in zip(params, policy.parameters(adapter))), f"{adapter} did not move"
 
 
 # ------------------------------------------------------------------------------------- the refusal
@@ -399,7 +533,9 @@ def test_trainer_runs_tree_grpo_and_changes_every_trainable_parameter_only(tiny_
     assert len(rows) == 2
     for r in rows:
         # 2 trees x 2 rounds x 2 agents = 8 nodes of 3 candidates; 1 continuation per writer candidate
-        assert r["tree/nodes"] == 8.0 and r["tree/continuation_tokens"] > 0
+        # and per round, one judge group of 1 continuation per writer candidate: 2 trees x 2 rounds x 3
+        assert r["tree/nodes"] == 8.0 and r["tree/continuation_groups"] == 12.0 and r["tree/continuation_tokens"] > 0
+        assert {"tree/informative_groups/writer_0", "tree/informative_groups/judge_0"} <= set(r)
         assert r["tree/generated_tokens"] > r["tree/continuation_tokens"]
         assert 0.0 <= r["grpo/zero_spread_groups"] < 1.0 and np.isfinite(r["writer_0/loss"])
     before = built["before"]

@@ -188,3 +188,16 @@ def test_problems_from_a_file(fixtures):
     assert env.problem.source and env.observe("solver_0")["text"].startswith("Problem: ")
     result = env.step({"solver_0": f"\\boxed{{{env.problem.answer}}}"})
     assert result.rewards["solver_0"] == 1.0
+
+
+def test_general_v1_lays_out_the_actors_example_as_the_observation_is():
+    """D7: the example labels the teammate as the observation does (``reasoner_0: ...`` on its own line)."""
+    env = marft_envs.make("marft/MathChain-v0", profile="general-v1")
+    env.reset(seed=0)
+    env.step({"reasoner_0": "12+7=19."})
+    seen = env.observe("actor_0")
+    assert seen["text"].splitlines()[-1] == "reasoner_0: 12+7=19."
+    example = seen["instructions"].split("Example.\n", 1)[1].splitlines()
+    assert example[0].startswith("Problem: ") and example[1].startswith("reasoner_0: ") and example[2] == "Your reply: \\boxed{19}"
+    assert "Do not continue or repeat the working" in seen["instructions"]
+    assert "Teammate:" not in seen["instructions"]  # general-v0's label, which the observation never used

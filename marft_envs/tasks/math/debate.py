@@ -29,6 +29,9 @@ Version history:
     v0, additions under the same id (rewards unchanged): each round's infos carry ``shared_reward``
         (``marft_envs.outcomes.SHARED_REWARD``: the part of every agent's reward that all received alike,
         the team reward under ``credit="team"``), so the team's return counts it once, not once per agent.
+    v0, additions under the same id (default behaviour unchanged): ``profile="general-v1"``, general-v0 with each
+        example laid out as the observation is (the teammate's working on its own line, ``reasoner_0: ...``) and the
+        actor told to reply with the final ``\\boxed{}`` only.
 """
 
 from __future__ import annotations

@@ -1,0 +1,67 @@
+"""The hyper-parameters the PPO-style learners share: :class:`PPOSettings` and MARFT's :class:`ChainSettings`.
+
+Each algorithm's config is one of these (PPO, IPPO, MAPPO: ``PPOSettings``; action-level MARFT:
+``ChainSettings``) or a dataclass that extends it (token-level MARFT). Ranges and choices travel with
+the fields (:mod:`marft_agents.settings.fields`): a bad value is refused when the config is made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from marft_agents.algorithms.sequential import SequentialConfig
+from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
+
+
+@dataclass
+class PPOSettings(Ranged):
+    """Hyper-parameters every PPO-style learner here shares (MARFT, token MARFT, PPO, IPPO, MAPPO)."""
+
+    lr: float = ranged(3e-4, LR, WHY_LR)
+    """Adam learning rate of each agent's adapter."""
+    critic_lr: float = ranged(1e-4, LR, "an Adam step moves each weight by about lr")
+    """Adam learning rate of the value head(s) (measured: ``benchmarks/critic_fit.py``)."""
+    critic_epochs: int = ranged(8, AT_LEAST_ONE)
+    """Passes of the value head over its frozen features per update (measured: ``benchmarks/critic_fit.py``)."""
+    gamma: float = ranged(0.99, UNIT)
+    """Discount between rounds."""
+    gae_lambda: float = ranged(0.95, UNIT)
+    """GAE lambda."""
+    clip_eps: float = ranged(0.2, POSITIVE)
+    """PPO ratio clip."""
+    value_clip: float | None = ranged(0.2, POSITIVE)
+    """Value-loss clip around the old values (None: no clipping)."""
+    entropy_coef: float = ranged(0.01, NON_NEGATIVE)
+    """Weight of the mean per-token entropy bonus."""
+    kl_coef: float = ranged(0.0, NON_NEGATIVE)
+    """Weight of the KL(pi || reference) penalty; 0 skips the reference pass."""
+    kl_gate: float | None = ranged(None, POSITIVE)
+    """Skip a minibatch whose approx KL to the behaviour policy exceeds this (the original: 1e-3)."""
+    ppo_epochs: int = ranged(1, AT_LEAST_ONE)
+    """Passes over the batch per update."""
+    minibatch_size: int = ranged(64, AT_LEAST_ONE)
+    """Agent-steps per gradient step."""
+    max_grad_norm: float = ranged(0.5, POSITIVE)
+    """Gradient clipping."""
+    normalize_advantages: bool = True
+    """Standardise advantages (mean 0, std 1) before the policy step, over the steps ``normalize_scope`` says."""
+    normalize_scope: str = choice("agent", ("agent", "batch"))
+    """Standardise within each agent's steps ("agent"), or jointly ("batch": before issue 35, an agent-wide push; ablations)."""
+    skip_equal_returns: bool = True
+    """No policy step when every episode's return is equal (False: step on critic noise, as before issue 35; for ablations)."""
+    logp_reduction: str = choice("sum", ("sum", "mean"))
+    """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
+
+
+@dataclass
+class ChainSettings(PPOSettings):
+    """The PPO settings plus MARFT's multi-agent ones (action- and token-level MARFT)."""
+
+    shared_reward: str = choice("once", ("once", "per_agent"))
+    """A round's team-credit reward in the chain: "once" (its last agent), or "per_agent" (every copy: before issue 35; ablations)."""
+    gamma_agent: float = ranged(0.99, UNIT)
+    """Discount between agents of one round (the original used gamma; 1.0 is the principled choice)."""
+    agent_iteration_interval: int = ranged(0, NON_NEGATIVE)
+    """K > 0: only one agent learns at a time, switching every K updates (round-robin)."""
+    sequential: SequentialConfig = field(default_factory=SequentialConfig)
+    """The sequential trust-region update (HAPPO-style); off by default."""

@@ -1,0 +1,1 @@
+"""What a run writes: its files and folder, the lock, checkpoints, the metrics log, plots and reports."""
