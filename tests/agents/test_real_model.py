@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from agent_helpers import plant_rewards
 from real_model_helpers import REAL, real_model_cache
 
 import marft_envs
@@ -142,7 +143,7 @@ def test_a_marft_update_changes_every_trainable_parameter_and_no_frozen_one(real
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents, lora_targets=tuple(TARGETS))
     algo = MARFT(policy, MARFTConfig(minibatch_size=2), temperature=0.7)  # 2 steps per adapter: A moves once B has
     torch.manual_seed(0)
-    episodes = RolloutEngine(policy, Sampling(0.7, 8)).collect(envs, range(4))
+    episodes = plant_rewards(RolloutEngine(policy, Sampling(0.7, 8)).collect(envs, range(4)))  # 8 tokens solve nothing
     critic_before = {n: p.detach().clone() for n, p in algo.critic.named_parameters()}
     before = snapshot(policy)
     metrics = algo.update(episodes, 0, np.random.default_rng(0))
@@ -159,7 +160,7 @@ def test_in_bfloat16_a_marft_update_changes_every_trainable_parameter_and_no_fro
     assert {d for n, d in dtypes.items() if "lora_" not in n} == {torch.bfloat16}
     algo = MARFT(policy, MARFTConfig(minibatch_size=2), temperature=0.7)
     torch.manual_seed(0)
-    episodes = RolloutEngine(policy, Sampling(0.7, 8)).collect(envs, range(4))
+    episodes = plant_rewards(RolloutEngine(policy, Sampling(0.7, 8)).collect(envs, range(4)))
     before = snapshot(policy)
     metrics = algo.update(episodes, 0, np.random.default_rng(0))
     assert all(np.isfinite(v) for v in metrics.values()), metrics
