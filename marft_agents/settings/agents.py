@@ -40,6 +40,8 @@ class AgentSettings:
     """This agent's longest response in tokens, in training and evaluation (None: the run's ``max_new_tokens``)."""
     train: bool = True
     """Whether this agent learns; false freezes it: it still acts with its adapter, which no update changes."""
+    model: str | None = None
+    """This agent's base model, any value ``model`` takes (None: the run's ``model``); agents naming one model share it."""
 
 
 def field_names() -> list[str]:
@@ -104,6 +106,12 @@ def frozen_agents(agents: Mapping[str, AgentSettings], possible_agents: Sequence
             "cannot be frozen alone: use adapter_mode=lora (or copies)"
         )
     return frozen
+
+
+def models(agents: Mapping[str, AgentSettings], default: str, agent_ids: Sequence[str]) -> dict[str, str] | None:
+    """Each agent's base model when some agent names a model other than ``default`` (the run's); None: one model for all."""
+    own = per_agent(agents, "model", default, agent_ids)
+    return own if any(m != default for m in own.values()) else None
 
 
 def values(agents: Mapping[str, AgentSettings], name: str) -> dict[str, Any]:
