@@ -139,3 +139,16 @@ def test_what_a_team_cannot_do_is_refused_in_one_line_before_any_model_loads(tmp
     prefix = f"marft train: error: agents.actor_0.model={tmp_path / 'm'} makes a team of models, which {message}"
     assert len(lines) == 1 and lines[0].startswith(prefix), lines
     assert not run.exists()
+
+
+def test_the_docs_example_trains_a_team(tmp_path, monkeypatch, capsys):
+    import tempfile
+    from pathlib import Path
+
+    from test_docs import code_blocks
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
+    (block,) = [b for b in code_blocks(page) if b.lang == "python" and "agents.actor_0.model=" in b.code]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the example's folders go under tmp_path
+    exec(compile("\n" * (block.line - 1) + block.code, str(page), "exec"), {"__name__": "__docs__"})
+    assert capsys.readouterr().out == "embedded\n"
