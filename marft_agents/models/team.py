@@ -8,8 +8,9 @@ hold every member's adapters under their own (peft) names.
 
 What needs one model for every agent has no meaning here and is refused: a fresh adapter's KL
 reference is *its* base with adapters off (:meth:`TeamPolicy.kl_reference` names it ``<adapter>@base``,
-never None), and the critic's frozen features (:meth:`TeamPolicy.features`) would come from bases
-of different widths, so a run refuses the learners with a critic before any model loads
+never None). A critic's frozen features come from each agent's own base (:meth:`TeamPolicy.features`,
+zero-padded to the widest): a value head per agent reads its own width (IPPO), while a critic shared by
+agents of different widths has no meaning, so a run refuses those learners before any model loads
 (``marft_agents.training.setup.check_models``).
 """
 
@@ -26,7 +27,8 @@ BASE_REFERENCE = "@base"
 """``kl_reference`` of a fresh adapter ``a`` is ``a + BASE_REFERENCE``: ``a``'s own base with adapters off."""
 
 NO_CRITIC = (
-    "a team of models (agents.<agent_id>.model) has no one base for a critic's features: use algo=grpo, or one model for every agent"
+    "a team of models (agents.<agent_id>.model) has no one base for a shared critic's features: "
+    "use algo=grpo or algo=ippo (a value head per agent), or one model for every agent"
 )
 
 
@@ -146,12 +148,24 @@ class TeamPolicy:
         base = adapter.endswith(BASE_REFERENCE) and adapter.removesuffix(BASE_REFERENCE) in self._member
         return self.member(adapter).score(prompts, responses, None if base else adapter, temperature)
 
-    def features(self, prompts: list[list[int]]) -> torch.Tensor:
-        raise ValueError(NO_CRITIC)
+    @torch.no_grad()
+    def features(self, prompts: list[list[int]], agent: str | None = None) -> torch.Tensor:
+        """``agent``'s frozen base features (:meth:`LaMASPolicy.features`), zero-padded to :attr:`hidden_size`: ``(B, D)``.
+
+        A value head of the agent's own reads the first :meth:`width_of` columns (IPPO's ``ValueHeads``)."""
+        if agent not in self.model_of:
+            raise ValueError(NO_CRITIC)
+        own = self.members[self.model_of[agent]].features(prompts)  # (B, d_agent)
+        return torch.nn.functional.pad(own, (0, self.hidden_size - own.shape[1]))  # (B, D)
 
     def token_features(self, prompts: list[list[int]], responses: list[list[int]]) -> torch.Tensor:
         raise ValueError(NO_CRITIC)
 
+    def width_of(self, agent: str) -> int:
+        """The hidden size of ``agent``'s model: the width of its features."""
+        return self.members[self.model_of[agent]].hidden_size
+
     @property
     def hidden_size(self) -> int:
-        raise ValueError(NO_CRITIC)
+        """The widest model's hidden size: every agent's features are padded to it."""
+        return max(p.hidden_size for p in self.members.values())

@@ -5,7 +5,8 @@
 or, in a TOML file, ``[agents.actor_0]`` with ``temperature = 0.3``. A key an agent leaves unset
 (None) takes the run's value of the same name (``temperature``, ``max_new_tokens``), so a config
 without the section runs as before. ``train`` (default true) has no run-wide twin: ``agents.actor_0.train=false``
-freezes that agent (:func:`frozen_agents`; it acts, its adapter is never updated). The agent ids are the env's
+freezes that agent (:func:`frozen_agents`; it acts, its adapter is never updated); ``model`` gives it a base model of
+its own (:func:`models`; ``marft_agents.models.team``). The agent ids are the env's
 (``possible_agents``): a run refuses an id its env does not have before any model loads (:func:`check_ids`). Each field carries its check
 (``ranged``), so ``marft_agents.training.config.validate`` checks ``agents.actor_0.temperature`` as
 it checks ``temperature``. A new per-agent key is a new field of :class:`AgentSettings` with its

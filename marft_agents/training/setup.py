@@ -88,8 +88,8 @@ def context_length(policy: LaMASPolicy | TeamPolicy) -> int | None:
     return min((n for n in sizes if n is not None), default=None)
 
 
-TEAM_ALGOS = ("grpo",)
-"""The shipped learners that train a team of models (the others' critics read one base's features)."""
+TEAM_ALGOS = ("grpo", "ippo")
+"""The shipped learners that train a team of models (GRPO has no critic, IPPO a value head per agent; the others share one)."""
 
 
 def check_models(config: TrainConfig) -> None:
@@ -102,7 +102,7 @@ def check_models(config: TrainConfig) -> None:
     refused = [
         (
             config.algo in BUILTIN and config.algo not in TEAM_ALGOS,
-            f"algo={config.algo} has a critic on one base's features: use algo=grpo",
+            f"algo={config.algo} has a critic for agents of one width: use algo=grpo or algo=ippo",
         ),
         (config.adapter_mode != "lora", f"adapter_mode={config.adapter_mode}: a team of models takes adapter_mode=lora"),
         (config.generation.engine != "hf", f"generation.engine={config.generation.engine} serves one base: use generation.engine=hf"),

@@ -1,9 +1,10 @@
 """A model per agent (issue 37, item 1): ``agents.<agent_id>.model`` gives an agent its own base, tokenizer and template.
 
 The team here: reasoner_0 on the embedded model (hidden size 128, its own tokenizer) and actor_0 on the tests'
-tiny random model (hidden size 32, another tokenizer). GRPO trains both adapters, each on its own base, and
-leaves both bases as they were; a run checkpoints, resumes, evaluates and names each agent's model; what a
-team cannot do is refused in one line before any model loads.
+tiny random model (hidden size 32, another tokenizer). GRPO and IPPO (a value head per agent, each of its own
+width) train both adapters, each on its own base, and leave both bases as they were; a run checkpoints,
+resumes, evaluates and names each agent's model; what a team cannot do is refused in one line before any
+model loads.
 """
 
 import json
@@ -23,7 +24,7 @@ from marft_agents.models.team import TeamPolicy
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.settings.agents import AgentSettings
-from marft_agents.training.config import TrainConfig
+from marft_agents.training.config import ConfigError, TrainConfig
 from marft_agents.training.setup import build_policy
 from marft_agents.training.trainer import train
 from marft_envs.outcomes import SHARED_REWARD
@@ -32,7 +33,8 @@ CHAIN = "signal_env:ParityChain"
 
 
 def team_config(tiny_model_dir, **kwargs) -> TrainConfig:
-    config = TrainConfig(env=CHAIN, model="embedded", algo="grpo", threads=1, **kwargs)
+    kwargs = {"algo": "grpo", **kwargs}
+    config = TrainConfig(env=CHAIN, model="embedded", threads=1, **kwargs)
     config.agents = {"actor_0": AgentSettings(model=str(tiny_model_dir))}
     return config
 
@@ -62,15 +64,22 @@ def test_each_agent_acts_on_its_own_model_and_prompts_with_its_own_tokenizer(tea
     assert team.prompt(obs, "reasoner_0") != team.prompt(obs, "actor_0")
     with pytest.raises(ValueError, match="builds each prompt with its agent's tokenizer"):
         team.prompt(obs)
-    with pytest.raises(ValueError, match="has no one base for a critic's features: use algo=grpo"):
-        team.features([team.prompt(obs, "actor_0")])
+    with pytest.raises(ValueError, match="has no one base for a shared critic's features: use algo=grpo or algo=ippo"):
+        team.features([team.prompt(obs, "actor_0")])  # no agent: whose base?
+    assert team.features([team.prompt(obs, "actor_0")], "actor_0")[:, 32:].abs().sum() == 0  # (1, 128): 32 wide, padded
     assert team.kl_reference("actor_0") == "actor_0@base"
 
 
-def test_grpo_trains_each_agents_adapter_on_its_own_base_and_leaves_the_bases_alone(team):
+@pytest.mark.parametrize("algo_name", ["grpo", "ippo"])
+def test_a_learner_trains_each_agents_adapter_on_its_own_base_and_leaves_the_bases_alone(team, algo_name):
     bases = {m: {n: p.detach().clone() for n, p in pol.base.named_parameters() if "lora_" not in n} for m, pol in team.members.items()}
     before = {a: team.adapter_state(a) for a in team.adapters}
-    algo = build_learner("grpo", team, config_class("grpo")(minibatch_size=8, ppo_epochs=1), 1.0)  # kl_coef > 0: each base is a reference
+    algo = build_learner(
+        algo_name, team, config_class(algo_name)(minibatch_size=8, ppo_epochs=1), 1.0
+    )  # kl_coef > 0: own base as reference
+    if algo_name == "ippo":  # a value head per agent, on its own model's width
+        assert [head.net[0].in_features for head in algo.critic.heads] == [128, 32]
+        critic_before = {k: v.clone() for k, v in algo.critic.state_dict().items()}
     engine = RolloutEngine(team, Sampling(1.0, 4), record_state=False, skip_ignored=algo.skips_ignored)
     torch.manual_seed(0)
     episodes = engine.collect([ParityChain() for _ in range(8)], range(8))
@@ -85,12 +94,18 @@ def test_grpo_trains_each_agents_adapter_on_its_own_base_and_leaves_the_bases_al
     for m, pol in team.members.items():
         now = {n: p for n, p in pol.base.named_parameters() if "lora_" not in n}
         assert now.keys() == bases[m].keys() and all(torch.equal(now[n], bases[m][n]) for n in now), f"{m}'s base changed"
+    if algo_name == "ippo":
+        for k in range(2):
+            prefix = f"heads.{k}.net."
+            assert any(not torch.equal(v, critic_before[n]) for n, v in algo.critic.state_dict().items() if n.startswith(prefix))
 
 
-def test_a_team_run_checkpoints_resumes_evaluates_and_names_each_agents_model(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("algo_name", ["grpo", "ippo"])
+def test_a_team_run_checkpoints_resumes_evaluates_and_names_each_agents_model(tiny_model_dir, tmp_path, algo_name):
     run_dir = tmp_path / "run"
     config = team_config(
         tiny_model_dir,
+        algo=algo_name,
         run_dir=str(run_dir),
         updates=1,
         episodes_per_update=4,
@@ -113,13 +128,23 @@ def test_a_team_run_checkpoints_resumes_evaluates_and_names_each_agents_model(ti
         (sample,) = [json.loads(line) for line in (run_dir / "samples" / f"{name}.jsonl").read_text().splitlines()]
         assert sample  # a transcript of the team's episode
     assert json.loads((run_dir / "config.json").read_text())["agents"]["actor_0"]["model"] == str(tiny_model_dir)
+    if algo_name != "grpo":
+        return
+    assert cli(["eval", "--run", str(run_dir), "--episodes", "2"]) == 0  # the run's team, from its checkpoint
+    settings = dict(updates=0, eval_episodes=2, eval_transcripts=0, max_new_tokens=4, init_from=str(run_dir))
+    assert train(team_config(tiny_model_dir, run_dir=str(tmp_path / "from"), **settings), progress=False, quiet=True)
+    moved = team_config(tiny_model_dir, run_dir=str(tmp_path / "moved"), **settings)
+    moved.agents["actor_0"].model = "embedded"  # the actor's adapter was trained on the tiny model
+    with pytest.raises(ConfigError, match=r"trained agent actor_0 on model .*, this run gives it 'embedded'"):
+        train(moved, progress=False, quiet=True)
+    assert not (tmp_path / "moved").exists()
 
 
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["algo=ippo"], "algo=ippo has a critic on one base's features: use algo=grpo"),
-        (["algo=marft"], "algo=marft has a critic on one base's features: use algo=grpo"),
+        (["algo=mappo"], "algo=mappo has a critic for agents of one width: use algo=grpo or algo=ippo"),
+        (["algo=marft"], "algo=marft has a critic for agents of one width: use algo=grpo or algo=ippo"),
         (["adapter_mode=shared"], "adapter_mode=shared: a team of models takes adapter_mode=lora"),
         (["generation.engine=vllm"], "generation.engine=vllm serves one base: use generation.engine=hf"),
         (["distributed.episode_seeds=true"], "distributed.episode_seeds samples one model: leave it off"),
