@@ -17,6 +17,7 @@ from signal_env import ParityChain
 from transformers import AutoTokenizer
 
 from marft_agents.algorithms import build_learner, config_class
+from marft_agents.algorithms.tis import recompute_behaviour
 from marft_agents.cli import main as cli
 from marft_agents.models.chat import prompt_ids
 from marft_agents.models.policy import Sampling
@@ -86,6 +87,9 @@ def test_a_learner_trains_each_agents_adapter_on_its_own_base_and_leaves_the_bas
     for e in episodes:
         for s in e.steps:
             s.reward, s.info = 0.0, {**s.info, SHARED_REWARD: 0.0}
+    steps = [s for e in episodes for s in e.steps]
+    gap = recompute_behaviour(team, steps, 1.0)  # each response scored by the model that sampled it (the TIS recompute)
+    assert gap["tis/abs_logp_diff_max"] < 1e-4, gap
     metrics = algo.update(plant_rewards(episodes), 0, np.random.default_rng(0))
     assert all(np.isfinite(v) for v in metrics.values() if isinstance(v, float))
     for a in team.adapters:
