@@ -108,9 +108,15 @@ def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -
     # Chunks of one agent's steps share its role prompt, which the policy then runs only once.
     order = sorted(range(len(steps)), key=lambda i: steps[i].agent)
     out = torch.empty(len(steps), policy.hidden_size, device=policy.device)
+    team = hasattr(policy, "width_of")  # a team of models (models/team.py): each agent's features from its own base
     for start in range(0, len(order), minibatch_size):
         chunk = order[start : start + minibatch_size]
-        out[chunk] = policy.features([steps[i].prompt for i in chunk])
+        if not team:
+            out[chunk] = policy.features([steps[i].prompt for i in chunk])
+            continue
+        for agent in dict.fromkeys(steps[i].agent for i in chunk):
+            rows = [i for i in chunk if steps[i].agent == agent]
+            out[rows] = policy.features([steps[i].prompt for i in rows], agent)  # (b, D), zero-padded past the agent's width
     return out
 
 

@@ -84,21 +84,23 @@ def per_agent_gae(
 class ValueHeads(nn.Module):
     """``n`` independent value heads; row ``b`` of the batch is valued by head ``head[b]``."""
 
-    def __init__(self, in_features: int, n: int):
+    def __init__(self, in_features: int, n: int, widths: list[int] | None = None):
         super().__init__()
-        self.heads = nn.ModuleList(ValueHead(in_features) for _ in range(n))
+        self.widths = [in_features] * n if widths is None else list(widths)
+        """Head ``k`` reads the first ``widths[k]`` feature columns (agents on models of other widths: ``models/team.py``)."""
+        self.heads = nn.ModuleList(ValueHead(w) for w in self.widths)
 
     def observe(self, features: torch.Tensor, head: torch.Tensor) -> None:
         """Feed each head the rows it values (:meth:`ValueHead.observe`)."""
         for k, net in enumerate(self.heads):
-            net.observe(features[head == k])
+            net.observe(features[head == k][:, : self.widths[k]])
 
     def forward(self, features: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
         out = features.new_zeros(features.shape[0])  # (B,)
         for k, net in enumerate(self.heads):
             rows = head == k
             if rows.any():
-                out[rows] = net(features[rows])
+                out[rows] = net(features[rows][:, : self.widths[k]])  # (b, d_k)
         return out
 
 
@@ -120,7 +122,9 @@ class IPPO(ActionPPOLearner):
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
         # a frozen agent's own head (IPPO) learns nothing either; MAPPO's one head is every agent's and learns from all
         self.critic_learns = {a: self.centralised or policy.adapter_of[a] not in self.frozen for a in policy.agents}
-        critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents))
+        # a team of models (models/team.py): each agent's head takes its own model's width
+        widths = [policy.width_of(a) for a in policy.agents] if hasattr(policy, "width_of") and not self.centralised else None
+        critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents), widths)
         learning = dict.fromkeys(self.head_of[a] for a in policy.agents if self.critic_learns[a])
         self.set_critic(critic, [p for k in learning for p in critic.heads[k].parameters()])
 

@@ -32,8 +32,8 @@ class ModelAsPolicy:
         """Where the model's weights live."""
         return lm.device_of(self.model)
 
-    def prompt(self, observation: dict) -> list[int]:
-        """Token ids of the chat prompt for one env observation."""
+    def prompt(self, observation: dict, agent: str | None = None) -> list[int]:
+        """Token ids of the chat prompt for one env observation (every agent's alike: ``agent`` matters to a team, ``models/team.py``)."""
         return prompt_ids(self.tokenizer, observation)
 
     def generate(self, prompts: list[list[int]], adapter: str, sampling: Sampling) -> Generation:

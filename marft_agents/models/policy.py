@@ -321,8 +321,8 @@ class LaMASPolicy:
 
     # -- prompts -------------------------------------------------------------------------------
 
-    def prompt(self, observation: dict) -> list[int]:
-        """Token ids of the chat prompt for one env observation."""
+    def prompt(self, observation: dict, agent: str | None = None) -> list[int]:
+        """Token ids of the chat prompt for one env observation (every agent's alike: ``agent`` matters to a team, ``models/team.py``)."""
         return prompt_ids(self.tokenizer, observation)
 
     # -- generation ----------------------------------------------------------------------------

@@ -228,7 +228,7 @@ class RolloutEngine:
                     states[slot] = env.state()  # valid text, whatever the task's state_text() holds
                 for agent in env.ready_agents():
                     observation = env.observe(agent)
-                    prompt = self.policy.prompt(observation)  # kept when skipped too: the critic values it
+                    prompt = self.policy.prompt(observation, agent)  # kept when skipped too: the critic values it
                     if self.skip_ignored and not _needs_action(env, agent):
                         ignored.append((slot, agent, observation, prompt))
                         continue

@@ -162,7 +162,7 @@ class TreeRollout:
                 state = env.state() if self.rollout.record_state else None
                 for agent in sorted(env.ready_agents(), key=env.possible_agents.index):
                     observation = env.observe(agent)
-                    prompt = self.rollout.policy.prompt(observation)
+                    prompt = self.rollout.policy.prompt(observation, agent)
                     nodes.append(_Node(tree, agent, observation, prompt, state, len(requests)))
                     requests += [self.rollout.request(prompt, agent, episode=tree.index)] * self.width
             self.timings["prompts"] += time.perf_counter() - t0
@@ -279,7 +279,7 @@ class TreeRollout:
                 state = env.state() if first and self.rollout.record_state else None
                 for agent in sorted(env.ready_agents(), key=env.possible_agents.index):
                     observation = env.observe(agent)
-                    prompt = policy.prompt(observation)
+                    prompt = policy.prompt(observation, agent)
                     batch.append((c, agent, prompt, observation, state))
                     requests.append(self.rollout.request(prompt, agent, episode=owners[i].index))
             self.timings["prompts"] += time.perf_counter() - t0

@@ -5,7 +5,8 @@
 or, in a TOML file, ``[agents.actor_0]`` with ``temperature = 0.3``. A key an agent leaves unset
 (None) takes the run's value of the same name (``temperature``, ``max_new_tokens``), so a config
 without the section runs as before. ``train`` (default true) has no run-wide twin: ``agents.actor_0.train=false``
-freezes that agent (:func:`frozen_agents`; it acts, its adapter is never updated). The agent ids are the env's
+freezes that agent (:func:`frozen_agents`; it acts, its adapter is never updated); ``model`` gives it a base model of
+its own (:func:`models`; ``marft_agents.models.team``). The agent ids are the env's
 (``possible_agents``): a run refuses an id its env does not have before any model loads (:func:`check_ids`). Each field carries its check
 (``ranged``), so ``marft_agents.training.config.validate`` checks ``agents.actor_0.temperature`` as
 it checks ``temperature``. A new per-agent key is a new field of :class:`AgentSettings` with its
@@ -40,6 +41,8 @@ class AgentSettings:
     """This agent's longest response in tokens, in training and evaluation (None: the run's ``max_new_tokens``)."""
     train: bool = True
     """Whether this agent learns; false freezes it: it still acts with its adapter, which no update changes."""
+    model: str | None = None
+    """This agent's base model, any value ``model`` takes (None: the run's ``model``); agents naming one model share it."""
 
 
 def field_names() -> list[str]:
@@ -104,6 +107,12 @@ def frozen_agents(agents: Mapping[str, AgentSettings], possible_agents: Sequence
             "cannot be frozen alone: use adapter_mode=lora (or copies)"
         )
     return frozen
+
+
+def models(agents: Mapping[str, AgentSettings], default: str, agent_ids: Sequence[str]) -> dict[str, str] | None:
+    """Each agent's base model when some agent names a model other than ``default`` (the run's); None: one model for all."""
+    own = per_agent(agents, "model", default, agent_ids)
+    return own if any(m != default for m in own.values()) else None
 
 
 def values(agents: Mapping[str, AgentSettings], name: str) -> dict[str, Any]:

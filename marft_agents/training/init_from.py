@@ -9,9 +9,10 @@ with ``kl_coef > 0`` keeps the policy near where this run started, not near the 
 run's checkpoints carry that reference, so ``--resume`` compares with the same starting adapters.
 
 The two runs must build the same adapters on the same base: the same ``model``, ``adapter_mode``,
-``lora_r``, ``lora_alpha`` and ``lora_targets``, and a checkpoint with an adapter for each of this
-run's. Anything else is refused in one line before the run writes a file. A folder written by
-``marft pretrain`` is a whole model, not adapters: start from it with ``model=DIR``.
+``lora_r``, ``lora_alpha`` and ``lora_targets``, each agent on the same model (``agents.<agent_id>.model``),
+and a checkpoint with an adapter for each of this run's. Anything else is refused in one line before
+the run writes a file. A folder written by ``marft pretrain`` is a whole model, not adapters: start
+from it with ``model=DIR``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
             raise ConfigError(
                 f"init_from={run} was trained with {key}={theirs!r}, this run has {key}={ours[key]!r}: "
                 f"set {key} to the earlier run's, or drop init_from"
+            )
+    sections = saved.get("agents") if isinstance(saved.get("agents"), dict) else {}
+    for agent in getattr(policy, "agents", []):  # each agent's own model (agents.<agent_id>.model), else the run's
+        section = sections.get(agent) if isinstance(sections.get(agent), dict) else {}
+        theirs = section.get("model") or saved.get("model")
+        ours = getattr(config.agents.get(agent), "model", None) or config.model
+        if theirs != ours:
+            raise ConfigError(
+                f"init_from={run} trained agent {agent} on model {theirs!r}, this run gives it {ours!r}: "
+                f"set agents.{agent}.model to the earlier run's, or drop init_from"
             )
     latest = ckpt.latest_checkpoint(run / "checkpoints")
     if latest is None:

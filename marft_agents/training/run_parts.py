@@ -47,7 +47,9 @@ from marft_agents.training.launch import agreed
 from marft_agents.training.setup import (
     build_engine,
     build_policy,
+    check_models,
     check_resumable,
+    context_length,
     learner_temperature,
     longest_response,
     seed_everything,
@@ -225,6 +227,7 @@ def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool, folder:
         resolve_device(config.device)  # a device that is not there is named before any model loads
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    check_models(config)  # what a team of models (agents.<agent_id>.model) cannot do
     if config.generation.engine == "vllm":
         from marft_agents.engines.vllm import check_available
 
@@ -265,7 +268,7 @@ def _probe_env(config: TrainConfig):
 def _load_policy(config: TrainConfig, agents: list[str], *, resume: bool) -> LaMASPolicy:
     """The model and its adapters (those of ``init_from`` on a fresh run), refused if ``max_new_tokens`` does not fit."""
     policy = build_policy(config, agents)
-    context = getattr(policy.base.config, "max_position_embeddings", None)
+    context = context_length(policy)
     longest = longest_response(config)  # the run's max_new_tokens, or an agent's own
     if context is not None and longest >= context:
         own = agent_section.values(config.agents, "max_new_tokens")

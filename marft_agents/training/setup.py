@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from marft_agents.algorithms import BUILTIN
 from marft_agents.distributed.worker import WorkerSpec
 from marft_agents.engines import Engine, make_engine
 from marft_agents.models.device import bf16_native, resolve_device
@@ -23,6 +24,7 @@ from marft_agents.models.dtype import resolve_dtype
 from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
 from marft_agents.models.recompute import checkpoint_activations
 from marft_agents.models.sampling import agent_sampling
+from marft_agents.models.team import TeamPolicy
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import folder as run_folder
 from marft_agents.settings import agents as agent_section
@@ -38,20 +40,32 @@ def seed_everything(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
+def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy | TeamPolicy:
     """The base model and one adapter per agent, as the config says, on the config's ``device``.
 
     The adapters are made on the CPU and then moved with the base, so a run starts from the same
-    weights on every device (a GPU would draw them from its own random generator).
+    weights on every device (a GPU would draw them from its own random generator). Agents with a model
+    of their own (``agents.<agent_id>.model``) make a :class:`TeamPolicy`: one base per model, in the
+    order the agents first name them, each with its agents' adapters.
     """
     try:
         device = resolve_device(config.device)
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    models = agent_section.models(config.agents, config.model, agents)
+    if models is None:
+        return _model_policy(config, config.model, agents, device)
+    check_models(config)
+    members = {m: _model_policy(config, m, [a for a in agents if models[a] == m], device) for m in dict.fromkeys(models.values())}
+    return TeamPolicy(members, agents)
+
+
+def _model_policy(config: TrainConfig, model_name: str, agents: list[str], device: torch.device) -> LaMASPolicy:
+    """``model_name``'s base with one adapter per agent of ``agents``, on ``device``."""
     # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
     dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
     model, tokenizer = load_base(
-        config.model, dtype=getattr(torch, resolve_dtype(dtype, gpu_bf16=bf16_native(device) if device.type == "cuda" else None))
+        model_name, dtype=getattr(torch, resolve_dtype(dtype, gpu_bf16=bf16_native(device) if device.type == "cuda" else None))
     )
     policy = LaMASPolicy(
         model,
@@ -65,6 +79,39 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy:
     if config.gradient_checkpointing:
         checkpoint_activations([policy.base, *policy.models.values()])
     return policy
+
+
+def context_length(policy: LaMASPolicy | TeamPolicy) -> int | None:
+    """The longest sequence every agent's model takes (its ``max_position_embeddings``); None: not stated."""
+    members = policy.members.values() if isinstance(policy, TeamPolicy) else [policy]
+    sizes = [getattr(p.base.config, "max_position_embeddings", None) for p in members]
+    return min((n for n in sizes if n is not None), default=None)
+
+
+TEAM_ALGOS = ("grpo", "ippo")
+"""The shipped learners that train a team of models (GRPO has no critic, IPPO a value head per agent; the others share one)."""
+
+
+def check_models(config: TrainConfig) -> None:
+    """ConfigError (one line) for what a team of models (``agents.<agent_id>.model``) cannot do; nothing without one."""
+    own = {a: m for a, m in agent_section.values(config.agents, "model").items() if m != config.model}
+    if not own:
+        return
+    first = next(iter(own))
+    key = f"{agent_section.SECTION}.{first}.model={own[first]}"
+    refused = [
+        (
+            config.algo in BUILTIN and config.algo not in TEAM_ALGOS,
+            f"algo={config.algo} has a critic for agents of one width: use algo=grpo or algo=ippo",
+        ),
+        (config.adapter_mode != "lora", f"adapter_mode={config.adapter_mode}: a team of models takes adapter_mode=lora"),
+        (config.generation.engine != "hf", f"generation.engine={config.generation.engine} serves one base: use generation.engine=hf"),
+        (bool(config.distributed.workers), "distributed.workers: rollout workers load one model: use distributed.workers=0"),
+        (bool(config.distributed.episode_seeds), "distributed.episode_seeds samples one model: leave it off"),
+    ]
+    for refuse, why in refused:
+        if refuse:
+            raise ConfigError(f"{key} makes a team of models, which {why}")
 
 
 def training_sampling(config: TrainConfig) -> tuple[Sampling, dict[str, Sampling]]:

@@ -101,6 +101,8 @@ def _train(
     summary["agents"] = report.agent_health(logged[-1] if logged else {}, run.policy.adapter_of)  # the last update's, per agent
     frozen = getattr(run.algo, "frozen", frozenset())  # agents.<agent_id>.train=false
     summary["frozen_agents"] = [agent for agent, adapter in run.policy.adapter_of.items() if adapter in frozen]
+    if hasattr(run.policy, "model_of"):  # a team of models (agents.<agent_id>.model): each agent's
+        summary["agent_models"] = dict(run.policy.model_of)
     if run.tracker is not None:
         run.tracker.finish(summary)
     return ranks.broadcast(_finish(run.run_dir, quiet, summary))

@@ -45,8 +45,8 @@ def test_overrides_and_files_fill_one_section_per_agent_and_round_trip(tmp_path)
     }
     assert isinstance(config.agents["reasoner_0"].temperature, float)
     assert to_dict(config)["agents"] == {
-        "reasoner_0": {"temperature": 1.0, "max_new_tokens": None, "train": True},
-        "actor_0": {"temperature": 0.3, "max_new_tokens": 8, "train": True},
+        "reasoner_0": {"temperature": 1.0, "max_new_tokens": None, "train": True, "model": None},
+        "actor_0": {"temperature": 0.3, "max_new_tokens": 8, "train": True, "model": None},
     }
     assert from_dict(json.loads(json.dumps(to_dict(config)))) == config  # config.json and back
     toml = tmp_path / "run.toml"
