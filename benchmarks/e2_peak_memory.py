@@ -10,6 +10,7 @@ script runs that setting's ``marft train`` for ``--updates`` updates (a small he
 ``--checkout`` (default: this one), so the code before a change (a ``git worktree`` of an earlier
 commit) and after it run the same work, and reports the child's peak resident set
 (``getrusage(RUSAGE_CHILDREN).ru_maxrss``). Memory does not depend on what else the machine runs.
+Extra ``key=value`` settings (e.g. ``gradient_checkpointing=true``) go to ``marft train`` as given.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def main() -> int:
     p.add_argument("--checkout", type=Path, default=HERE, help="the repository whose code runs (default: this one)")
     p.add_argument("--updates", type=int, default=1)
     p.add_argument("--out", type=Path, default=None, help="append the result as one JSON line")
+    p.add_argument("overrides", nargs="*", help="extra key=value settings, e.g. gradient_checkpointing=true")
     args = p.parse_args()
     checkout = args.checkout.resolve()
     with tempfile.TemporaryDirectory(prefix="e2-peak-") as tmp:
@@ -42,7 +44,7 @@ def main() -> int:
             'env_kwargs={"problems": "synthetic:0", "profile": "general-v0"}',
             f"updates={args.updates}", "episodes_per_update=32", "max_new_tokens=96", "temperature=0.7",
             "dtype=float32", "threads=2", "eval_episodes=8", "eval_transcripts=1", "checkpoint_every=0",
-            "seed=0", f"run_dir={tmp}/run",
+            "seed=0", f"run_dir={tmp}/run", *args.overrides,
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": str(checkout), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
         started = time.perf_counter()
@@ -53,7 +55,14 @@ def main() -> int:
             return done.returncode
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
     commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    result = {"checkout": str(checkout), "commit": commit, "updates": args.updates, "peak_rss_mb": round(peak_mb), "wall_s": round(wall)}
+    result = {
+        "checkout": str(checkout),
+        "commit": commit,
+        "overrides": args.overrides,
+        "updates": args.updates,
+        "peak_rss_mb": round(peak_mb),
+        "wall_s": round(wall),
+    }
     result["machine"] = platform.processor() or platform.machine()
     print(json.dumps(result))
     if args.out:
