@@ -28,6 +28,7 @@ PPO-clip per token.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -104,20 +105,14 @@ class CORY(Learner):
     eval_env_kwargs = {"reference": False, "pioneer": "solver_1"}
     """Evaluate each policy alone on query-only prompts (the headline answer is ``solver_0``'s)."""
 
-    def __init__(
-        self,
-        policy: LaMASPolicy,
-        config: CORYConfig,
-        temperature: Temperature,
-        tis_cap: float | None = None,
-        frozen: frozenset[str] = frozenset(),
-    ):
+    def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: Temperature, **options: Any):
+        """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
         if len(policy.adapters) != 2:
             raise ValueError(
                 f"CORY needs two agents with their own adapters, got adapters {policy.adapters}: "
                 "use env=marft/MathCORY-v0 and adapter_mode 'lora' or 'copies'"
             )
-        super().__init__(policy, config, temperature, tis_cap, frozen)
+        super().__init__(policy, config, temperature, **options)
         self.agents = list(policy.agents)
         self.critics = {a: ValueHead(policy.hidden_size).to(policy.device) for a in policy.adapters}  # made on the CPU, then moved
         self.kl_coefs = {a: config.kl_coef for a in policy.adapters}

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -188,14 +189,8 @@ def _relative(scores: torch.Tensor, groups: torch.Tensor, agents: list[str], nor
 class GRPO(Learner):
     """Multi-agent GRPO: group-relative advantages and a token-level clipped objective, no critic."""
 
-    def __init__(
-        self,
-        policy: LaMASPolicy,
-        config: GRPOConfig,
-        temperature: Temperature,
-        tis_cap: float | None = None,
-        frozen: frozenset[str] = frozenset(),
-    ):
+    def __init__(self, policy: LaMASPolicy, config: GRPOConfig, temperature: Temperature, **options: Any):
+        """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
         if config.normalize == "agent" and config.grouping == "problem":
             raise ValueError(
                 "grpo.normalize=agent needs grpo.grouping=agent_round or tree: with grouping=problem "
@@ -203,7 +198,7 @@ class GRPO(Learner):
             )
         if config.group_size < 2:
             raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), got {config.group_size}")
-        super().__init__(policy, config, temperature, tis_cap, frozen)  # group_size: read from config.group_size
+        super().__init__(policy, config, temperature, **options)  # group_size: read from config.group_size
         self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
 
     @classmethod

@@ -24,6 +24,8 @@ they ignore the agent-to-agent links that MARFT's chain GAE uses.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch import nn
@@ -110,15 +112,9 @@ class IPPO(ActionPPOLearner):
     centralised = False
     """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
 
-    def __init__(
-        self,
-        policy: LaMASPolicy,
-        config: IPPOConfig,
-        temperature: Temperature,
-        tis_cap: float | None = None,
-        frozen: frozenset[str] = frozenset(),
-    ):
-        super().__init__(policy, config, temperature, tis_cap, frozen)
+    def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: Temperature, **options: Any):
+        """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
+        super().__init__(policy, config, temperature, **options)
         self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
         # a frozen agent's own head (IPPO) learns nothing either; MAPPO's one head is every agent's and learns from all
         self.critic_learns = {a: self.centralised or policy.adapter_of[a] not in self.frozen for a in policy.agents}

@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -56,15 +58,9 @@ class MARFT(ActionPPOLearner):
 
     config: MARFTConfig
 
-    def __init__(
-        self,
-        policy: LaMASPolicy,
-        config: MARFTConfig,
-        temperature: Temperature,
-        tis_cap: float | None = None,
-        frozen: frozenset[str] = frozenset(),
-    ):
-        super().__init__(policy, config, temperature, tis_cap, frozen)
+    def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: Temperature, **options: Any):
+        """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
+        super().__init__(policy, config, temperature, **options)
         self.set_critic(ValueHead(policy.hidden_size))
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:

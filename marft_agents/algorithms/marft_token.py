@@ -27,6 +27,7 @@ and GAE runs backwards over that sequence with ``lambda`` (:func:`marft_agents.a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -64,15 +65,9 @@ class MARFTToken(CriticLearner):
 
     config: MARFTTokenConfig
 
-    def __init__(
-        self,
-        policy: LaMASPolicy,
-        config: MARFTTokenConfig,
-        temperature: Temperature,
-        tis_cap: float | None = None,
-        frozen: frozenset[str] = frozenset(),
-    ):
-        super().__init__(policy, config, temperature, tis_cap, frozen)
+    def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: Temperature, **options: Any):
+        """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
+        super().__init__(policy, config, temperature, **options)
         self.set_critic(ValueHead(policy.hidden_size))  # applied at every response position
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:

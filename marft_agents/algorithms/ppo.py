@@ -16,6 +16,8 @@ Select it with ``marft train env=marft/MathSolo-v0 algo=ppo``; keep ``max_new_to
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -37,20 +39,14 @@ class PPO(ActionPPOLearner):
 
     config: PPOConfig
 
-    def __init__(
-        self,
-        policy: LaMASPolicy,
-        config: PPOConfig,
-        temperature: Temperature,
-        tis_cap: float | None = None,
-        frozen: frozenset[str] = frozenset(),
-    ):
+    def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: Temperature, **options: Any):
+        """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
         if len(policy.agents) != 1:
             raise ValueError(
                 f"single-agent PPO needs a one-agent env such as marft/MathSolo-v0, got agents {policy.agents}; "
                 "use algo=marft, ippo or mappo for several agents"
             )
-        super().__init__(policy, config, temperature, tis_cap, frozen)
+        super().__init__(policy, config, temperature, **options)
         self.set_critic(ValueHead(policy.hidden_size))
 
     @classmethod
