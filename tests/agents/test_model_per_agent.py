@@ -181,3 +181,29 @@ def test_the_docs_example_trains_a_team(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the example's folders go under tmp_path
     exec(compile("\n" * (block.line - 1) + block.code, str(page), "exec"), {"__name__": "__docs__"})
     assert capsys.readouterr().out == "embedded\n"
+
+
+def test_a_mathchain_team_with_the_actor_frozen_trains_resumes_and_leaves_the_actor_bit_identical(tiny_model_dir, tmp_path):
+    # Issue 37's command: two models on marft/MathChain-v0, the actor frozen, through the CLI (GRPO: MARFT's one
+    # critic is refused for agents of different widths)
+    run_dir = tmp_path / "run"
+    args = [
+        "train", "env=marft/MathChain-v0", "algo=grpo", "model=embedded", f"agents.actor_0.model={tiny_model_dir}",
+        "agents.actor_0.train=false", "updates=2", "episodes_per_update=4", "grpo.group_size=2", "eval_episodes=2",
+        "eval_transcripts=1", "max_new_tokens=4", "checkpoint_every=1", "threads=1", f"run_dir={run_dir}", "--no-progress",
+    ]  # fmt: skip
+    assert cli(args) == 0
+    first = min(p for p in (run_dir / "checkpoints").iterdir() if p.name != "latest")
+    last = ckpt.latest_checkpoint(run_dir / "checkpoints")
+    before = ckpt.load_checkpoint(first)["algo"]["adapters"]["actor_0"]
+    after = ckpt.load_checkpoint(last)["algo"]["adapters"]["actor_0"]
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert set(ckpt.load_checkpoint(last)["algo"]["optimizers"]) == {"reasoner_0"}  # no optimizer for the frozen actor
+    lora_b = [v for k, v in after.items() if "lora_B" in k]
+    assert lora_b and all(not v.any() for v in lora_b)  # a LoRA B starts at zero: never stepped, it still is
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["agent_models"] == {"reasoner_0": "embedded", "actor_0": str(tiny_model_dir)}
+    assert summary["frozen_agents"] == ["actor_0"]
+    assert (run_dir / "samples" / "eval_after.jsonl").read_text().strip()
+    assert cli([*args[:-2], f"run_dir={run_dir}", "--no-progress", "--resume", "updates=3"]) == 0
+    assert json.loads((run_dir / "summary.json").read_text())["resumed_from_update"] == 2
