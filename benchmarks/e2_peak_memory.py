@@ -2,9 +2,9 @@
 
     .venv/bin/python benchmarks/e2_peak_memory.py [--checkout DIR] [--updates 1] [--out FILE.json]
 
-Issue 36 measured the process running E2 (``benchmarks/learning.py e2``: ``algo=ppo`` on
-``marft/MathSolo-v0``, ``problems=synthetic:0``, ``profile=general-v0``, 32 episodes per update,
-minibatch 64, 96 new tokens, T 0.7, float32, 2 threads) at a 15.0 GB maximum resident set. This
+E2 (``benchmarks/learning.py e2``: ``algo=ppo`` on ``marft/MathSolo-v0``, ``problems=synthetic:0``,
+``profile=general-v0``, 32 episodes per update, minibatch 64, 96 new tokens, T 0.7, float32, 2
+threads) is the setting docs/real-models.md ("Scoring memory") reports the peak memory of. This
 script runs that setting's ``marft train`` for ``--updates`` updates (a small held-out evaluation of
 8 episodes before and after, no checkpoints) in a child process with ``PYTHONPATH`` set to
 ``--checkout`` (default: this one), so the code before a change (a ``git worktree`` of an earlier

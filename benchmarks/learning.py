@@ -59,10 +59,10 @@ Every rule below was written before any RL run of this script, and none was chan
 * **E4**: ``algo=grpo`` (groups of 4) on ``marft/CodeRepairSolo-v0`` (partial credit: the share of
   tests passed), 8 episodes per update, 256 new tokens, greedy on 20 test-split tasks.
 
-After the credit fixes (Issue 35: D1-D4 in the learner, D5-D6 elsewhere, D7 measured and not
-adopted: ``benchmarks/profile_copy_rate.py``), written on 2026-12-04 before any run below; results
-in ``results/credit/`` (``--out``), every seed on one machine kind, named with its ``lscpu`` in the
-note and docs/real-models.md.
+After the credit fixes (docs/algorithms/marft.md, items 3-5, and its critic section; the actor's
+``general-v1`` profile was measured and not adopted: ``benchmarks/profile_copy_rate.py``), written on
+2026-12-04 before any run below; results in ``results/credit/`` (``--out``), every seed on one
+machine kind, named with its ``lscpu`` in docs/real-models.md.
 
 * **F1**: E1's setting (the chain, ``general-v0``, 48 tokens, the temperature E1's rule chose:
   ``results/learning/temperature.json``, 32 episodes per update) with the library's defaults after

@@ -177,7 +177,7 @@ def test_torchrun_marft_train_on_two_ranks_writes_one_run_folder(straight):
     assert ckpt.latest_checkpoint(run_dir / "checkpoints").name == "update_000003.pt"
 
 
-# another 2-rank run (about 20 s): in the default suite, as issue 36 asks
+# another 2-rank run (about 20 s), in the default suite
 def test_a_resumed_two_rank_run_equals_one_that_never_stopped(straight, tiny_model_dir, tmp_path):
     run_dir, _ = straight
     resumed = tmp_path / "run"

@@ -1,4 +1,4 @@
-"""A model per agent (issue 37, item 1): ``agents.<agent_id>.model`` gives an agent its own base, tokenizer and template.
+"""A model per agent: ``agents.<agent_id>.model`` gives an agent its own base, tokenizer and template.
 
 The team here: reasoner_0 on the embedded model (hidden size 128, its own tokenizer) and actor_0 on the tests'
 tiny random model (hidden size 32, another tokenizer). GRPO and IPPO (a value head per agent, each of its own
@@ -184,7 +184,7 @@ def test_the_docs_example_trains_a_team(tmp_path, monkeypatch, capsys):
 
 
 def test_a_mathchain_team_with_the_actor_frozen_trains_resumes_and_leaves_the_actor_bit_identical(tiny_model_dir, tmp_path):
-    # Issue 37's command: two models on marft/MathChain-v0, the actor frozen, through the CLI (GRPO: MARFT's one
+    # The docs' command: two models on marft/MathChain-v0, the actor frozen, through the CLI (GRPO: MARFT's one
     # critic is refused for agents of different widths)
     run_dir = tmp_path / "run"
     args = [
