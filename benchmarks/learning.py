@@ -12,6 +12,9 @@
     .venv/bin/python benchmarks/learning.py e4 --seeds 0       # GRPO on CodeRepairSolo-v0 (not arithmetic)
     .venv/bin/python benchmarks/learning.py report             # table.md, curves.png
     .venv/bin/python benchmarks/learning.py f1 --seeds 0,1,2   # MARFT after the credit fixes, 800 episodes (results/credit/)
+    .venv/bin/python benchmarks/learning.py a_before --seeds 0  # ablation: E1's budget with the defects switched back on
+    .venv/bin/python benchmarks/learning.py f4_untuned --seeds 0  # MathJigsaw's untuned team (F4's start)
+    .venv/bin/python benchmarks/learning.py f1_frozen_actor --seeds 0  # F1 with the actor frozen
     .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1's table
 
 Every rule below was written before any RL run of this script, and none was changed after one.
@@ -73,6 +76,22 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   episodes is E1's budget after the fixes (no schedule in the learner depends on the total number of
   updates, so the first 8 updates are those of an 8-update run). Goal: +10 points beyond two
   standard errors over seeds 0, 1, 2.
+* **Ablation, before** (phase ``a_before``; written 2026-12-04 before it ran): E1's setting and budget
+  (``UPDATES`` updates, 256 episodes) with the defects switched back on through the learner's own
+  switches: ``shared_reward=per_agent`` (D1), ``normalize_scope=batch`` (D2),
+  ``skip_equal_returns=false`` (D3), ``critic_epochs=1`` and ``critic_lr=1e-3`` (D4's settings; the
+  critic's input standardisation has no switch and stays on). Its "after" is F1's evaluation at 256
+  episodes on the same seed and machine. Seed 0 first, then 1 and 2 as time allows.
+* **F1, the actor frozen** (phase ``f1_frozen_actor``; chosen after F1's seed 0, whose reasoner's own
+  answers rose 20.5 -> 42.9 % while the actor's keeping of its right answers fell 82.6 -> 52.1 %;
+  written 2026-12-04 before it ran): F1's setting and evaluations with ``agents.actor_0.train=false``
+  (the actor's adapter stays untuned; the reasoner and the critic learn as in F1). It measures how
+  much of the reasoner's gain reaches the team through an actor that does not drift. Seed 0 first.
+* **F4's start** (phase ``f4_untuned``; written 2026-12-04 before it ran): ``marft/MathJigsaw-v0`` with
+  its defaults (2 agents, a chain, all levels, profile ``jigsaw-v0``), the untuned model: greedy
+  held-out accuracy on ``EVAL_N`` test problems and the sampled solve rate on 64 training episodes at
+  E1's temperature, 48 new tokens per action. It says whether the untuned team is rewarded sometimes
+  (the env's promise) before any F4 run is planned.
 
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
@@ -99,6 +118,7 @@ import real_model  # noqa: E402  (the setting, the SFT control)
 
 OUT = Path(__file__).parent / "results" / "learning"
 MODEL, CHAIN, SOLO, CODE = real_model.MODEL, "marft/MathChain-v0", "marft/MathSolo-v0", "marft/CodeRepairSolo-v0"
+JIGSAW = "marft/MathJigsaw-v0"
 PROBLEMS = "synthetic:0"
 TOKENS = 48
 EVAL_N = 112
@@ -123,21 +143,15 @@ def temperature_rule(out: Path) -> dict:
     import torch
 
     import marft_envs
-    from marft_agents import RolloutEngine, Sampling, TrainConfig, build_policy
+    from marft_agents import TrainConfig, build_policy
 
     torch.set_num_threads(THREADS)
     config = TrainConfig(model=MODEL, env=CHAIN, env_kwargs=math_kwargs(), threads=THREADS, dtype=DTYPE)
     policy = build_policy(config, marft_envs.make(CHAIN, **math_kwargs()).possible_agents)
     rows, pick = [], TEMPERATURES[-1]
     for t in TEMPERATURES:
-        torch.manual_seed(0)
         started = time.perf_counter()
-        envs = [marft_envs.make(CHAIN, **math_kwargs()) for _ in range(64)]
-        with torch.no_grad():
-            episodes = RolloutEngine(policy, Sampling(temperature=t, max_new_tokens=TOKENS)).collect(
-                envs, range(64), seed_of=lambda i: 7_000_000 + i
-            )
-        solved = statistics.fmean(bool(e.solved) for e in episodes)
+        solved = sampled_solve_rate(policy, CHAIN, math_kwargs(), t)
         rows.append({"temperature": t, "solved": solved, "wall_s": time.perf_counter() - started})
         print(f"  untuned, T {t}: {solved:.1%} of 64 sampled training episodes solved", flush=True)
         if solved >= MIN_SOLVED:
@@ -146,6 +160,22 @@ def temperature_rule(out: Path) -> dict:
     result = {"rule": f"highest of {list(TEMPERATURES)} with untuned sampled solve rate >= {MIN_SOLVED}", "rows": rows, "temperature": pick}
     (out / "temperature.json").write_text(json.dumps(result, indent=2))
     return result
+
+
+def sampled_solve_rate(policy, env_id: str, env_kwargs: dict, temperature: float, n: int = 64) -> float:
+    """The share of ``n`` sampled training episodes (seeds 7,000,000 + i) the policy solves at ``temperature``."""
+    import torch
+
+    import marft_envs
+    from marft_agents import RolloutEngine, Sampling
+
+    torch.manual_seed(0)
+    envs = [marft_envs.make(env_id, **env_kwargs) for _ in range(n)]
+    with torch.no_grad():
+        episodes = RolloutEngine(policy, Sampling(temperature=temperature, max_new_tokens=TOKENS)).collect(
+            envs, range(n), seed_of=lambda i: 7_000_000 + i
+        )
+    return statistics.fmean(bool(e.solved) for e in episodes)
 
 
 def chosen_temperature(out: Path) -> float:
@@ -291,6 +321,52 @@ def f1(out: Path, seed: int) -> dict:
     return math_run(out, "f1_marft", seed, updates=F1_UPDATES, eval_every=UPDATES)
 
 
+def f4_untuned(out: Path, seed: int) -> dict:
+    """MathJigsaw's untuned team: greedy held-out accuracy and the sampled training solve rate at E1's T."""
+    import torch
+
+    import marft_envs
+    from marft_agents import TrainConfig, build_policy
+
+    fields = {"env": JIGSAW, "algo": "marft", "max_new_tokens": TOKENS, "eval_episodes": EVAL_N}
+    result = train_run(out / f"f4_untuned_s{seed}", seed=seed, updates=0, **fields)
+    path = out / f"f4_untuned_s{seed}" / "sampled.json"
+    if not path.is_file():
+        torch.set_num_threads(THREADS)
+        config = TrainConfig(model=MODEL, env=JIGSAW, threads=THREADS, dtype=DTYPE)
+        policy = build_policy(config, marft_envs.make(JIGSAW).possible_agents)
+        t = chosen_temperature(out)
+        started, cpu = time.perf_counter(), time.process_time()
+        rate = sampled_solve_rate(policy, JIGSAW, {}, t)
+        row = {
+            "temperature": t,
+            "solved": rate,
+            "episodes": 64,
+            "wall_s": time.perf_counter() - started,
+            "cpu_s": time.process_time() - cpu,
+        }
+        path.write_text(json.dumps(row, indent=2))
+        print(f"  untuned MathJigsaw, T {t}: {rate:.1%} of 64 sampled training episodes solved", flush=True)
+    return result
+
+
+def f1_frozen_actor(out: Path, seed: int) -> dict:
+    """F1 with the actor's adapter frozen (``agents.actor_0.train=false``): only the reasoner (and the critic) learn."""
+    from marft_agents import from_dict
+
+    frozen = from_dict({"agents.actor_0.train": False}).agents
+    return math_run(out, "f1_frozen", seed, updates=F1_UPDATES, eval_every=UPDATES, agents=frozen)
+
+
+def a_before(out: Path, seed: int) -> dict:
+    """E1's budget on this machine with D1-D4 switched back on (the ablation's "before"; F1 at 256 is its "after")."""
+    from marft_agents import algorithms
+
+    MARFTConfig = algorithms.config_class("marft")
+    old = MARFTConfig(shared_reward="per_agent", normalize_scope="batch", skip_equal_returns=False, critic_epochs=1, critic_lr=1e-3)
+    return math_run(out, "a_before", seed, algo_args=old)
+
+
 # ---- report ---------------------------------------------------------------------------------------
 
 
@@ -315,7 +391,7 @@ def _mean_se(xs: list[float]) -> tuple[float, float]:
 
 
 def _pct(x: float) -> str:
-    return "n/a" if x != x else f"{100 * x:.1f}"
+    return "n/a" if x is None or x != x else f"{100 * x:.1f}"
 
 
 def experiment_rows(out: Path, name: str, prefix: str, metric: str = "accuracy") -> list[str]:
@@ -380,15 +456,29 @@ def report(out: Path) -> str:
 
 
 def credit_report(out: Path) -> str:
-    """F1's table: greedy held-out accuracy before, at each midpoint evaluation, and after, per seed."""
-    runs = _runs(out, "f1_marft")
+    """F1's tables (the fixed MARFT, and with the actor frozen) and the ablation, per seed; writes table.md."""
+    f1_runs = _runs(out, "f1_marft")
+    parts = [
+        _f1_table("F1: MARFT after the credit fixes", f1_runs),
+        _f1_table("F1 with the actor frozen (agents.actor_0.train=false)", _runs(out, "f1_frozen")),
+        "\n".join(_ablation_rows(out, {r["dir"].name.rsplit("_s", 1)[1]: r for r in f1_runs})),
+    ]
+    table = "\n\n".join(p for p in parts if p)
+    (out / "table.md").write_text(table + "\n")
+    return table
+
+
+def _f1_table(title: str, runs: list[dict]) -> str:
+    """Greedy held-out accuracy before, at each midpoint evaluation and after, with the roles' diagnostics."""
+    if not runs:
+        return ""
     marks = [(i + 1) * EPISODES for i in range(UPDATES - 1, F1_UPDATES - 1, UPDATES)]
     head = [
         "| seed | before % | "
         + " | ".join(f"{m} episodes %" for m in marks)
-        + f" | after ({F1_UPDATES * EPISODES}) % | change | whole run min wall (CPU) |"
+        + f" | after ({F1_UPDATES * EPISODES}) % | change | reasoner's own answers % | actor keeps its right answers % | whole run min wall (CPU) |"
     ]
-    head.append("|---" * (len(marks) + 5) + "|")
+    head.append("|---" * (len(marks) + 7) + "|")
     lines, changes = [], []
     for r in runs:
         s, m = r["summary"], r["metrics"]
@@ -397,19 +487,42 @@ def credit_report(out: Path) -> str:
         runs_t = [json.loads(x) for x in timing.read_text().splitlines()] if timing.is_file() else []
         wall, cpu = sum(t["wall_s"] for t in runs_t), sum(t["cpu_s"] for t in runs_t)
         b, a = s["eval_before"]["accuracy"], s["eval_after"]["accuracy"]
+        rb, ra = s["eval_before"]["roles"]["reasoner_0"], s["eval_after"]["roles"]["reasoner_0"]
         changes.append(a - b)
         cells = [_pct(mids.get(mk // EPISODES - 1, math.nan)) for mk in marks]
         lines.append(
             f"| {r['dir'].name.rsplit('_s', 1)[1]} | {_pct(b)} | "
             + " | ".join(cells)
-            + f" | {_pct(a)} | {100 * (a - b):+.1f} | {wall / 60:.1f} ({cpu / 60:.1f}) |"
+            + f" | {_pct(a)} | {100 * (a - b):+.1f} | {_pct(rb['own_accuracy'])} -> {_pct(ra['own_accuracy'])}"
+            + f" | {_pct(rb['answer_accuracy_when_right'])} -> {_pct(ra['answer_accuracy_when_right'])} | {wall / 60:.1f} ({cpu / 60:.1f}) |"
         )
     mean, se = _mean_se(changes)
-    if runs:
-        lines.append(f"| **mean of {len(runs)}** | | " + " | " * len(marks) + f" | **{100 * mean:+.1f} ± {100 * se:.1f}** | |")
-    table = "\n".join(["F1: MARFT after the credit fixes; the change's ± is one standard error over seeds.", "", *head, *lines])
-    (out / "table.md").write_text(table + "\n")
-    return table
+    spread = f" ± {100 * se:.1f}" if se == se else ""
+    lines.append(f"| **mean of {len(runs)}** | | " + " | " * len(marks) + f" | **{100 * mean:+.1f}{spread}** | | | |")
+    return "\n".join([f"{title}; the change's ± is one standard error over seeds.", "", *head, *lines])
+
+
+def _ablation_rows(out: Path, f1_runs: dict[str, dict]) -> list[str]:
+    """The ablation at E1's budget: D1-D4 switched back on (``a_before``) against F1's evaluation at 256 episodes."""
+    before_runs = _runs(out, "a_before")
+    if not before_runs:
+        return []
+    lines = [
+        f"Ablation at E1's budget ({UPDATES * EPISODES} episodes), same seed and machine: D1-D4 switched back on, against F1 at that point.",
+        "",
+        "| seed | start % | defects on % | change | fixed (F1 at the same point) % | change |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in before_runs:
+        seed = r["dir"].name.rsplit("_s", 1)[1]
+        s = r["summary"]
+        b, a = s["eval_before"]["accuracy"], s["eval_after"]["accuracy"]
+        f1_run = f1_runs.get(seed)
+        rows = f1_run["metrics"] if f1_run else []
+        mid = rows[UPDATES - 1].get("eval/accuracy", math.nan) if len(rows) >= UPDATES else math.nan
+        fixed = f"{100 * (mid - b):+.1f}" if mid == mid else "n/a"
+        lines.append(f"| {seed} | {_pct(b)} | {_pct(a)} | {100 * (a - b):+.1f} | {_pct(mid)} | {fixed} |")
+    return lines
 
 
 def _plot(out: Path) -> None:
@@ -453,8 +566,11 @@ PHASES = {
     "e3_low_lr": e3_low_lr,
     "e4": e4,
     "f1": f1,
+    "a_before": a_before,
+    "f4_untuned": f4_untuned,
+    "f1_frozen_actor": f1_frozen_actor,
 }
-CREDIT_PHASES = {"f1"}
+CREDIT_PHASES = {"f1", "a_before", "f4_untuned", "f1_frozen_actor"}
 
 
 def main(argv=None) -> int:

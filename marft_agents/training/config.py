@@ -127,8 +127,9 @@ class TrainConfig:
 
 PRESETS: dict[str, dict[str, Any]] = {
     "default": {},
-    # The demo: 2-agent MathChain on synthetic problems with the embedded model, MARFT, 12-20 min on 2 cores (README).
-    "demo": {"run_dir": "runs/demo"},
+    # The demo: 2-agent MathChain on synthetic problems with the embedded model, MARFT; 100 updates
+    # (the fixed MARFT's seed-0 curve at 300 updates had its gain by update 75: docs/agents.md).
+    "demo": {"run_dir": "runs/demo", "updates": 100, "eval_every": 25},
 }
 
 
