@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # MARFT on the 2-agent MathChain with the embedded tiny model: held-out accuracy before and after,
-# runs/demo/summary.json and runs/demo/curves.png (12-20 minutes on 2 idle cores: 11-12 min on an Intel Xeon with AVX-512/AMX, 19.5 min on an AVX2-only AMD EPYC).
+# runs/demo/summary.json and runs/demo/curves.png (100 updates: 4-5 minutes on 2 idle cores of an AVX-512 EPYC; see the README).
 demo: $(STAMP)
 	$(BIN)/marft train --preset demo --overwrite
 
