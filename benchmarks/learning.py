@@ -15,7 +15,9 @@
     .venv/bin/python benchmarks/learning.py a_before --seeds 0  # ablation: E1's budget with the defects switched back on
     .venv/bin/python benchmarks/learning.py f4_untuned --seeds 0  # MathJigsaw's untuned team (F4's start)
     .venv/bin/python benchmarks/learning.py f1_frozen_actor --seeds 0  # F1 with the actor frozen
-    .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1's table
+    .venv/bin/python benchmarks/learning.py f2_ppo --seeds 0   # F2: single-agent PPO after the fixes, 800 episodes
+    .venv/bin/python benchmarks/learning.py f3 --seeds 0,1,2   # F3: MARFT after the fixes from a 54-step SFT checkpoint
+    .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1-F3's tables
 
 Every rule below was written before any RL run of this script, and none was changed after one.
 
@@ -92,6 +94,19 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   held-out accuracy on ``EVAL_N`` test problems and the sampled solve rate on 64 training episodes at
   E1's temperature, 48 new tokens per action. It says whether the untuned team is rewarded sometimes
   (the env's promise) before any F4 run is planned.
+* **F2** (phase ``f2_ppo``; written 2026-12-04 13:50 UTC, after the frozen actor's seeds 0 and 1 and
+  before any F2 run): E2's setting (``algo=ppo`` on ``marft/MathSolo-v0``, the same problems,
+  profile and temperature, ``2 x 48`` new tokens per action, greedy held-out at 96 tokens) with the
+  library's defaults after the fixes, for F1's budget: ``F1_UPDATES`` updates of 32 episodes, evaluated
+  every ``UPDATES`` updates. It is set against F1 and F1 with the actor frozen at equal episodes; the
+  tokens each side generated are read from the runs' ``train/response_tokens``. Seed 0 first.
+* **F3** (phase ``f3``; written 2026-12-04 13:50 UTC, before any F3 run): E3's supervised control made
+  again in ``results/credit/`` (E3's adapters were not kept), by a number of steps instead of seconds
+  so that it is the same batches on any machine: ``F3_SFT_STEPS`` (what E3's 480 s made, seed 0).
+  Then MARFT with the library's defaults after the fixes (both agents learning, lr 3e-4: it asks
+  whether E3's loss of 7 points was the defects) from its adapters (``init_from=``), ``UPDATES``
+  updates of 32 episodes, greedy held-out before (the SFT team) and after. Goal: +3 points beyond two
+  standard errors over the SFT checkpoint. Seeds 0 and 1 first, then 2.
 
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
@@ -129,6 +144,7 @@ LONG_UPDATES = 2 * UPDATES
 SFT_SECONDS = 480
 E3_UPDATES = 6
 F1_UPDATES = 25  # 800 episodes of 32
+F3_SFT_STEPS = 54  # the steps E3's 480 s of SFT made (results/learning/sft_s0.json)
 CREDIT_OUT = OUT.parent / "credit"
 CODE_TOKENS, CODE_EVAL_N = 256, 20
 DTYPE, THREADS = "float32", 2  # the timing run alone: 2 threads ~50 s per 16-episode update in fp32 and bf16 alike, 1 thread 82-95 s
@@ -358,6 +374,23 @@ def f1_frozen_actor(out: Path, seed: int) -> dict:
     return math_run(out, "f1_frozen", seed, updates=F1_UPDATES, eval_every=UPDATES, agents=frozen)
 
 
+def f2_ppo(out: Path, seed: int) -> dict:
+    """Single-agent PPO after the fixes on E2's setting, F1's budget (800 episodes), evaluated every 256."""
+    return math_run(out, "f2_ppo", seed, env=SOLO, algo="ppo", max_new_tokens=2 * TOKENS, updates=F1_UPDATES, eval_every=UPDATES)
+
+
+def f3_sft(out: Path) -> Path:
+    """The SFT checkpoint of F3 (seed 0, ``F3_SFT_STEPS`` supervised steps); its run folder for init_from."""
+    if not (out / "sft_s0.json").is_file():
+        real_model.run_sft(out, PROBLEMS, 0, None, threads=THREADS, steps=F3_SFT_STEPS)
+    return out / "sft_s0_run"
+
+
+def f3(out: Path, seed: int) -> dict:
+    """MARFT after the credit fixes from the SFT checkpoint, E1's budget (256 episodes)."""
+    return math_run(out, "f3_marft", seed, init_from=str(f3_sft(out)))
+
+
 def a_before(out: Path, seed: int) -> dict:
     """E1's budget on this machine with D1-D4 switched back on (the ablation's "before"; F1 at 256 is its "after")."""
     from marft_agents import algorithms
@@ -384,6 +417,13 @@ def _runs(out: Path, prefix: str) -> list[dict]:
     return rows
 
 
+def _wall_cpu(run_dir: Path) -> tuple[float, float]:
+    """A run's wall and CPU seconds, summed over its (resumed) processes' lines in ``<run>.timing.jsonl``."""
+    timing = run_dir.parent / f"{run_dir.name}.timing.jsonl"
+    rows = [json.loads(x) for x in timing.read_text().splitlines()] if timing.is_file() else []
+    return sum(t["wall_s"] for t in rows), sum(t["cpu_s"] for t in rows)
+
+
 def _mean_se(xs: list[float]) -> tuple[float, float]:
     if not xs:
         return math.nan, math.nan
@@ -401,9 +441,7 @@ def experiment_rows(out: Path, name: str, prefix: str, metric: str = "accuracy")
         s, m = r["summary"], r["metrics"]
         b, a = s["eval_before"], s["eval_after"]
         sig = s.get("signal", {})
-        timing = r["dir"].parent / f"{r['dir'].name}.timing.jsonl"
-        runs_t = [json.loads(x) for x in timing.read_text().splitlines()] if timing.is_file() else []
-        wall, cpu = sum(t["wall_s"] for t in runs_t), sum(t["cpu_s"] for t in runs_t)
+        wall, cpu = _wall_cpu(r["dir"])
         lines.append(
             f"| {name} | {r['dir'].name.rsplit('_s', 1)[1]} | {_pct(b[metric])} | {_pct(a[metric])} | "
             f"{100 * (a[metric] - b[metric]):+.1f} | {_pct(sig.get('rewarded_frac', math.nan))} | "
@@ -456,11 +494,18 @@ def report(out: Path) -> str:
 
 
 def credit_report(out: Path) -> str:
-    """F1's tables (the fixed MARFT, and with the actor frozen) and the ablation, per seed; writes table.md."""
+    """F1's tables (the fixed MARFT, and with the actor frozen), F2's and F3's, and the ablation, per seed; writes table.md."""
     f1_runs = _runs(out, "f1_marft")
+    sft = out / "sft_s0.json"
+    sft_note = ""
+    if sft.is_file():
+        row = json.loads(sft.read_text())
+        sft_note = f" (the SFT checkpoint: {row['steps']} steps, {row['wall_s'] / 60:.1f} min wall)"
     parts = [
         _f1_table("F1: MARFT after the credit fixes", f1_runs),
         _f1_table("F1 with the actor frozen (agents.actor_0.train=false)", _runs(out, "f1_frozen")),
+        _f1_table("F2: single-agent PPO after the fixes, MathSolo-v0, 96 tokens", _runs(out, "f2_ppo")),
+        _f1_table(f"F3: MARFT after the fixes from SFT{sft_note}", _runs(out, "f3_marft")),
         "\n".join(_ablation_rows(out, {r["dir"].name.rsplit("_s", 1)[1]: r for r in f1_runs})),
     ]
     table = "\n\n".join(p for p in parts if p)
@@ -468,37 +513,48 @@ def credit_report(out: Path) -> str:
     return table
 
 
+def _episode_tokens(row: dict) -> float:
+    """Tokens one sampled training episode generated: each agent's mean response length, summed (one round)."""
+    lengths = [v for k, v in row.items() if k.startswith("train/") and k.endswith("/response_length")]
+    return sum(lengths) if lengths else row.get("train/response_tokens", math.nan)
+
+
 def _f1_table(title: str, runs: list[dict]) -> str:
     """Greedy held-out accuracy before, at each midpoint evaluation and after, with the roles' diagnostics."""
     if not runs:
         return ""
-    marks = [(i + 1) * EPISODES for i in range(UPDATES - 1, F1_UPDATES - 1, UPDATES)]
+    updates = runs[0]["summary"]["updates"]
+    marks = [(i + 1) * EPISODES for i in range(UPDATES - 1, updates - 1, UPDATES)]
     head = [
         "| seed | before % | "
         + " | ".join(f"{m} episodes %" for m in marks)
-        + f" | after ({F1_UPDATES * EPISODES}) % | change | reasoner's own answers % | actor keeps its right answers % | whole run min wall (CPU) |"
+        + (" | " if marks else "")
+        + f"after ({updates * EPISODES}) % | change | first agent's own answers % | actor keeps its right answers % | "
+        "tokens per training episode | whole run min wall (CPU) |"
     ]
-    head.append("|---" * (len(marks) + 7) + "|")
+    head.append("|---" * (len(marks) + 8) + "|")
     lines, changes = [], []
     for r in runs:
         s, m = r["summary"], r["metrics"]
         mids = {i: x["eval/accuracy"] for i, x in enumerate(m) if "eval/accuracy" in x}
-        timing = r["dir"].parent / f"{r['dir'].name}.timing.jsonl"
-        runs_t = [json.loads(x) for x in timing.read_text().splitlines()] if timing.is_file() else []
-        wall, cpu = sum(t["wall_s"] for t in runs_t), sum(t["cpu_s"] for t in runs_t)
+        wall, cpu = _wall_cpu(r["dir"])
         b, a = s["eval_before"]["accuracy"], s["eval_after"]["accuracy"]
-        rb, ra = s["eval_before"]["roles"]["reasoner_0"], s["eval_after"]["roles"]["reasoner_0"]
+        first = next(iter(s["eval_before"]["roles"]))  # the reasoner on the chain, the solver alone
+        rb, ra = s["eval_before"]["roles"][first], s["eval_after"]["roles"][first]
         changes.append(a - b)
         cells = [_pct(mids.get(mk // EPISODES - 1, math.nan)) for mk in marks]
+        tokens = statistics.fmean(_episode_tokens(x) for x in m)
         lines.append(
             f"| {r['dir'].name.rsplit('_s', 1)[1]} | {_pct(b)} | "
             + " | ".join(cells)
-            + f" | {_pct(a)} | {100 * (a - b):+.1f} | {_pct(rb['own_accuracy'])} -> {_pct(ra['own_accuracy'])}"
-            + f" | {_pct(rb['answer_accuracy_when_right'])} -> {_pct(ra['answer_accuracy_when_right'])} | {wall / 60:.1f} ({cpu / 60:.1f}) |"
+            + (" | " if cells else "")
+            + f"{_pct(a)} | {100 * (a - b):+.1f} | {_pct(rb['own_accuracy'])} -> {_pct(ra['own_accuracy'])}"
+            + f" | {_pct(rb.get('answer_accuracy_when_right'))} -> {_pct(ra.get('answer_accuracy_when_right'))}"
+            + f" | {tokens:.0f} | {wall / 60:.1f} ({cpu / 60:.1f}) |"
         )
     mean, se = _mean_se(changes)
     spread = f" ± {100 * se:.1f}" if se == se else ""
-    lines.append(f"| **mean of {len(runs)}** | | " + " | " * len(marks) + f" | **{100 * mean:+.1f}{spread}** | | | |")
+    lines.append(f"| **mean of {len(runs)}** | | " + " | " * len(marks) + f" | **{100 * mean:+.1f}{spread}** | | | | |")
     return "\n".join([f"{title}; the change's ± is one standard error over seeds.", "", *head, *lines])
 
 
@@ -548,9 +604,10 @@ def _plot(out: Path) -> None:
 
 
 def _smoke() -> None:
-    global MODEL, EVAL_N, UPDATES, EPISODES, SFT_SECONDS, E3_UPDATES, TEMPERATURES, TOKENS, CODE_TOKENS, CODE_EVAL_N, F1_UPDATES
+    global MODEL, EVAL_N, UPDATES, EPISODES, SFT_SECONDS, E3_UPDATES, TEMPERATURES, TOKENS, CODE_TOKENS, CODE_EVAL_N
+    global F1_UPDATES, F3_SFT_STEPS
     MODEL, EVAL_N, UPDATES, EPISODES, SFT_SECONDS, E3_UPDATES, TEMPERATURES, TOKENS = "embedded", 8, 2, 8, 5, 1, (0.7,), 8
-    F1_UPDATES = 3
+    F1_UPDATES, F3_SFT_STEPS = 3, 2
     CODE_TOKENS, CODE_EVAL_N = 16, 4
     real_model.MODEL, real_model.EVAL_N, real_model.MAX_NEW_TOKENS, real_model.EPISODES = "embedded", 8, 8, 8
 
@@ -569,8 +626,10 @@ PHASES = {
     "a_before": a_before,
     "f4_untuned": f4_untuned,
     "f1_frozen_actor": f1_frozen_actor,
+    "f2_ppo": f2_ppo,
+    "f3": f3,
 }
-CREDIT_PHASES = {"f1", "a_before", "f4_untuned", "f1_frozen_actor"}
+CREDIT_PHASES = {"f1", "a_before", "f4_untuned", "f1_frozen_actor", "f2_ppo", "f3"}
 
 
 def main(argv=None) -> int:
@@ -590,7 +649,8 @@ def main(argv=None) -> int:
     if args.phase == "temperature":
         temperature_rule(args.out)
     elif args.phase == "report":
-        print(credit_report(args.out) if any(args.out.glob("f1_marft_s*")) else report(args.out))
+        credit = any(any(args.out.glob(f"{prefix}_s*")) for prefix in ("f1_marft", "f1_frozen", "f2_ppo", "f3_marft", "a_before"))
+        print(credit_report(args.out) if credit else report(args.out))
     else:
         for seed in (int(s) for s in args.seeds.split(",")):
             PHASES[args.phase](args.out, seed)

@@ -147,11 +147,21 @@ def sft_examples(problems: str, seed: int, n: int) -> list[tuple[dict, str, dict
     return examples
 
 
-def run_sft(out: Path, problems: str, seed: int, seconds: float | None, lr: float = 3e-4, updates: int = 0, threads: int = 1) -> dict:
+def run_sft(
+    out: Path,
+    problems: str,
+    seed: int,
+    seconds: float | None,
+    lr: float = 3e-4,
+    updates: int = 0,
+    threads: int = 1,
+    steps: int | None = None,
+) -> dict:
     """The supervised control: both adapters trained on gold targets for ``seconds``, then evaluated.
 
     ``seconds=None`` runs beside a MARFT run of ``updates`` updates: it trains until that run has
     logged all its updates and for as long as they took (the sum of their ``time/update_s``).
+    ``steps`` instead trains exactly that many steps (the same batches on any machine; ``seconds`` unused).
     """
     import torch
 
@@ -163,7 +173,7 @@ def run_sft(out: Path, problems: str, seed: int, seconds: float | None, lr: floa
     optimizers = {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in (reasoner, actor)}
     pool = sft_examples(problems, seed, 4096)
     started, step, losses = time.perf_counter(), 0, []
-    while not _budget_spent(out, seed, seconds, updates, time.perf_counter() - started):
+    while (step < steps) if steps is not None else not _budget_spent(out, seed, seconds, updates, time.perf_counter() - started):
         batch = [pool[(step * EPISODES + i) % len(pool)] for i in range(EPISODES)]
         for agent, (obs_at, target_at) in ((reasoner, (0, 1)), (actor, (2, 3))):
             prompts = [policy.prompt(b[obs_at]) for b in batch]
@@ -185,7 +195,7 @@ def run_sft(out: Path, problems: str, seed: int, seconds: float | None, lr: floa
     after = held_out(policy, problems)
     result = {
         "seed": seed,
-        "seconds": seconds if seconds is not None else marft_seconds(out, seed),
+        "seconds": seconds if seconds is not None or steps is not None else marft_seconds(out, seed),
         "wall_s": wall,
         "steps": step,
         "lr": lr,
