@@ -17,6 +17,7 @@
     .venv/bin/python benchmarks/learning.py f1_frozen_actor --seeds 0  # F1 with the actor frozen
     .venv/bin/python benchmarks/learning.py f2_ppo --seeds 0   # F2: single-agent PPO after the fixes, 800 episodes
     .venv/bin/python benchmarks/learning.py f3 --seeds 0,1,2   # F3: MARFT after the fixes from a 54-step SFT checkpoint
+    .venv/bin/python benchmarks/learning.py f3_low_lr --seeds 0,1  # F3's lever: the adapters' lr 3e-5
     .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1-F3's tables
 
 Every rule below was written before any RL run of this script, and none was changed after one.
@@ -107,6 +108,10 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   whether E3's loss of 7 points was the defects) from its adapters (``init_from=``), ``UPDATES``
   updates of 32 episodes, greedy held-out before (the SFT team) and after. Goal: +3 points beyond two
   standard errors over the SFT checkpoint. Seeds 0 and 1 first, then 2.
+* **F3's lever** (phase ``f3_low_lr``; written 2026-12-04 15:31 UTC, after F3's seeds 0 and 1 had lost
+  5.4 and 9.8 points and F3 seed 2 had started, before this ran): F3 with the adapters' learning
+  rate 3e-5 (E3's ablation, +0.9 on one seed before the fixes), all else equal. Seeds 0 and 1, then
+  2 if the session has the time.
 
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
@@ -391,6 +396,15 @@ def f3(out: Path, seed: int) -> dict:
     return math_run(out, "f3_marft", seed, init_from=str(f3_sft(out)))
 
 
+def f3_low_lr(out: Path, seed: int) -> dict:
+    """F3 with the adapters' learning rate 3e-5 (10x lower), all else equal."""
+    from marft_agents import algorithms
+
+    MARFTConfig = algorithms.config_class("marft")
+
+    return math_run(out, "f3_lowlr", seed, algo_args=MARFTConfig(lr=3e-5), init_from=str(f3_sft(out)))
+
+
 def a_before(out: Path, seed: int) -> dict:
     """E1's budget on this machine with D1-D4 switched back on (the ablation's "before"; F1 at 256 is its "after")."""
     from marft_agents import algorithms
@@ -506,6 +520,7 @@ def credit_report(out: Path) -> str:
         _f1_table("F1 with the actor frozen (agents.actor_0.train=false)", _runs(out, "f1_frozen")),
         _f1_table("F2: single-agent PPO after the fixes, MathSolo-v0, 96 tokens", _runs(out, "f2_ppo")),
         _f1_table(f"F3: MARFT after the fixes from SFT{sft_note}", _runs(out, "f3_marft")),
+        _f1_table("F3's lever: the same at lr 3e-5", _runs(out, "f3_lowlr")),
         "\n".join(_ablation_rows(out, {r["dir"].name.rsplit("_s", 1)[1]: r for r in f1_runs})),
     ]
     table = "\n\n".join(p for p in parts if p)
@@ -628,8 +643,9 @@ PHASES = {
     "f1_frozen_actor": f1_frozen_actor,
     "f2_ppo": f2_ppo,
     "f3": f3,
+    "f3_low_lr": f3_low_lr,
 }
-CREDIT_PHASES = {"f1", "a_before", "f4_untuned", "f1_frozen_actor", "f2_ppo", "f3"}
+CREDIT_PHASES = {"f1", "a_before", "f4_untuned", "f1_frozen_actor", "f2_ppo", "f3", "f3_low_lr"}
 
 
 def main(argv=None) -> int:

@@ -127,6 +127,8 @@ def no_signal_warning(update: int, metrics: dict[str, float], options: list[str]
         effect = "so every advantage was 0"
     elif skipped:
         effect = "so no policy step was taken (the critic still fit)"
+    elif rewarded == 0:  # every return was 0, so only skip_equal_returns=false lets the learner step
+        effect = "yet the policy took a step on the critic's advantages (skip_equal_returns=false)"
     else:
         effect = "but its returns differed, so the policy took a step on the critic's advantages"
     return f"warning: update {update} had no reward signal ({what}), {effect}; try, in this order: {todo} ({RECIPE_DOC})"

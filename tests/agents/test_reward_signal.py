@@ -242,6 +242,14 @@ def test_the_warnings_name_only_options_not_in_use():
     line = no_signal_warning(3, {"signal/rewarded_frac": 0.25, "signal/zero_spread_frac": 1.0}, on_real)
     assert "\n" not in line and "update 3 had no reward signal" in line and "25%" in line
     assert "smollm2" not in line and "When the reward is zero" in line
+    # What the step did: by a group-relative learner, skipped, or taken with the skip switched off.
+    for skipped, effect in [
+        (None, "so every advantage was 0"),
+        (1.0, "so no policy step was taken"),
+        (0.0, "yet the policy took a step on the critic's advantages (skip_equal_returns=false)"),
+    ]:
+        metrics = {"signal/rewarded_frac": 0.0} | ({} if skipped is None else {"policy/skipped_equal_returns": skipped})
+        assert effect in no_signal_warning(1, metrics, on_real)
     assert "try a real model" not in zero_reward_warning(2, "smollm2-135m-instruct", on_real)
     assert "model=smollm2-135m-instruct" not in zero_reward_warning(2, "smollm2-135m-instruct", on_real)
     assert "try a real model such as model=smollm2-135m-instruct" in zero_reward_warning(2, "embedded", on_embedded)
