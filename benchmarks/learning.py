@@ -507,6 +507,16 @@ def report(out: Path) -> str:
     return table
 
 
+# The credit experiments' run-folder prefixes and their tables' titles, in the report's order.
+CREDIT_TABLES = (
+    ("f1_marft", "F1: MARFT after the credit fixes"),
+    ("f1_frozen", "F1 with the actor frozen (agents.actor_0.train=false)"),
+    ("f2_ppo", "F2: single-agent PPO after the fixes, MathSolo-v0, 96 tokens"),
+    ("f3_marft", "F3: MARFT after the fixes from SFT"),
+    ("f3_lowlr", "F3's lever: the same at lr 3e-5"),
+)
+
+
 def credit_report(out: Path) -> str:
     """F1's tables (the fixed MARFT, and with the actor frozen), F2's and F3's, and the ablation, per seed; writes table.md."""
     f1_runs = _runs(out, "f1_marft")
@@ -515,14 +525,10 @@ def credit_report(out: Path) -> str:
     if sft.is_file():
         row = json.loads(sft.read_text())
         sft_note = f" (the SFT checkpoint: {row['steps']} steps, {row['wall_s'] / 60:.1f} min wall)"
-    parts = [
-        _f1_table("F1: MARFT after the credit fixes", f1_runs),
-        _f1_table("F1 with the actor frozen (agents.actor_0.train=false)", _runs(out, "f1_frozen")),
-        _f1_table("F2: single-agent PPO after the fixes, MathSolo-v0, 96 tokens", _runs(out, "f2_ppo")),
-        _f1_table(f"F3: MARFT after the fixes from SFT{sft_note}", _runs(out, "f3_marft")),
-        _f1_table("F3's lever: the same at lr 3e-5", _runs(out, "f3_lowlr")),
-        "\n".join(_ablation_rows(out, {r["dir"].name.rsplit("_s", 1)[1]: r for r in f1_runs})),
-    ]
+    titles = {prefix: title for prefix, title in CREDIT_TABLES}
+    titles["f3_marft"] += sft_note
+    parts = [_f1_table(title, _runs(out, prefix)) for prefix, title in titles.items()]
+    parts.append("\n".join(_ablation_rows(out, {r["dir"].name.rsplit("_s", 1)[1]: r for r in f1_runs})))
     table = "\n\n".join(p for p in parts if p)
     (out / "table.md").write_text(table + "\n")
     return table
@@ -665,7 +671,7 @@ def main(argv=None) -> int:
     if args.phase == "temperature":
         temperature_rule(args.out)
     elif args.phase == "report":
-        credit = any(any(args.out.glob(f"{prefix}_s*")) for prefix in ("f1_marft", "f1_frozen", "f2_ppo", "f3_marft", "a_before"))
+        credit = any(any(args.out.glob(f"{prefix}_s*")) for prefix in (*dict(CREDIT_TABLES), "a_before"))
         print(credit_report(args.out) if credit else report(args.out))
     else:
         for seed in (int(s) for s in args.seeds.split(",")):
