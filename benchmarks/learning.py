@@ -18,7 +18,11 @@
     .venv/bin/python benchmarks/learning.py f2_ppo --seeds 0   # F2: single-agent PPO after the fixes, 800 episodes
     .venv/bin/python benchmarks/learning.py f3 --seeds 0,1,2   # F3: MARFT after the fixes from a 54-step SFT checkpoint
     .venv/bin/python benchmarks/learning.py f3_low_lr --seeds 0,1  # F3's lever: the adapters' lr 3e-5
-    .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1-F3's tables
+    .venv/bin/python benchmarks/learning.py f4_l1_untuned --seeds 0  # F4's start: MathJigsaw level 1, untuned
+    .venv/bin/python benchmarks/learning.py f4_marft --seeds 0,1,2  # F4: MARFT on MathJigsaw level 1, 512 episodes
+    .venv/bin/python benchmarks/learning.py f4_tree --seeds 0,1,2   # F4: GRPO with tree grouping, the same tokens
+    .venv/bin/python benchmarks/learning.py f4_marft_t03 --seeds 0  # F4's amendment: MARFT at T 0.3
+    .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1-F4's tables
 
 Every rule below was written before any RL run of this script, and none was changed after one.
 
@@ -112,6 +116,31 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   5.4 and 9.8 points and F3 seed 2 had started, before this ran): F3 with the adapters' learning
   rate 3e-5 (E3's ablation, +0.9 on one seed before the fixes), all else equal. Seeds 0 and 1, then
   2 if the session has the time.
+* **F4** (phases ``f4_l1_untuned``, ``f4_marft``, ``f4_tree``; written 2026-12-04 16:38 UTC, before any of
+  them ran, after ``f4_untuned``: the all-levels untuned team was rewarded in 3.1 % of sampled training
+  episodes, about one per update): ``marft/MathJigsaw-v0`` at level 1 (``F4_ENV_KWARGS``: one fact
+  per share, the env's easiest), whatever its untuned rate turns out to be; otherwise the env's defaults
+  (2 agents, a chain, ``jigsaw-v0``) and E1's 48 tokens, temperature and 32 episodes per update; greedy
+  held-out accuracy on ``EVAL_N`` test problems. ``f4_l1_untuned``: the untuned team, greedy and sampled as
+  ``f4_untuned`` (every run's start). ``f4_marft``: MARFT with the library's defaults after the fixes,
+  both agents learning, ``F4_UPDATES`` updates (512 training episodes), evaluated at the midpoint too.
+  ``f4_tree``: GRPO (its defaults) with ``grouping=tree``, K 4 candidates per node, M 2 continuations,
+  the trunk by score and the continuations kept (D6's fix), for half the updates, because a tree
+  generates about twice an episode's tokens (K candidates at each of the two nodes plus K x M
+  continuations, against 2K for K episodes); evaluated at its midpoint; each run's generated tokens are
+  in the table. Order: f4_l1_untuned, then f4_marft and f4_tree alternating by seed (0, 0, 1, 1, 2, 2);
+  a run starts only if the last run of its phase says it would end by 19:00 UTC. Goal: +10 points
+  beyond two standard errors over the untuned level-1 team.
+* **F4's amendment** (phase ``f4_marft_t03``; written 2026-12-04 17:00 UTC, after ``f4_l1_untuned`` and
+  after ``f4_marft`` seed 0 had started, before any of its updates was read): the untuned level-1 team
+  is right on 9.8 % of the test problems greedy but on 1.6 % (1 of 64) of sampled training episodes at
+  T 0.7, about one rewarded episode every two updates, so more seeds at T 0.7 would add runs that can
+  hardly learn. E1's temperature rule (the highest of 0.7, 0.5, 0.3 with 10 % sampled, else 0.3) would
+  almost surely take 0.3 here, the greedy team itself being below 10 %; 0.3 is taken without measuring
+  0.5 and 0.3, to save the session's time. So the order becomes: ``f4_marft`` seed 0 and ``f4_tree``
+  seed 0 as written (the two methods on the written setting), then ``f4_marft_t03`` seed 0
+  (``f4_marft`` at T 0.3, all else equal); after it, only runs that end by 19:00 UTC, in this order:
+  ``f4_marft_t03`` seed 1, ``f4_marft`` seed 1, ``f4_tree`` seed 1.
 
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
@@ -150,6 +179,8 @@ SFT_SECONDS = 480
 E3_UPDATES = 6
 F1_UPDATES = 25  # 800 episodes of 32
 F3_SFT_STEPS = 54  # the steps E3's 480 s of SFT made (results/learning/sft_s0.json)
+F4_UPDATES = 16  # 512 episodes of 32 (MARFT); the tree runs take half
+F4_ENV_KWARGS = {"levels": (1,)}
 CREDIT_OUT = OUT.parent / "credit"
 CODE_TOKENS, CODE_EVAL_N = 256, 20
 DTYPE, THREADS = "float32", 2  # the timing run alone: 2 threads ~50 s per 16-episode update in fp32 and bf16 alike, 1 thread 82-95 s
@@ -342,23 +373,24 @@ def f1(out: Path, seed: int) -> dict:
     return math_run(out, "f1_marft", seed, updates=F1_UPDATES, eval_every=UPDATES)
 
 
-def f4_untuned(out: Path, seed: int) -> dict:
+def f4_untuned(out: Path, seed: int, name: str = "f4_untuned", env_kwargs: dict | None = None) -> dict:
     """MathJigsaw's untuned team: greedy held-out accuracy and the sampled training solve rate at E1's T."""
     import torch
 
     import marft_envs
     from marft_agents import TrainConfig, build_policy
 
-    fields = {"env": JIGSAW, "algo": "marft", "max_new_tokens": TOKENS, "eval_episodes": EVAL_N}
-    result = train_run(out / f"f4_untuned_s{seed}", seed=seed, updates=0, **fields)
-    path = out / f"f4_untuned_s{seed}" / "sampled.json"
+    env_kwargs = env_kwargs or {}
+    fields = {"env": JIGSAW, "env_kwargs": env_kwargs, "algo": "marft", "max_new_tokens": TOKENS, "eval_episodes": EVAL_N}
+    result = train_run(out / f"{name}_s{seed}", seed=seed, updates=0, **fields)
+    path = out / f"{name}_s{seed}" / "sampled.json"
     if not path.is_file():
         torch.set_num_threads(THREADS)
-        config = TrainConfig(model=MODEL, env=JIGSAW, threads=THREADS, dtype=DTYPE)
-        policy = build_policy(config, marft_envs.make(JIGSAW).possible_agents)
+        config = TrainConfig(model=MODEL, env=JIGSAW, env_kwargs=env_kwargs, threads=THREADS, dtype=DTYPE)
+        policy = build_policy(config, marft_envs.make(JIGSAW, **env_kwargs).possible_agents)
         t = chosen_temperature(out)
         started, cpu = time.perf_counter(), time.process_time()
-        rate = sampled_solve_rate(policy, JIGSAW, {}, t)
+        rate = sampled_solve_rate(policy, JIGSAW, env_kwargs, t)
         row = {
             "temperature": t,
             "solved": rate,
@@ -367,8 +399,46 @@ def f4_untuned(out: Path, seed: int) -> dict:
             "cpu_s": time.process_time() - cpu,
         }
         path.write_text(json.dumps(row, indent=2))
-        print(f"  untuned MathJigsaw, T {t}: {rate:.1%} of 64 sampled training episodes solved", flush=True)
+        print(f"  untuned MathJigsaw {env_kwargs}, T {t}: {rate:.1%} of 64 sampled training episodes solved", flush=True)
     return result
+
+
+def f4_l1_untuned(out: Path, seed: int) -> dict:
+    """F4's setting, MathJigsaw at level 1: the untuned team (the runs' common start)."""
+    return f4_untuned(out, seed, "f4_l1_untuned", F4_ENV_KWARGS)
+
+
+def jigsaw_run(out: Path, name: str, seed: int, **fields) -> dict:
+    """One run on F4's setting (MathJigsaw at level 1, E1's tokens, temperature and episodes), with ``fields``."""
+    setting = {
+        "env": JIGSAW,
+        "env_kwargs": F4_ENV_KWARGS,
+        "episodes_per_update": EPISODES,
+        "max_new_tokens": TOKENS,
+        "temperature": chosen_temperature(out),
+        "eval_episodes": EVAL_N,
+    }
+    return train_run(out / f"{name}_s{seed}", seed=seed, **{**setting, **fields})
+
+
+def f4_marft(out: Path, seed: int) -> dict:
+    """F4: MARFT after the fixes on MathJigsaw level 1, both agents learning, ``F4_UPDATES`` updates, evaluated at the midpoint."""
+    return jigsaw_run(out, "f4_marft", seed, algo="marft", updates=F4_UPDATES, eval_every=F4_UPDATES // 2)
+
+
+def f4_marft_t03(out: Path, seed: int) -> dict:
+    """F4's amendment: ``f4_marft`` at T 0.3 (E1's temperature rule's fallback on this setting), all else equal."""
+    return jigsaw_run(out, "f4_marft_t03", seed, algo="marft", updates=F4_UPDATES, eval_every=F4_UPDATES // 2, temperature=0.3)
+
+
+def f4_tree(out: Path, seed: int) -> dict:
+    """F4: GRPO with tree grouping (K 4, M 2, the trunk by score), half F4's updates (a tree costs about twice the tokens)."""
+    from marft_agents import algorithms
+
+    GRPOConfig = algorithms.config_class("grpo")
+
+    tree = GRPOConfig(group_size=4, grouping="tree", tree_continuations=2, tree_pick="best")
+    return jigsaw_run(out, "f4_tree", seed, algo="grpo", algo_args=tree, updates=F4_UPDATES // 2, eval_every=F4_UPDATES // 4)
 
 
 def f1_frozen_actor(out: Path, seed: int) -> dict:
@@ -507,13 +577,16 @@ def report(out: Path) -> str:
     return table
 
 
-# The credit experiments' run-folder prefixes and their tables' titles, in the report's order.
+# The credit experiments' run-folder prefixes, their plot panels' and tables' titles, in the report's order.
 CREDIT_TABLES = (
-    ("f1_marft", "F1: MARFT after the credit fixes"),
-    ("f1_frozen", "F1 with the actor frozen (agents.actor_0.train=false)"),
-    ("f2_ppo", "F2: single-agent PPO after the fixes, MathSolo-v0, 96 tokens"),
-    ("f3_marft", "F3: MARFT after the fixes from SFT"),
-    ("f3_lowlr", "F3's lever: the same at lr 3e-5"),
+    ("f1_marft", "F1: MARFT, both learn", "F1: MARFT after the credit fixes"),
+    ("f1_frozen", "F1: the actor frozen", "F1 with the actor frozen (agents.actor_0.train=false)"),
+    ("f2_ppo", "F2: PPO, one agent", "F2: single-agent PPO after the fixes, MathSolo-v0, 96 tokens"),
+    ("f3_marft", "F3: from SFT", "F3: MARFT after the fixes from SFT"),
+    ("f3_lowlr", "F3: from SFT, lr 3e-5", "F3's lever: the same at lr 3e-5"),
+    ("f4_marft", "F4: MARFT, MathJigsaw", "F4: MARFT after the fixes, MathJigsaw-v0 level 1 (sharer -> answerer)"),
+    ("f4_marft_t03", "F4: MARFT, MathJigsaw, T 0.3", "F4's amendment: MARFT at T 0.3, MathJigsaw-v0 level 1"),
+    ("f4_tree", "F4: GRPO tree, MathJigsaw", "F4: GRPO with tree grouping (K 4, M 2, the trunk by score), MathJigsaw-v0 level 1"),
 )
 
 
@@ -525,13 +598,60 @@ def credit_report(out: Path) -> str:
     if sft.is_file():
         row = json.loads(sft.read_text())
         sft_note = f" (the SFT checkpoint: {row['steps']} steps, {row['wall_s'] / 60:.1f} min wall)"
-    titles = {prefix: title for prefix, title in CREDIT_TABLES}
+    titles = {prefix: title for prefix, _, title in CREDIT_TABLES}
     titles["f3_marft"] += sft_note
     parts = [_f1_table(title, _runs(out, prefix)) for prefix, title in titles.items()]
+    parts += [_untuned_line(d) for d in sorted(out.glob("f4_*untuned_s*")) if (d / "sampled.json").is_file()]
     parts.append("\n".join(_ablation_rows(out, {r["dir"].name.rsplit("_s", 1)[1]: r for r in f1_runs})))
     table = "\n\n".join(p for p in parts if p)
     (out / "table.md").write_text(table + "\n")
+    _heldout_plot(out)
     return table
+
+
+def _heldout_curve(run: dict) -> tuple[list[int], list[float]]:
+    """A run's greedy held-out accuracy against training episodes: before, at each midpoint evaluation, after."""
+    s, per_update = run["summary"], run["summary"]["episodes_per_update"]
+    points = [(0, s["eval_before"]["accuracy"])]
+    points += [((i + 1) * per_update, x["eval/accuracy"]) for i, x in enumerate(run["metrics"]) if "eval/accuracy" in x]
+    points.append((s["updates"] * per_update, s["eval_after"]["accuracy"]))
+    return [e for e, _ in points], [100 * a for _, a in points]
+
+
+def _heldout_plot(out: Path) -> None:
+    """``heldout.png``: one panel per credit experiment, greedy held-out accuracy against training episodes, a line per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(panel, runs) for prefix, panel, _ in CREDIT_TABLES if (runs := _runs(out, prefix))]
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), squeeze=False)
+    for ax, (title, runs) in zip(axes[0], panels):
+        for r in runs:
+            ax.plot(*_heldout_curve(r), marker="o", markersize=3, label="seed " + r["dir"].name.rsplit("_s", 1)[1])
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("training episodes")
+        ax.set_ylabel("greedy held-out accuracy %")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "heldout.png", dpi=110)
+    plt.close(fig)
+
+
+def _untuned_line(run_dir: Path) -> str:
+    """One untuned MathJigsaw team: its greedy held-out accuracy and sampled training solve rate."""
+    s, sampled = json.loads((run_dir / "summary.json").read_text()), json.loads((run_dir / "sampled.json").read_text())
+    kwargs = json.loads((run_dir / "config.json").read_text()).get("env_kwargs") or "all levels"
+    sharer = s["eval_before"]["roles"]["sharer_0"]
+    return (
+        f"{run_dir.name} (MathJigsaw-v0, {kwargs}, untuned): greedy held-out {_pct(s['eval_before']['accuracy'])} %, "
+        f"sampled at T {sampled['temperature']} {_pct(sampled['solved'])} % of {sampled['episodes']} training episodes; "
+        f"the sharer passes its numbers on {_pct(sharer['own_accuracy'])} %, and the answerer is right on "
+        f"{_pct(sharer['answer_accuracy_when_right'])} % of those episodes."
+    )
 
 
 def _episode_tokens(row: dict) -> float:
@@ -544,16 +664,16 @@ def _f1_table(title: str, runs: list[dict]) -> str:
     """Greedy held-out accuracy before, at each midpoint evaluation and after, with the roles' diagnostics."""
     if not runs:
         return ""
-    updates = runs[0]["summary"]["updates"]
-    marks = [(i + 1) * EPISODES for i in range(UPDATES - 1, updates - 1, UPDATES)]
+    updates, per_update = runs[0]["summary"]["updates"], runs[0]["summary"]["episodes_per_update"]
+    marks = [(i + 1) * per_update for i, x in enumerate(runs[0]["metrics"]) if "eval/accuracy" in x]
     head = [
         "| seed | before % | "
         + " | ".join(f"{m} episodes %" for m in marks)
         + (" | " if marks else "")
-        + f"after ({updates * EPISODES}) % | change | first agent's own answers % | actor keeps its right answers % | "
-        "tokens per training episode | whole run min wall (CPU) |"
+        + f"after ({updates * per_update}) % | change | first agent's own answers % | actor keeps its right answers % | "
+        "tokens per training episode | training tokens generated | whole run min wall (CPU) |"
     ]
-    head.append("|---" * (len(marks) + 8) + "|")
+    head.append("|---" * (len(marks) + 9) + "|")
     lines, changes = [], []
     for r in runs:
         s, m = r["summary"], r["metrics"]
@@ -563,19 +683,20 @@ def _f1_table(title: str, runs: list[dict]) -> str:
         first = next(iter(s["eval_before"]["roles"]))  # the reasoner on the chain, the solver alone
         rb, ra = s["eval_before"]["roles"][first], s["eval_after"]["roles"][first]
         changes.append(a - b)
-        cells = [_pct(mids.get(mk // EPISODES - 1, math.nan)) for mk in marks]
+        cells = [_pct(mids.get(mk // per_update - 1, math.nan)) for mk in marks]
         tokens = statistics.fmean(_episode_tokens(x) for x in m)
+        generated = sum(x.get("tree/generated_tokens", _episode_tokens(x) * per_update) for x in m)
         lines.append(
             f"| {r['dir'].name.rsplit('_s', 1)[1]} | {_pct(b)} | "
             + " | ".join(cells)
             + (" | " if cells else "")
             + f"{_pct(a)} | {100 * (a - b):+.1f} | {_pct(rb['own_accuracy'])} -> {_pct(ra['own_accuracy'])}"
             + f" | {_pct(rb.get('answer_accuracy_when_right'))} -> {_pct(ra.get('answer_accuracy_when_right'))}"
-            + f" | {tokens:.0f} | {wall / 60:.1f} ({cpu / 60:.1f}) |"
+            + f" | {tokens:.0f} | {generated:,.0f} | {wall / 60:.1f} ({cpu / 60:.1f}) |"
         )
     mean, se = _mean_se(changes)
     spread = f" ± {100 * se:.1f}" if se == se else ""
-    lines.append(f"| **mean of {len(runs)}** | | " + " | " * len(marks) + f" | **{100 * mean:+.1f}{spread}** | | | | |")
+    lines.append(f"| **mean of {len(runs)}** | | " + " | " * len(marks) + f" | **{100 * mean:+.1f}{spread}** | | | | | |")
     return "\n".join([f"{title}; the change's ± is one standard error over seeds.", "", *head, *lines])
 
 
@@ -626,9 +747,9 @@ def _plot(out: Path) -> None:
 
 def _smoke() -> None:
     global MODEL, EVAL_N, UPDATES, EPISODES, SFT_SECONDS, E3_UPDATES, TEMPERATURES, TOKENS, CODE_TOKENS, CODE_EVAL_N
-    global F1_UPDATES, F3_SFT_STEPS
+    global F1_UPDATES, F3_SFT_STEPS, F4_UPDATES
     MODEL, EVAL_N, UPDATES, EPISODES, SFT_SECONDS, E3_UPDATES, TEMPERATURES, TOKENS = "embedded", 8, 2, 8, 5, 1, (0.7,), 8
-    F1_UPDATES, F3_SFT_STEPS = 3, 2
+    F1_UPDATES, F3_SFT_STEPS, F4_UPDATES = 3, 2, 4
     CODE_TOKENS, CODE_EVAL_N = 16, 4
     real_model.MODEL, real_model.EVAL_N, real_model.MAX_NEW_TOKENS, real_model.EPISODES = "embedded", 8, 8, 8
 
@@ -650,8 +771,24 @@ PHASES = {
     "f2_ppo": f2_ppo,
     "f3": f3,
     "f3_low_lr": f3_low_lr,
+    "f4_l1_untuned": f4_l1_untuned,
+    "f4_marft": f4_marft,
+    "f4_tree": f4_tree,
+    "f4_marft_t03": f4_marft_t03,
 }
-CREDIT_PHASES = {"f1", "a_before", "f4_untuned", "f1_frozen_actor", "f2_ppo", "f3", "f3_low_lr"}
+CREDIT_PHASES = {
+    "f1",
+    "a_before",
+    "f4_untuned",
+    "f1_frozen_actor",
+    "f2_ppo",
+    "f3",
+    "f3_low_lr",
+    "f4_l1_untuned",
+    "f4_marft",
+    "f4_tree",
+    "f4_marft_t03",
+}
 
 
 def main(argv=None) -> int:
@@ -671,7 +808,7 @@ def main(argv=None) -> int:
     if args.phase == "temperature":
         temperature_rule(args.out)
     elif args.phase == "report":
-        credit = any(any(args.out.glob(f"{prefix}_s*")) for prefix in (*dict(CREDIT_TABLES), "a_before"))
+        credit = any(any(args.out.glob(f"{prefix}_s*")) for prefix in (*(t[0] for t in CREDIT_TABLES), "a_before"))
         print(credit_report(args.out) if credit else report(args.out))
     else:
         for seed in (int(s) for s in args.seeds.split(",")):

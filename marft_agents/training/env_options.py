@@ -31,38 +31,50 @@ def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
         default, param = params[name].default, params[name]
         if value is None:
             continue
+        annotated = _annotated_kinds(param)
         if default is None or default is inspect.Parameter.empty:  # no default to go by: the annotation
-            expected = _annotated_type(param)
-            if expected is not None and not _is(value, expected):
-                raise ConfigError(f"env_kwargs.{name} must be {_kind(expected)} (or null), got {shown(value)}")
+            if annotated and not _is(value, _widened(annotated)):
+                raise ConfigError(f"env_kwargs.{name} must be {_kind(annotated)} (or null), got {shown(value)}")
             continue
-        expected = bool if isinstance(default, bool) else (int, float) if isinstance(default, float) else type(default)
-        if not _is(value, expected):
-            raise ConfigError(f"env_kwargs.{name} must be {_kind(expected)} (its default is {shown(default)}), got {shown(value)}")
+        # The default's type, and every type the annotation names (``levels: int | tuple[int, ...] = (1, 2, 3)``
+        # takes ``levels=1`` too).
+        kinds = (bool if isinstance(default, bool) else type(default), *(annotated or ()))
+        if not _is(value, _widened(kinds)):
+            raise ConfigError(f"env_kwargs.{name} must be {_kind(kinds)} (its default is {shown(default)}), got {shown(value)}")
 
 
-def _is(value: Any, expected: type | tuple[type, ...]) -> bool:
+def _is(value: Any, expected: tuple[type, ...]) -> bool:
     """``isinstance``, but a bool is not a number here."""
-    return isinstance(value, expected) and not (isinstance(value, bool) and expected is not bool)
+    return isinstance(value, expected) and not (isinstance(value, bool) and bool not in expected)
 
 
-def _kind(expected: type | tuple[type, ...]) -> str:
-    if isinstance(expected, tuple):
-        return "a number" if expected == (int, float) else f"of type {expected[0].__name__}"
-    return f"of type {expected.__name__}"
+# A float option takes an int; a list option a tuple and a tuple option a list (JSON and TOML have one sequence).
+_WIDER = {float: (int, float), list: (list, tuple), tuple: (tuple, list)}
 
 
-_SIMPLE = (bool, int, float, str, list, dict)
+def _widened(kinds: tuple[type, ...]) -> tuple[type, ...]:
+    return tuple(dict.fromkeys(t for k in kinds for t in _WIDER.get(k, (k,))))
 
 
-def _annotated_type(param: inspect.Parameter) -> type | tuple[type, ...] | None:
-    """The one simple type (``int``, ``str``, ``list``, ...) an ``X | None`` annotation names, else None."""
+def _kind(kinds: tuple[type, ...]) -> str:
+    """``kinds`` in words: "a number", "of type int", "of type int or tuple"."""
+    kinds = tuple(dict.fromkeys(kinds))
+    if _widened(kinds) == (int, float):
+        return "a number"
+    return "of type " + " or ".join(k.__name__ for k in kinds)
+
+
+_SIMPLE = (bool, int, float, str, list, tuple, dict)
+
+
+def _annotated_kinds(param: inspect.Parameter) -> tuple[type, ...] | None:
+    """The simple types (``int``, ``str``, ``tuple``, ...) an annotation names, ``None`` left out; None if it names others."""
     hint = param.annotation  # a string where the signature's annotations could not be evaluated: not checked
     args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
-    kinds = [typing.get_origin(a) or a for a in args if a is not type(None)]
-    if len(kinds) != 1 or kinds[0] not in _SIMPLE:
+    kinds = tuple(typing.get_origin(a) or a for a in args if a is not type(None))
+    if not kinds or not all(k in _SIMPLE for k in kinds):
         return None
-    return {float: (int, float), list: (list, tuple)}.get(kinds[0], kinds[0])
+    return kinds
 
 
 def _signature(function: Any) -> inspect.Signature:
