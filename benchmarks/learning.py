@@ -409,16 +409,8 @@ def f4_l1_untuned(out: Path, seed: int) -> dict:
 
 
 def jigsaw_run(out: Path, name: str, seed: int, **fields) -> dict:
-    """One run on F4's setting (MathJigsaw at level 1, E1's tokens, temperature and episodes), with ``fields``."""
-    setting = {
-        "env": JIGSAW,
-        "env_kwargs": F4_ENV_KWARGS,
-        "episodes_per_update": EPISODES,
-        "max_new_tokens": TOKENS,
-        "temperature": chosen_temperature(out),
-        "eval_episodes": EVAL_N,
-    }
-    return train_run(out / f"{name}_s{seed}", seed=seed, **{**setting, **fields})
+    """One run on F4's setting: the shared setting of ``math_run`` on MathJigsaw at level 1, with ``fields``."""
+    return math_run(out, name, seed, env=JIGSAW, env_kwargs=F4_ENV_KWARGS, **fields)
 
 
 def f4_marft(out: Path, seed: int) -> dict:
@@ -592,7 +584,6 @@ CREDIT_TABLES = (
 
 def credit_report(out: Path) -> str:
     """F1's tables (the fixed MARFT, and with the actor frozen), F2's and F3's, and the ablation, per seed; writes table.md."""
-    f1_runs = _runs(out, "f1_marft")
     sft = out / "sft_s0.json"
     sft_note = ""
     if sft.is_file():
@@ -600,12 +591,13 @@ def credit_report(out: Path) -> str:
         sft_note = f" (the SFT checkpoint: {row['steps']} steps, {row['wall_s'] / 60:.1f} min wall)"
     titles = {prefix: title for prefix, _, title in CREDIT_TABLES}
     titles["f3_marft"] += sft_note
-    parts = [_f1_table(title, _runs(out, prefix)) for prefix, title in titles.items()]
+    runs = {prefix: _runs(out, prefix) for prefix in titles}
+    parts = [_f1_table(title, runs[prefix]) for prefix, title in titles.items()]
     parts += [_untuned_line(d) for d in sorted(out.glob("f4_*untuned_s*")) if (d / "sampled.json").is_file()]
-    parts.append("\n".join(_ablation_rows(out, {r["dir"].name.rsplit("_s", 1)[1]: r for r in f1_runs})))
+    parts.append("\n".join(_ablation_rows(out, {r["dir"].name.rsplit("_s", 1)[1]: r for r in runs["f1_marft"]})))
     table = "\n\n".join(p for p in parts if p)
     (out / "table.md").write_text(table + "\n")
-    _heldout_plot(out)
+    _heldout_plot(out, runs)
     return table
 
 
@@ -618,19 +610,19 @@ def _heldout_curve(run: dict) -> tuple[list[int], list[float]]:
     return [e for e, _ in points], [100 * a for _, a in points]
 
 
-def _heldout_plot(out: Path) -> None:
+def _heldout_plot(out: Path, runs: dict[str, list[dict]]) -> None:
     """``heldout.png``: one panel per credit experiment, greedy held-out accuracy against training episodes, a line per seed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(panel, runs) for prefix, panel, _ in CREDIT_TABLES if (runs := _runs(out, prefix))]
+    panels = [(panel, runs[prefix]) for prefix, panel, _ in CREDIT_TABLES if runs[prefix]]
     if not panels:
         return
     fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), squeeze=False)
-    for ax, (title, runs) in zip(axes[0], panels):
-        for r in runs:
+    for ax, (title, seeds) in zip(axes[0], panels):
+        for r in seeds:
             ax.plot(*_heldout_curve(r), marker="o", markersize=3, label="seed " + r["dir"].name.rsplit("_s", 1)[1])
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("training episodes")
