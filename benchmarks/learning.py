@@ -22,6 +22,7 @@
     .venv/bin/python benchmarks/learning.py f4_marft --seeds 0,1,2  # F4: MARFT on MathJigsaw level 1, 512 episodes
     .venv/bin/python benchmarks/learning.py f4_tree --seeds 0,1,2   # F4: GRPO with tree grouping, the same tokens
     .venv/bin/python benchmarks/learning.py f4_marft_t03 --seeds 0  # F4's amendment: MARFT at T 0.3
+    .venv/bin/python benchmarks/learning.py f4_tree_t03 --seeds 0  # F4's second amendment: the tree at T 0.3
     .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1-F4's tables
 
 Every rule below was written before any RL run of this script, and none was changed after one.
@@ -141,6 +142,12 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   seed 0 as written (the two methods on the written setting), then ``f4_marft_t03`` seed 0
   (``f4_marft`` at T 0.3, all else equal); after it, only runs that end by 19:00 UTC, in this order:
   ``f4_marft_t03`` seed 1, ``f4_marft`` seed 1, ``f4_tree`` seed 1.
+* **F4's second amendment** (phase ``f4_tree_t03``; written 2026-12-04 19:41 UTC, after ``f4_marft_t03``'s
+  seeds 0 and 1 and ``f4_tree``'s seed 0, before it ran): the temperature was F4's larger lever (MARFT
+  +22.3 and +17.9 at T 0.3 against +14.3 at T 0.7), so the two methods are compared at T 0.3:
+  ``f4_tree`` at T 0.3, all else equal. Order: ``f4_marft_t03`` seed 2, then ``f4_tree_t03`` seeds 0, 1, 2;
+  a run starts only if the last run of its phase (``f4_tree`` seed 0 for the first tree) says it would end
+  by 22:00 UTC. ``f4_marft`` and ``f4_tree`` at T 0.7 keep their one seed.
 
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
@@ -423,14 +430,19 @@ def f4_marft_t03(out: Path, seed: int) -> dict:
     return jigsaw_run(out, "f4_marft_t03", seed, algo="marft", updates=F4_UPDATES, eval_every=F4_UPDATES // 2, temperature=0.3)
 
 
-def f4_tree(out: Path, seed: int) -> dict:
+def f4_tree(out: Path, seed: int, name: str = "f4_tree", **fields) -> dict:
     """F4: GRPO with tree grouping (K 4, M 2, the trunk by score), half F4's updates (a tree costs about twice the tokens)."""
     from marft_agents import algorithms
 
     GRPOConfig = algorithms.config_class("grpo")
 
     tree = GRPOConfig(group_size=4, grouping="tree", tree_continuations=2, tree_pick="best")
-    return jigsaw_run(out, "f4_tree", seed, algo="grpo", algo_args=tree, updates=F4_UPDATES // 2, eval_every=F4_UPDATES // 4)
+    return jigsaw_run(out, name, seed, algo="grpo", algo_args=tree, updates=F4_UPDATES // 2, eval_every=F4_UPDATES // 4, **fields)
+
+
+def f4_tree_t03(out: Path, seed: int) -> dict:
+    """F4's second amendment: ``f4_tree`` at T 0.3 (the temperature of ``f4_marft_t03``), all else equal."""
+    return f4_tree(out, seed, "f4_tree_t03", temperature=0.3)
 
 
 def f1_frozen_actor(out: Path, seed: int) -> dict:
@@ -579,6 +591,7 @@ CREDIT_TABLES = (
     ("f4_marft", "F4: MARFT, MathJigsaw", "F4: MARFT after the fixes, MathJigsaw-v0 level 1 (sharer -> answerer)"),
     ("f4_marft_t03", "F4: MARFT, MathJigsaw, T 0.3", "F4's amendment: MARFT at T 0.3, MathJigsaw-v0 level 1"),
     ("f4_tree", "F4: GRPO tree, MathJigsaw", "F4: GRPO with tree grouping (K 4, M 2, the trunk by score), MathJigsaw-v0 level 1"),
+    ("f4_tree_t03", "F4: GRPO tree, MathJigsaw, T 0.3", "F4's second amendment: GRPO with tree grouping at T 0.3, MathJigsaw-v0 level 1"),
 )
 
 
@@ -620,8 +633,12 @@ def _heldout_plot(out: Path, runs: dict[str, list[dict]]) -> None:
     panels = [(panel, runs[prefix]) for prefix, panel, _ in CREDIT_TABLES if runs[prefix]]
     if not panels:
         return
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.2), squeeze=False)
-    for ax, (title, seeds) in zip(axes[0], panels):
+    cols = min(len(panels), 4)
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 3.2 * rows), squeeze=False)
+    for ax in axes.flat[len(panels) :]:
+        ax.axis("off")
+    for ax, (title, seeds) in zip(axes.flat, panels):
         for r in seeds:
             ax.plot(*_heldout_curve(r), marker="o", markersize=3, label="seed " + r["dir"].name.rsplit("_s", 1)[1])
         ax.set_title(title, fontsize=9)
@@ -767,6 +784,7 @@ PHASES = {
     "f4_marft": f4_marft,
     "f4_tree": f4_tree,
     "f4_marft_t03": f4_marft_t03,
+    "f4_tree_t03": f4_tree_t03,
 }
 CREDIT_PHASES = {
     "f1",
@@ -780,6 +798,7 @@ CREDIT_PHASES = {
     "f4_marft",
     "f4_tree",
     "f4_marft_t03",
+    "f4_tree_t03",
 }
 
 
