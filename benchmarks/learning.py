@@ -420,14 +420,14 @@ def jigsaw_run(out: Path, name: str, seed: int, **fields) -> dict:
     return math_run(out, name, seed, env=JIGSAW, env_kwargs=F4_ENV_KWARGS, **fields)
 
 
-def f4_marft(out: Path, seed: int) -> dict:
+def f4_marft(out: Path, seed: int, name: str = "f4_marft", **fields) -> dict:
     """F4: MARFT after the fixes on MathJigsaw level 1, both agents learning, ``F4_UPDATES`` updates, evaluated at the midpoint."""
-    return jigsaw_run(out, "f4_marft", seed, algo="marft", updates=F4_UPDATES, eval_every=F4_UPDATES // 2)
+    return jigsaw_run(out, name, seed, algo="marft", updates=F4_UPDATES, eval_every=F4_UPDATES // 2, **fields)
 
 
 def f4_marft_t03(out: Path, seed: int) -> dict:
     """F4's amendment: ``f4_marft`` at T 0.3 (E1's temperature rule's fallback on this setting), all else equal."""
-    return jigsaw_run(out, "f4_marft_t03", seed, algo="marft", updates=F4_UPDATES, eval_every=F4_UPDATES // 2, temperature=0.3)
+    return f4_marft(out, seed, "f4_marft_t03", temperature=0.3)
 
 
 def f4_tree(out: Path, seed: int, name: str = "f4_tree", **fields) -> dict:
