@@ -148,7 +148,7 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   ``f4_tree`` at T 0.3, all else equal. Order: ``f4_marft_t03`` seed 2, then ``f4_tree_t03`` seeds 0, 1, 2;
   a run starts only if the last run of its phase (``f4_tree`` seed 0 for the first tree) says it would end
   by 22:00 UTC. ``f4_marft`` and ``f4_tree`` at T 0.7 keep their one seed.
-* **F1's and the ablation's later seeds** (written 2026-12-04 22:50 UTC, before any of these runs;
+* **F1's and the ablation's later seeds** (written 2026-12-04 22:45 UTC, before any of these runs;
   their settings unchanged): ``f1`` seed 1, ``a_before`` seed 1 (its "after" is that F1 run's
   evaluation at 256 episodes), ``f1`` seed 2, ``a_before`` seed 2, in that order, each alone; a run
   starts only if the last run of its phase (seed 0's for the first) says it would end by
