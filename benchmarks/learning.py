@@ -153,6 +153,10 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   evaluation at 256 episodes), ``f1`` seed 2, ``a_before`` seed 2, in that order, each alone; a run
   starts only if the last run of its phase (seed 0's for the first) says it would end by
   01:10 UTC on 2026-12-05. F2's seed 2 and F4's T 0.7 seeds 1 and 2 come after them, by the same rule.
+* **The seeds the 01:10 cut-off left** (written 2026-12-05 01:33 UTC, before any of these runs; settings
+  unchanged): ``a_before`` seed 2, ``f2_ppo`` seed 2, then F4 at T 0.7 in its written order (``f4_marft``
+  and ``f4_tree`` alternating by seed: 1, 1, 2, 2), each alone; a run starts only if the last run of its
+  phase says it would end by 03:50 UTC on 2026-12-05.
 
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
