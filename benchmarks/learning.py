@@ -157,6 +157,9 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   unchanged): ``a_before`` seed 2, ``f2_ppo`` seed 2, then F4 at T 0.7 in its written order (``f4_marft``
   and ``f4_tree`` alternating by seed: 1, 1, 2, 2), each alone; a run starts only if the last run of its
   phase says it would end by 03:50 UTC on 2026-12-05.
+* **F4 MARFT's third seed at T 0.7** (written 2026-12-05 03:40 UTC, after the runs above, before it ran;
+  settings unchanged): ``f4_marft`` seed 2, alone, only if ``f4_marft`` seed 1's wall time says it would
+  end by 04:17 UTC; ``f4_tree`` seed 2 is not run this session.
 
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
