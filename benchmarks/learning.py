@@ -23,7 +23,7 @@
     .venv/bin/python benchmarks/learning.py f4_tree --seeds 0,1,2   # F4: GRPO with tree grouping, the same tokens
     .venv/bin/python benchmarks/learning.py f4_marft_t03 --seeds 0  # F4's amendment: MARFT at T 0.3
     .venv/bin/python benchmarks/learning.py f4_tree_t03 --seeds 0  # F4's second amendment: the tree at T 0.3
-    .venv/bin/python benchmarks/learning.py f1_actor_t03 --seeds 0,1  # F1's lever: the actor learns at its own T 0.3
+    .venv/bin/python benchmarks/learning.py f1_actor_t03 --seeds 0,1,2  # F1's lever: the actor learns at its own T 0.3
     .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1-F4's tables
 
 Every rule below was written before any RL run of this script, and none was changed after one.
@@ -161,7 +161,7 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
 * **F4 MARFT's third seed at T 0.7** (written 2026-12-05 03:40 UTC, after the runs above, before it ran;
   settings unchanged): ``f4_marft`` seed 2, alone, only if ``f4_marft`` seed 1's wall time says it would
   end by 04:17 UTC; ``f4_tree`` seed 2 is not run this session.
-* **F1's lever, the actor at its own low temperature** (phase ``f1_actor_t03``; written 2026-12-05 04:52 UTC,
+* **F1's lever, the actor at its own low temperature** (phase ``f1_actor_t03``; written 2026-12-05 04:44 UTC,
   after every F1 and frozen-actor seed, before it ran): F1 (both agents learning, ``F1_UPDATES`` updates,
   the same evaluations) with ``agents.actor_0.temperature=0.3``; the reasoner keeps E1's temperature. F1's
   spread was its actor's (it kept 52, 97 and 62 % of the reasoner's right answers on seeds 0-2) and the
