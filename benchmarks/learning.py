@@ -396,9 +396,9 @@ def e4(out: Path, seed: int) -> dict:
     )
 
 
-def f1(out: Path, seed: int) -> dict:
-    """MARFT after the credit fixes on E1's setting, 800 training episodes, evaluated every 256."""
-    return math_run(out, "f1_marft", seed, updates=F1_UPDATES, eval_every=UPDATES)
+def f1(out: Path, seed: int, name: str = "f1_marft", **fields) -> dict:
+    """MARFT after the credit fixes on E1's setting, 800 training episodes, evaluated every 256 (``fields`` changed)."""
+    return math_run(out, name, seed, updates=F1_UPDATES, eval_every=UPDATES, **fields)
 
 
 def f4_untuned(out: Path, seed: int, name: str = "f4_untuned", env_kwargs: dict | None = None) -> dict:
@@ -470,16 +470,14 @@ def f1_frozen_actor(out: Path, seed: int) -> dict:
     """F1 with the actor's adapter frozen (``agents.actor_0.train=false``): only the reasoner (and the critic) learn."""
     from marft_agents import from_dict
 
-    frozen = from_dict({"agents.actor_0.train": False}).agents
-    return math_run(out, "f1_frozen", seed, updates=F1_UPDATES, eval_every=UPDATES, agents=frozen)
+    return f1(out, seed, "f1_frozen", agents=from_dict({"agents.actor_0.train": False}).agents)
 
 
 def f1_actor_t03(out: Path, seed: int) -> dict:
     """F1 with the actor sampling at its own T 0.3 (``agents.actor_0.temperature=0.3``), both agents learning."""
     from marft_agents import from_dict
 
-    cool = from_dict({"agents.actor_0.temperature": 0.3}).agents
-    return math_run(out, "f1_actor_t03", seed, updates=F1_UPDATES, eval_every=UPDATES, agents=cool)
+    return f1(out, seed, "f1_actor_t03", agents=from_dict({"agents.actor_0.temperature": 0.3}).agents)
 
 
 def f2_ppo(out: Path, seed: int) -> dict:
