@@ -180,6 +180,11 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   ``f3_low_lr`` on that seed (no schedule depends on the number of updates), a check of reproducibility
   on this machine. Order: seeds 0, 1, 2, each alone; a run starts only if the last run of its phase
   (for seed 0, ``f3_low_lr`` seed 0's wall time x 25 / 8) says it would end by 09:50 UTC on 2026-12-05.
+  Amendment (written 07:49 UTC, before any update of this phase): the SFT checkpoint's adapters
+  (``results/credit/sft_s0_run/``, not committed) were no longer on disk, so the first attempt stopped at
+  loading them. ``f3_sft`` makes the checkpoint again (the same 54 steps, seed 0) before seed 0; its
+  losses and held-out accuracy are set against the committed ``sft_s0.json``, and each run's "before" is
+  its own evaluation of the checkpoint. The cut-off stays 09:50 UTC.
 
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
