@@ -25,6 +25,7 @@
     .venv/bin/python benchmarks/learning.py f4_tree_t03 --seeds 0  # F4's second amendment: the tree at T 0.3
     .venv/bin/python benchmarks/learning.py f1_actor_t03 --seeds 0,1,2  # F1's lever: the actor learns at its own T 0.3
     .venv/bin/python benchmarks/learning.py f3_low_lr_800 --seeds 0,1,2  # F3's lever at F1's budget, 800 episodes
+    .venv/bin/python benchmarks/learning.py f1_actor12_untuned --seeds 0  # the untuned chain, the actor bounded to 12 tokens
     .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1-F4's tables
 
 Every rule below was written before any RL run of this script, and none was changed after one.
@@ -185,6 +186,14 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   loading them. ``f3_sft`` makes the checkpoint again (the same 54 steps, seed 0) before seed 0; its
   losses and held-out accuracy are set against the committed ``sft_s0.json``, and each run's "before" is
   its own evaluation of the checkpoint. The cut-off stays 09:50 UTC.
+* **The untuned chain with a short actor** (phase ``f1_actor12_untuned``; written 2026-12-05 08:09 UTC,
+  while ``f3_low_lr_800`` seed 0 ran, before this ran): a measurement, no training. F1's next lever
+  would bound the actor to a box (``agents.actor_0.max_new_tokens`` 12: ``\\boxed{N}`` and its end of
+  turn take about 8 tokens, the SFT actor's 7.7), but the untuned actor writes 26 tokens greedy and is
+  graded by its last number, so a bound may cost the start. The untuned team of F1's setting with
+  ``agents.actor_0.max_new_tokens=12`` (the reasoner keeps 48), greedy on the same 112 problems, seed 0:
+  its accuracy and the actor's copy rate, set against the untuned 21.4 %. It runs after
+  ``f3_low_lr_800``'s seeds, alone, only if it would end by 09:50 UTC (about 3 minutes).
 
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
@@ -494,6 +503,13 @@ def f1_actor_t03(out: Path, seed: int) -> dict:
     from marft_agents import from_dict
 
     return f1(out, seed, "f1_actor_t03", agents=from_dict({"agents.actor_0.temperature": 0.3}).agents)
+
+
+def f1_actor12_untuned(out: Path, seed: int) -> dict:
+    """F1's untuned team with the actor bounded to 12 new tokens (``agents.actor_0.max_new_tokens=12``): evaluation only."""
+    from marft_agents import from_dict
+
+    return math_run(out, "f1_actor12_untuned", seed, updates=0, agents=from_dict({"agents.actor_0.max_new_tokens": 12}).agents)
 
 
 def f2_ppo(out: Path, seed: int) -> dict:
@@ -832,6 +848,7 @@ PHASES = {
     "f3": f3,
     "f3_low_lr": f3_low_lr,
     "f3_low_lr_800": f3_low_lr_800,
+    "f1_actor12_untuned": f1_actor12_untuned,
     "f4_l1_untuned": f4_l1_untuned,
     "f4_marft": f4_marft,
     "f4_tree": f4_tree,
@@ -848,6 +865,7 @@ CREDIT_PHASES = {
     "f3",
     "f3_low_lr",
     "f3_low_lr_800",
+    "f1_actor12_untuned",
     "f4_l1_untuned",
     "f4_marft",
     "f4_tree",
