@@ -1,5 +1,8 @@
 """Every registered env passes every checker, through every registry it is in."""
 
+import importlib
+import re
+
 import gymnasium
 import pettingzoo
 import pytest
@@ -163,6 +166,34 @@ def test_the_declared_evaluation_options_are_the_envs_own(env_id):
         for k, opts in enumerate(options):
             env.reset(seed=k, options=opts)
             assert env.problem is opts["problem"]
+
+
+# -- one version history per env family ------------------------------------------------------------
+
+
+def version_history_ids(family: str) -> list[str]:
+    """The ids heading the entries of a family package's ``Version history`` (docs/contract.md, "Versioning")."""
+    doc = importlib.import_module(family).__doc__ or ""
+    _, found, history = doc.partition("\nVersion history")
+    assert found, f"{family}: its docstring has no 'Version history' section; add one (docs/contract.md, 'Versioning')"
+    headings = [line for line in history.splitlines() if re.fullmatch(r"    ``\S+``(, ``\S+``)*:", line)]
+    return re.findall(r"``(\S+?)``", "\n".join(headings))
+
+
+@pytest.mark.parametrize("env_id", AEC_IDS)
+def test_each_shipped_id_is_in_its_familys_version_history(env_id):
+    module = marft_envs.registration.entry_point(marft_envs.spec(env_id).target).partition(":")[0]
+    family = module.rpartition(".")[0]  # marft_envs.tasks.<family>
+    doc = importlib.import_module(module).__doc__ or ""
+    assert doc.startswith(f"``{env_id}``: "), f"{module}: its docstring, the env's reference, starts with its id"
+    assert f"\nVersion history: the family's, in :mod:`{family}`.\n" in doc, f"{module}: point to {family}'s version history"
+    ids = version_history_ids(family)
+    assert ids.count(env_id) == 1, f"{env_id}: head its entries once in {family}'s version history (found {ids.count(env_id)})"
+
+
+def test_a_family_history_lists_only_registered_ids():
+    for family in ("marft_envs.tasks.math", "marft_envs.tasks.booking", "marft_envs.tasks.code"):
+        assert set(version_history_ids(family)) <= set(AEC_IDS), family
 
 
 # -- one env per id ---------------------------------------------------------------------------------

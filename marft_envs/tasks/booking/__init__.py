@@ -7,6 +7,14 @@
 The env classes are imported on first access (PEP 562), so that importing one of the family's plain
 modules (``world``, ``db``, ...) does not import the envs and the grader
 (:mod:`marft_envs.rewards.booking`, which imports nothing of this package).
+
+Version history, one for the family's envs (each env's module docstring points here; when to add an id:
+``docs/contract.md``, "Versioning"). Under each id, its changes, oldest first:
+    ``marft/Booking-v0``, ``marft/BookingFixed-v0``, ``marft/BookingDecPOMDP-v0``:
+        first release.
+        additions under the same id (rewards unchanged): each round's infos carry ``shared_reward``
+            (``marft_envs.outcomes.SHARED_REWARD``: the part of every agent's reward that all received alike,
+            the team reward under ``credit="team"``), so the team's return counts it once, not once per agent.
 """
 
 import importlib

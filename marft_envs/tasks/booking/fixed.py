@@ -9,11 +9,7 @@ Everything else — the world, the tools, the scripted user, the reward — is t
 (:mod:`marft_envs.tasks.booking.base`). Options: ``max_rounds``, ``credit``, ``kinds``, ``world``,
 ``storage``, ``profile``.
 
-Version history:
-    v0: first release.
-    v0, additions under the same id (rewards unchanged): each round's infos carry ``shared_reward``
-        (``marft_envs.outcomes.SHARED_REWARD``: the part of every agent's reward that all received alike,
-        the team reward under ``credit="team"``), so the team's return counts it once, not once per agent.
+Version history: the family's, in :mod:`marft_envs.tasks.booking`.
 """
 
 from __future__ import annotations

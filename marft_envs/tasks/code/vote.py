@@ -10,19 +10,7 @@ From the second round on (``rounds>1``), each fixer also sees the others' previo
 Options: ``n_agents`` (fixers, default 3), ``rounds``, ``feedback``, ``tasks``, ``split``, ``credit``,
 ``reward``, ``visible_tests``, ``timeout_s``, ``memory_mb``, ``profile``.
 
-Version history:
-    v0: first release.
-    v0, fixes kept under the same id (the same rewards for fixes that use the standard library): a
-        program runs in a root of its own (the standard library and its working directory; no
-        third-party packages, task data or checkout), under a syscall filter; text crossing the env is
-        valid UTF-8.
-    v0, additions under the same id (rewards unchanged): each round's infos carry ``shared_reward``
-        (``marft_envs.outcomes.SHARED_REWARD``: the part of every agent's reward that all received alike,
-        the team reward under ``credit="team"``), so the team's return counts it once, not once per agent.
-    v0, the judge hardened (issue 38; every shipped task's solution and buggy program score as
-        before): one of the program's objects is never compared with plain data nor asked whether it
-        is true, and arithmetic on it stays its object (a value that says yes to every comparison no
-        longer passes tolerance tests).
+Version history: the family's, in :mod:`marft_envs.tasks.code`.
 """
 
 from __future__ import annotations

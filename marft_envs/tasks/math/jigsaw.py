@@ -32,8 +32,7 @@ and how large; ``difficulties()`` lists them and ``reset(options={"difficulty": 
 with right/wrong feedback, as MathChain), ``credit``, ``profile``, ``format_reward``,
 ``render_mode``, ``max_cycles``.
 
-Version history:
-    v0: first release (issue 35).
+Version history: the family's, in :mod:`marft_envs.tasks.math`.
 """
 
 from __future__ import annotations
