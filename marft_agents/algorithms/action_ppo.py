@@ -13,8 +13,8 @@ adapter, ``epochs`` passes in fresh random minibatches (:func:`~marft_agents.alg
   hard-coded 1e-3 gate, as an option);
 - one optimizer step per minibatch (:func:`~marft_agents.algorithms.base.apply`).
 
-Each algorithm computes its own advantages (chain GAE, plain GAE, per-agent GAE) and hands them to
-:meth:`ActionPPOLearner.policy_step`, the step its learner takes from this module's shared base.
+Each algorithm computes its own advantages (chain GAE, plain GAE, per-agent GAE) and calls :func:`step` by
+module name (``action_ppo.step(...)``); the sequential update reads :func:`log_ratios` after a step.
 """
 
 from __future__ import annotations
@@ -22,15 +22,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from marft_agents.algorithms.base import CriticLearner, apply, by_adapter, minibatches
-from marft_agents.algorithms.critic import features
+from marft_agents.algorithms.base import apply, minibatches
 from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share, shared_means
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
 from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.algorithms.tis import action_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
-from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.rollout.layered import AgentStep
 
 
 def action_ppo_loss(
@@ -59,7 +58,7 @@ def action_ppo_loss(
     return loss, stats
 
 
-def action_ppo_step(
+def step(
     policy: LaMASPolicy,
     optimizer: torch.optim.Optimizer,
     adapter: str,
@@ -106,7 +105,7 @@ def action_ppo_step(
 
 
 @torch.no_grad()
-def action_log_ratios(
+def log_ratios(
     policy: LaMASPolicy,
     adapter: str,
     steps: list[AgentStep],
@@ -123,33 +122,3 @@ def action_log_ratios(
             for mb in minibatches(policy, adapter, steps, idx, None, temperature=temperature, minibatch_size=minibatch_size)
         ]
     )
-
-
-class ActionPPOLearner(CriticLearner):
-    """A critic learner whose policy step is PPO-clip on whole actions: the base of MARFT, PPO and IPPO/MAPPO."""
-
-    config: PPOSettings
-
-    def valued_batch(self, episodes: list[Episode]) -> tuple[list[AgentStep], dict[str, list[int]], torch.Tensor, torch.Tensor]:
-        """The update's steps, each adapter's indices, the critic's frozen base features ``(N, d)`` (computed once
-        per update) and its values ``(N,)`` before the update."""
-        steps, idx_of = by_adapter(self.policy, episodes)
-        feats = features(self.policy, steps, self.config.minibatch_size)  # (N, d)
-        self.observe_critic(feats)  # the input statistics first (every rank's): the old values use them
-        with torch.no_grad():
-            values_old = self.critic(feats)  # (N,)
-        return steps, idx_of, feats, values_old
-
-    def policy_step(
-        self, adapter: str, steps: list[AgentStep], idx: list[int], advantages: torch.Tensor, rng: np.random.Generator
-    ) -> dict[str, float]:
-        """Epochs of PPO-clip on whole actions over ``adapter``'s steps ``idx`` (:func:`action_ppo_step`); ``advantages`` ``(N,)``."""
-        sampling = dict(settings=self.config, temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
-        return action_ppo_step(self.policy, self.optimizers[adapter], adapter, steps, idx, advantages, rng, **sampling)
-
-    def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
-        """``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s actions ``idx`` (after its step), ``(len(idx),)``."""
-        cfg = self.config
-        return action_log_ratios(
-            self.policy, adapter, steps, idx, temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction
-        )

@@ -9,13 +9,14 @@ An algorithm is a :class:`Learner` subclass plus a config dataclass, registered 
 2. ``state_dict()`` / ``load_state_dict()`` round-trip everything ``--resume`` needs; evaluation uses
    the run's env options updated with ``eval_env_kwargs``.
 
-Algorithms are siblings: each module imports this one, the pure maths (``advantages``, ``losses``,
-``tis``, ``critic``, ``sequential``), the policy, the rollout types and the tree rollout — never another algorithm
-module. This module never calls an algorithm back: an update reads top to bottom in the algorithm's
-own module, which takes three things from here — its batch (:func:`by_adapter`), scored minibatches
-(:func:`minibatches`: rows, per-token log-probs, entropies, mask, reference log-probs when asked)
-and the optimizer step (:func:`apply`) — and writes its loss itself, from the pure pieces of
-``losses.py`` and ``tis.py``.
+Algorithms are siblings: each subclasses :class:`Learner` directly and imports this module, the pure maths
+(``advantages``, ``losses``, ``tis``), the pieces it composes (a :class:`~marft_agents.algorithms.critic.Critic`,
+``action_ppo``'s or ``token_ppo``'s step, ``prepare_advantages``, ``sequential``), the policy and the rollout
+types — never another algorithm module. This module holds no update logic and never calls an algorithm back:
+an update reads top to bottom in the algorithm's own module, which takes three things from here — its batch
+(:func:`by_adapter`), scored minibatches (:func:`minibatches`: rows, per-token log-probs, entropies, mask,
+reference log-probs when asked) and the optimizer step (:func:`apply`) — and writes its loss itself, from the
+pure pieces of ``losses.py`` and ``tis.py`` (or calls the PPO step the action- or token-level family shares).
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms import data_parallel as dp
-from marft_agents.algorithms.advantages import spread
-from marft_agents.algorithms.critic import fit_critic
+from marft_agents.algorithms.critic import Critic
 from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share
 from marft_agents.algorithms.losses import ensure_finite
 from marft_agents.models.policy import LaMASPolicy
@@ -60,6 +60,9 @@ class Learner(ABC):
     optimizers: dict[str, torch.optim.Optimizer]
     """One optimizer per trainable adapter (:func:`adapter_optimizers` over :attr:`trainable`; empty until the
     learner makes them), checkpointed by :meth:`state_dict`."""
+    critic: Critic | None = None
+    """The learner's value model with its optimizer, when it has one (MARFT, PPO, IPPO/MAPPO): checkpointed by
+    :meth:`state_dict` (learners with several, as CORY, keep and checkpoint their own)."""
     frozen: frozenset[str]
     """Adapters no update changes (``agents.<agent_id>.train=false``): they act; no optimizer, step or own critic part."""
     trainable: list[str]
@@ -100,10 +103,8 @@ class Learner(ABC):
 
     def learned(self) -> list[torch.nn.Parameter]:
         """Every parameter its optimizers step (the ones ranks must start from equal; never a frozen adapter's)."""
-        groups = [g for o in self.optimizers.values() for g in o.param_groups]
-        critic = getattr(self, "critic_optimizer", None)
-        groups += list(critic.param_groups) if critic is not None else []
-        return [p for g in groups for p in g["params"]]
+        params = [p for o in self.optimizers.values() for g in o.param_groups for p in g["params"]]
+        return params + (self.critic.parameters() if self.critic is not None else [])
 
     def collector(self, rollout: Any) -> Any:
         """What plays the episodes, given the rollout engine (default: the engine; GRPO's tree: a tree rollout)."""
@@ -116,20 +117,9 @@ class Learner(ABC):
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """Learn from one batch of whole episodes; return metrics."""
 
-    def minibatches(
-        self, adapter: str, steps: list[AgentStep], idx: list[int], rng: np.random.Generator | None, *, reference: bool | None = None
-    ) -> Iterator[Minibatch]:
-        """:func:`minibatches` at this learner's sampling temperature, in its config's ``minibatch_size``, for its
-        ``ppo_epochs`` (one pass in order with ``rng=None``); a reference pass when its ``kl_coef`` > 0 (or ``reference``)."""
-        cfg = self.config
-        reference = getattr(cfg, "kl_coef", 0.0) > 0 if reference is None else reference
-        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs if rng is not None else 1)
-        return minibatches(
-            self.policy, adapter, steps, idx, rng, temperature=self.temperature, reference=reference, ranks=self.ranks, **passes
-        )
-
     def state_dict(self) -> dict:
-        """Adapters (frozen ones too), their optimizers and the KL reference where it is not the base; learners extend it."""
+        """Adapters (frozen ones too), their optimizers, the critic's state and the KL reference where it is not the
+        base; learners with other state extend it."""
         state = {
             "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
             "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
@@ -137,6 +127,8 @@ class Learner(ABC):
         reference = self.policy.reference_state()
         if reference is not None:  # a run from init_from: --resume must compare with the same starting adapters
             state["reference"] = reference
+        if self.critic is not None:
+            state.update(self.critic.state_dict())
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -147,6 +139,8 @@ class Learner(ABC):
             optimizer.load_state_dict(state["optimizers"][a])
         if "reference" in state:
             self.policy.load_reference_state(state["reference"])
+        if self.critic is not None:
+            self.critic.load_state_dict(state)
 
 
 def _positive_int(config: Any, name: str, default: int) -> int:
@@ -154,69 +148,6 @@ def _positive_int(config: Any, name: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{type(config).__name__}.{name} must be an integer >= 1, got {value!r}")
     return value
-
-
-class CriticLearner(Learner):
-    """A learner with one value model, ``self.critic``, and its ``self.critic_optimizer``, both checkpointed."""
-
-    critic: torch.nn.Module
-    critic_optimizer: torch.optim.Optimizer
-
-    def state_dict(self) -> dict:
-        return {**super().state_dict(), "critic": self.critic.state_dict(), "critic_optimizer": self.critic_optimizer.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        self.critic.load_state_dict(state["critic"])
-        self.critic_optimizer.load_state_dict(state["critic_optimizer"])
-
-    def set_critic(self, critic: torch.nn.Module, params: list[torch.nn.Parameter] | None = None) -> None:
-        """Take ``critic`` as the value model (moved to the policy's device), with one AdamW per trainable adapter (the
-        config's ``lr``) and one for it (``critic_lr``) over ``params`` (default: all of the critic's; a critic with
-        per-agent parts leaves frozen agents' out)."""
-        self.critic = critic.to(self.policy.device)  # made on the CPU, then moved: the same start on every device
-        self.optimizers = adapter_optimizers(self.policy, self.config.lr, self.trainable)
-        params = list(self.critic.parameters()) if params is None else params
-        self.critic_optimizer = torch.optim.AdamW(params, lr=self.config.critic_lr, weight_decay=0.0)
-
-    def prepare_advantages(
-        self, episodes: list[Episode], steps: list[AgentStep], idx_of: dict[str, list[int]], advantages: torch.Tensor, mask=None
-    ) -> tuple[torch.Tensor, dict[str, float], bool]:
-        """Between the GAE and the policy steps: ``(advantages, metrics, informative)``.
-
-        The advantages are standardised per agent (``normalize_advantages``; jointly over agents they would push
-        each agent by a constant); ``informative`` is False when the episodes' returns are all equal (then no
-        policy step: it would follow critic noise). The metrics hold each adapter's raw advantage health, the
-        raw spread ``signal/advantage_std`` and ``policy/skipped_equal_returns``.
-        """
-        cfg = self.config
-        metrics = {"signal/advantage_std": spread(advantages, mask), **agent_health(steps, idx_of, advantages, mask)}
-        if cfg.normalize_advantages:  # normalize_scope="batch": every step in one group, the joint standardisation
-            groups = (
-                adapter_ids(self.policy, steps)
-                if cfg.normalize_scope == "agent"
-                else torch.zeros(len(steps), dtype=torch.long, device=self.policy.device)
-            )
-            n_groups = len(self.policy.adapters) if cfg.normalize_scope == "agent" else 1
-            advantages = dp.normalize_per_agent(self.ranks, advantages, groups, n_groups, mask)  # over every rank's steps
-        informative = dp.returns_differ(self.ranks, team_returns(episodes, self.policy.device)) or not cfg.skip_equal_returns
-        metrics["policy/skipped_equal_returns"] = float(not informative)
-        return advantages, metrics, informative
-
-    def fit_value(
-        self, inputs: tuple[torch.Tensor, ...], values_old: torch.Tensor, returns: torch.Tensor, rng: np.random.Generator, **kwargs: Any
-    ) -> dict[str, float]:
-        """Fit ``self.critic`` on ``inputs`` to ``returns`` (:func:`~marft_agents.algorithms.critic.fit_critic`, clipped
-        value loss) with the config's ``critic_epochs``, minibatch size, value clip and gradient clip; ``kwargs``: ``mask``."""
-        cfg = self.config
-        settings = dict(
-            epochs=cfg.critic_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip, max_grad_norm=cfg.max_grad_norm
-        )
-        return fit_critic(self.critic, self.critic_optimizer, inputs, values_old, returns, rng, **settings, ranks=self.ranks, **kwargs)
-
-    def observe_critic(self, *inputs: torch.Tensor) -> None:
-        """Feed the critic's input statistics this update's rows (``critic.observe(*inputs)``); data-parallel, every rank's."""
-        self.critic.observe(*(dp.everyone(self.ranks, x) for x in inputs))
 
 
 def adapter_optimizers(policy: LaMASPolicy, lr: float, adapters: list[str] | None = None) -> dict[str, torch.optim.Optimizer]:
@@ -246,37 +177,6 @@ def by_adapter(policy: LaMASPolicy, episodes: list[Episode]) -> tuple[list[Agent
     """The update's batch: every agent-step in acting order, and each adapter's indices into it."""
     steps = flatten(episodes)
     return steps, {a: steps_of(policy, steps, a) for a in policy.adapters}
-
-
-def adapter_ids(policy: LaMASPolicy, steps: list[AgentStep]) -> torch.Tensor:
-    """Each step's adapter as an integer, ``(N,)`` (its place in ``policy.adapters``): to normalise per agent."""
-    number = {a: k for k, a in enumerate(policy.adapters)}
-    return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long, device=policy.device)
-
-
-def team_returns(episodes: list[Episode], device: torch.device | None = None) -> torch.Tensor:
-    """Each episode's team return (a round's shared reward once), ``(E,)`` on ``device`` (None: torch's default)."""
-    return torch.tensor([e.team_return for e in episodes], dtype=torch.float64, device=device)
-
-
-def agent_health(
-    steps: list[AgentStep], idx_of: dict[str, list[int]], advantages: torch.Tensor, mask: torch.Tensor | None = None
-) -> dict[str, float]:
-    """Per adapter: the mean and spread of its raw advantages (before normalisation) and its mean reward.
-
-    ``advantages`` is ``(N,)``, or ``(N, R)`` with ``mask``. A mean far from 0 for one agent while the
-    others sit near it is the push that joint standardisation used to turn into a constant.
-    """
-    out: dict[str, float] = {}
-    for adapter, idx in idx_of.items():
-        if not idx:
-            continue
-        rows = advantages[idx]
-        values = rows[mask[idx]] if mask is not None else rows
-        out[f"{adapter}/advantage_mean"] = float(values.double().mean()) if values.numel() else 0.0
-        out[f"{adapter}/advantage_std"] = float(values.double().std(unbiased=False)) if values.numel() > 1 else 0.0
-        out[f"{adapter}/reward"] = float(np.mean([steps[i].reward for i in idx]))
-    return out
 
 
 @dataclass

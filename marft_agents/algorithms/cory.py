@@ -33,35 +33,28 @@ from typing import Any
 import numpy as np
 import torch
 
+from marft_agents.algorithms import token_ppo
 from marft_agents.algorithms.advantages import at_last_token, normalize, spread, token_advantages
-from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_health, apply, by_adapter, pack
+from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter, pack
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
-from marft_agents.algorithms.losses import masked_mean, mean_stats, ppo_clip_loss
-from marft_agents.algorithms.tis import token_weights, weight_stats
+from marft_agents.algorithms.ppo_settings import PPOSettings
+from marft_agents.algorithms.prepare import agent_health
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature, row_temperatures
 from marft_agents.rollout.layered import AgentStep, Episode
-from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, ranged
+from marft_agents.settings.fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, UNIT, ranged
 
 
 @dataclass
-class CORYConfig(Ranged):
-    """Hyper-parameters of CORY."""
+class CORYConfig(PPOSettings):
+    """Hyper-parameters of CORY: the shared PPO ones (with CORY's defaults below) plus its KL controller and role swaps.
 
-    lr: float = ranged(3e-4, LR, WHY_LR)
-    """Adam learning rate of each agent's adapter."""
-    critic_lr: float = ranged(1e-4, LR, "an Adam step moves each weight by about lr")
-    """Adam learning rate of each agent's value head (measured for MARFT: ``benchmarks/critic_fit.py``)."""
-    critic_epochs: int = ranged(8, AT_LEAST_ONE)
-    """Passes of each value head over its frozen features per update (measured for MARFT: ``benchmarks/critic_fit.py``)."""
+    ``kl_coef`` is the KL penalty's weight in the per-token *reward* (not a loss term); ``gamma`` discounts between
+    the tokens of a response; ``normalize_scope`` and ``logp_reduction`` do not apply (each agent's advantages are
+    standardised on their own; the ratio is per token)."""
+
     gamma: float = ranged(1.0, UNIT)
     """Discount between tokens of a response (TRL's default)."""
-    gae_lambda: float = ranged(0.95, UNIT)
-    """GAE lambda over a response's tokens."""
-    clip_eps: float = ranged(0.2, POSITIVE)
-    """PPO ratio clip."""
-    value_clip: float | None = ranged(0.2, POSITIVE)
-    """Value-loss clip around the old values (None: no clipping)."""
     entropy_coef: float = ranged(0.0, NON_NEGATIVE)
     """Weight of the mean per-token entropy bonus (the original had none)."""
     kl_coef: float = ranged(0.05, NON_NEGATIVE)
@@ -70,14 +63,6 @@ class CORYConfig(Ranged):
     """Adapt each agent's beta towards this KL per response (TRL's adaptive controller); None: fixed beta."""
     kl_horizon: int = ranged(10_000, AT_LEAST_ONE)
     """Horizon of the adaptive KL controller, in responses."""
-    ppo_epochs: int = ranged(1, AT_LEAST_ONE)
-    """Passes over the batch per update (original: 4)."""
-    minibatch_size: int = ranged(64, AT_LEAST_ONE)
-    """Responses per gradient step."""
-    max_grad_norm: float = ranged(0.5, POSITIVE)
-    """Gradient clipping."""
-    normalize_advantages: bool = True
-    """Standardise each agent's token advantages over the batch."""
     swap_interval: int = ranged(5, NON_NEGATIVE)
     """Swap the pioneer and observer roles every K updates (original: 5); 0 never swaps."""
     reset_on_swap: bool = False
@@ -196,8 +181,12 @@ class CORY(Learner):
         rows = torch.tensor([i for idx in learning.values() for i in idx], dtype=torch.long, device=raw.device)
         metrics["signal/advantage_std"] = spread(raw[rows], batch.mask[rows])
         metrics.update(agent_health(steps, learning, raw, batch.mask))
+        ppo = dict(clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=cfg.kl_gate)
+        ppo.update(max_grad_norm=cfg.max_grad_norm)
+        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, temperature=self.temperature, tis_cap=self.tis_cap)
         for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
-            metrics.update(self.policy_step(adapter, steps, idx, batch.old_logp, advantages, rng))
+            optimizer, old = self.optimizers[adapter], batch.old_logp  # kl_coef 0: the KL penalty is in the reward
+            metrics.update(token_ppo.step(self.policy, optimizer, adapter, steps, idx, old, advantages, rng, **ppo, **passes))
             metrics.update(
                 fit_critic(
                     self.critics[adapter],
@@ -215,38 +204,6 @@ class CORY(Learner):
                 )
             )
         return metrics
-
-    def policy_step(
-        self,
-        adapter: str,
-        steps: list[AgentStep],
-        idx: list[int],
-        old_logp: torch.Tensor,
-        advantages: torch.Tensor,
-        rng: np.random.Generator,
-    ) -> dict[str, float]:
-        """Epochs of PPO-clip per token over ``adapter``'s steps ``idx`` (the KL penalty is in the reward, not here)."""
-        cfg = self.config
-        log = []  # per-minibatch stats
-        for mb in self.minibatches(adapter, steps, idx, rng, reference=False):  # the KL is in the reward
-            rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
-            weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
-            ppo, stats = ppo_clip_loss(
-                mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps, mb.mask, weights=weights
-            )
-            entropy = masked_mean(mb.entropy_tok, mb.mask)
-            loss = ppo - cfg.entropy_coef * entropy
-            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append(
-                {
-                    "loss": loss.item(),
-                    "entropy": entropy.item(),
-                    "clip_frac": stats["clip_frac"],
-                    "approx_kl": stats["approx_kl"],
-                    **weight_stats(weights, mb.mask),
-                }
-            )
-        return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": 0.0}  # no gate: never skips
 
     @torch.no_grad()
     def reference_logps(self, steps: list[AgentStep], width: int) -> torch.Tensor:

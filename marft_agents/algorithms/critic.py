@@ -6,7 +6,8 @@ base model's final hidden state at the last prompt token with adapters disabled 
 used a frozen copy of the base; ours needs no copy). Since the base is frozen the learner computes
 the features once per update (:func:`features`, or :func:`token_features` before every response
 token) and the critic trains on them alone; :func:`fit_critic` is that training loop, shared by
-every learner with a value head.
+every learner with a value head, and :class:`Critic` holds a head with its optimizer and fit settings
+(what MARFT, PPO and IPPO/MAPPO keep: they call it, they do not inherit it).
 
 Raw hidden states are a poor input for an MLP trained with Adam: each feature's offset and scale are
 whatever the base's last layer made them, and Adam's first steps move every weight by about ``lr``
@@ -27,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share, schedule
 from marft_agents.algorithms.losses import clipped_value_loss, ensure_finite, masked_mean
 
@@ -101,6 +103,67 @@ class ValueHead(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         return self.net(self.scale(features)).squeeze(-1)  # (B, d) -> (B,), or (B, R, d) -> (B, R)
+
+
+class Critic:
+    """A value model with its optimizer and fit settings: what an action-level learner values and fits each update."""
+
+    def __init__(
+        self,
+        head: nn.Module,
+        device: torch.device,
+        *,
+        lr: float,
+        epochs: int,
+        minibatch_size: int,
+        value_clip: float | None,
+        max_grad_norm: float,
+        params: list[nn.Parameter] | None = None,
+    ):
+        """``head`` maps features to values (a :class:`ValueHead`, or several); it is made on the CPU and moved to
+        ``device``, so every device starts from the same weights. One AdamW at ``lr`` steps ``params`` (default: all
+        of the head's; a head with per-agent parts leaves frozen agents' out)."""
+        self.head = head.to(device)
+        params = list(self.head.parameters()) if params is None else params
+        self.optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+        self.fit_settings = dict(epochs=epochs, minibatch_size=minibatch_size, value_clip=value_clip, max_grad_norm=max_grad_norm)
+
+    def observe(self, *inputs: torch.Tensor, ranks: Ranks = SINGLE) -> None:
+        """Feed the head's input statistics this update's rows (data-parallel: every rank's), before any value is read."""
+        self.head.observe(*(dp.everyone(ranks, x) for x in inputs))
+
+    @torch.no_grad()
+    def values(self, *inputs: torch.Tensor) -> torch.Tensor:
+        """The head's values of ``inputs`` (no grad): ``(N,)`` for ``(N, d)`` features."""
+        return self.head(*inputs)
+
+    def fit(
+        self,
+        inputs: tuple[torch.Tensor, ...],
+        values_old: torch.Tensor,
+        returns: torch.Tensor,
+        rng: np.random.Generator,
+        *,
+        mask: torch.Tensor | None = None,
+        ranks: Ranks = SINGLE,
+    ) -> dict[str, float]:
+        """Fit the head on ``inputs`` to ``returns`` with the clipped value loss (:func:`fit_critic`); its metrics.
+
+        ``values_old``/``returns`` are ``(N,)``, or ``(N, R)`` with ``mask`` (one value per token)."""
+        return fit_critic(self.head, self.optimizer, inputs, values_old, returns, rng, **self.fit_settings, mask=mask, ranks=ranks)
+
+    def parameters(self) -> list[nn.Parameter]:
+        """The parameters its optimizer steps."""
+        return [p for g in self.optimizer.param_groups for p in g["params"]]
+
+    def state_dict(self) -> dict:
+        """The head's weights and input statistics, and its optimizer's state (a checkpoint's ``critic`` entries)."""
+        return {"critic": self.head.state_dict(), "critic_optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.head.load_state_dict(state["critic"])
+        self.optimizer.load_state_dict(state["critic_optimizer"])
 
 
 def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -> torch.Tensor:

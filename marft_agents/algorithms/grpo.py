@@ -35,8 +35,9 @@ import torch
 
 from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import agent_scaled, group_relative, spread
-from marft_agents.algorithms.base import Learner, adapter_optimizers, agent_health, apply, by_adapter, steps_of
+from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, steps_of
 from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
+from marft_agents.algorithms.prepare import agent_health
 from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
@@ -290,7 +291,8 @@ class GRPO(Learner):
         """Epochs of GRPO's clipped objective over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
         cfg = self.config
         log = []  # per-minibatch stats
-        for mb in self.minibatches(adapter, steps, idx, rng):
+        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0, ranks=self.ranks)
+        for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature, **passes):
             width = mb.mask.shape[1]
             old = _pad([s.token_logps for s in mb.steps], width, mb.mask.device)  # (B, R) behaviour log-probs
             weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)

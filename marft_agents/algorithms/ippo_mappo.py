@@ -14,7 +14,7 @@ Both then do, per agent ``i`` and independently of the other agents:
 1. GAE along the agent's own rounds: ``delta_t^i = r_t^i + gamma (1 - done_t) V(x_{t+1}^i) - V(x_t^i)``,
    ``A_t^i = delta_t^i + gamma lam (1 - done_t) A_{t+1}^i`` (``x`` is ``o^i`` or ``s``). Unlike MARFT's
    chain GAE, no agent bootstraps from another agent's value in the same round.
-2. PPO-clip on whole responses per agent (:meth:`ActionPPOLearner.policy_step`, ``action_ppo.py``: entropy bonus, optional KL to
+2. PPO-clip on whole responses per agent (``action_ppo.step``: entropy bonus, optional KL to
    the reference, optional approx-KL gate), advantages standardised over the batch.
 3. The critic(s) fit the GAE returns with a clipped value loss (IPPO: a frozen agent's head, like its adapter, never learns).
 
@@ -30,12 +30,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from marft_agents.algorithms import action_ppo
 from marft_agents.algorithms import data_parallel as dp
-from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
-from marft_agents.algorithms.base import by_adapter
-from marft_agents.algorithms.critic import ValueHead, features
+from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
+from marft_agents.algorithms.critic import Critic, ValueHead, features
 from marft_agents.algorithms.ppo_settings import PPOSettings
+from marft_agents.algorithms.prepare import prepare_advantages
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
@@ -106,11 +107,12 @@ class ValueHeads(nn.Module):
         return out
 
 
-class IPPO(ActionPPOLearner):
+class IPPO(Learner):
     """Independent PPO: per-agent policies and per-agent critics on each agent's own observation."""
 
     centralised = False
     """True: one value head on the global state (MAPPO); False: a head per agent on its observation."""
+    critic: Critic
 
     def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
@@ -120,9 +122,11 @@ class IPPO(ActionPPOLearner):
         self.critic_learns = {a: self.centralised or policy.adapter_of[a] not in self.frozen for a in policy.agents}
         # a team of models (models/team.py): each agent's head takes its own model's width
         widths = [policy.width_of(a) for a in policy.agents] if hasattr(policy, "width_of") and not self.centralised else None
-        critic = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents), widths)
+        heads = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents), widths)
         learning = dict.fromkeys(self.head_of[a] for a in policy.agents if self.critic_learns[a])
-        self.set_critic(critic, [p for k in learning for p in critic.heads[k].parameters()])
+        params = [p for k in learning for p in heads.heads[k].parameters()]
+        self.critic = Critic(heads, policy.device, params=params, **config.critic_options())
+        self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
 
     @classmethod
     def check_data_parallel(cls, config: IPPOConfig) -> None:
@@ -141,16 +145,19 @@ class IPPO(ActionPPOLearner):
         keep = torch.tensor(
             [self.critic_learns[s.agent] for s in steps], dtype=torch.bool, device=feats.device
         )  # (N,) rows the critic learns from
-        self.observe_critic(feats[keep], heads[keep])  # the input statistics first (every rank's): the old values use them
-        with torch.no_grad():
-            values_old = self.critic(feats, heads)  # (N,)
+        self.critic.observe(feats[keep], heads[keep], ranks=self.ranks)  # the input statistics first (every rank's)
+        values_old = self.critic.values(feats, heads)  # (N,)
         advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)
-        advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages)  # per agent; equal returns: no step
+        advantages, metrics, informative = prepare_advantages(  # per agent; equal returns: no policy step
+            self.policy, episodes, steps, idx_of, advantages, **cfg.advantage_options(), ranks=self.ranks
+        )
         anywhere = dp.held(self.ranks, idx_of)  # data-parallel: every rank steps the same adapters
+        sampling = dict(settings=cfg, temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
         for adapter in self.trainable:
             if anywhere[adapter] and informative:
-                metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
-        metrics.update(self.fit_value((feats[keep], heads[keep]), values_old[keep], returns[keep], rng))
+                optimizer = self.optimizers[adapter]
+                metrics.update(action_ppo.step(self.policy, optimizer, adapter, steps, idx_of[adapter], advantages, rng, **sampling))
+        metrics.update(self.critic.fit((feats[keep], heads[keep]), values_old[keep], returns[keep], rng, ranks=self.ranks))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics
 

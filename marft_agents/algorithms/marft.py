@@ -4,7 +4,7 @@
    the predecessors' same-round actions, this is the sequential value ``V(o, a^{1:i-1})``.
 2. Chain GAE along each round's acting order (``gamma_agent`` between agents of a round, ``gamma``
    between rounds), over all collected episodes at once (episode ends cut exactly one link).
-3. Per agent, PPO-clip on whole actions (:meth:`ActionPPOLearner.policy_step`, ``action_ppo.py``): ``log pi(a|o)`` is the sum (or
+3. Per agent, PPO-clip on whole actions (``action_ppo.step``): ``log pi(a|o)`` is the sum (or
    mean) of the response's token log-probs under the sampling temperature; an entropy bonus; an
    optional KL-to-reference penalty (the base with adapters disabled; after ``init_from`` the run's
    starting adapters); an optional approx-KL gate that skips a minibatch.
@@ -23,11 +23,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from marft_agents.algorithms import action_ppo
 from marft_agents.algorithms import data_parallel as dp
-from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
-from marft_agents.algorithms.critic import ValueHead
+from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
+from marft_agents.algorithms.critic import Critic, ValueHead, features
 from marft_agents.algorithms.ppo_settings import ChainSettings
+from marft_agents.algorithms.prepare import prepare_advantages
 from marft_agents.algorithms.sequential import round_robin, turns
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
@@ -53,32 +55,42 @@ def compute_advantages(
     return chain_gae(rewards, values, round_ends, dones, gamma=gamma, gamma_agent=gamma_agent, lam=lam)
 
 
-class MARFT(ActionPPOLearner):
+class MARFT(Learner):
     """Action-level MARFT: shared critic, chain GAE, PPO-clip per agent."""
 
     config: MARFTConfig
+    critic: Critic
 
     def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
         super().__init__(policy, config, temperature, **options)
-        self.set_critic(ValueHead(policy.hidden_size))
+        self.critic = Critic(ValueHead(policy.hidden_size), policy.device, **config.critic_options())
+        self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One MARFT update from whole episodes; returns metrics."""
         cfg = self.config
-        steps, idx_of, feats, values_old = self.valued_batch(episodes)  # frozen features: once per update
+        steps, idx_of = by_adapter(self.policy, episodes)
+        feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d) frozen base features: once per update
+        self.critic.observe(feats, ranks=self.ranks)  # the input statistics first (every rank's): the old values use them
+        values_old = self.critic.values(feats)  # (N,)
         advantages, returns = compute_advantages(
             steps, values_old, gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda, shared_reward=cfg.shared_reward
         )
-        advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages)  # per agent; equal returns: no step
+        advantages, metrics, informative = prepare_advantages(  # per agent; equal returns: no policy step
+            self.policy, episodes, steps, idx_of, advantages, **cfg.advantage_options(), ranks=self.ranks
+        )
         learning = self.learning_adapters(update) if informative else []
         keys, held = [(s.episode, s.round) for s in steps], dp.held(self.ranks, idx_of)  # held: any rank's steps
+        sampling = dict(settings=cfg, temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
         for turn in turns(learning, idx_of, keys, cfg.sequential, rng, self.policy.device, held):
             scaled = advantages if turn.weights is None else advantages * turn.weights  # (N,): M of every step
-            metrics.update({**self.policy_step(turn.adapter, steps, turn.idx, scaled, rng), **turn.metrics()})
+            optimizer = self.optimizers[turn.adapter]
+            metrics.update(action_ppo.step(self.policy, optimizer, turn.adapter, steps, turn.idx, scaled, rng, **sampling))
+            metrics.update(turn.metrics())
             if turn.needs_ratios and turn.idx:  # data-parallel: this rank may hold none of the adapter's steps
                 turn.record(self.log_ratios(turn.adapter, steps, turn.idx))
-        metrics.update(self.fit_value((feats,), values_old, returns, rng))
+        metrics.update(self.critic.fit((feats,), values_old, returns, rng, ranks=self.ranks))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics
 
@@ -89,3 +101,9 @@ class MARFT(ActionPPOLearner):
     def learning_adapters(self, update: int) -> list[str]:
         """The trainable adapters that learn in this update (all, or one in turn: the round-robin skips frozen ones)."""
         return round_robin(self.trainable, update, self.config.agent_iteration_interval)
+
+    def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
+        """``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s actions ``idx`` (after its step), ``(len(idx),)``."""
+        cfg = self.config
+        scoring = dict(temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction)
+        return action_ppo.log_ratios(self.policy, adapter, steps, idx, **scoring)

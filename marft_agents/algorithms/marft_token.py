@@ -16,9 +16,9 @@ and GAE runs backwards over that sequence with ``lambda`` (:func:`marft_agents.a
 2. The flattened sequences of all episodes are laid out as rows of one ``(n_episodes, T)`` tensor with
    index arithmetic (no Python loop over tokens); the GAE scan loops over token positions only,
    vectorised over episodes.
-3. Per agent, PPO-clip per token (:meth:`MARFTToken.policy_step`): ``rho_k = exp(log pi(w_k) - log pi_old(w_k))`` times the token's
-   advantage, mask-weighted means over the response tokens of a minibatch of agent-steps; the
-   entropy bonus, optional KL-to-reference penalty and approx-KL gate of action level.
+3. Per agent, PPO-clip per token (``token_ppo.step``, shared with CORY): ``rho_k = exp(log pi(w_k) - log pi_old(w_k))``
+   times the token's advantage, mask-weighted means over the response tokens of a minibatch of agent-steps;
+   the entropy bonus, optional KL-to-reference penalty and approx-KL gate of action level.
 4. The critic fits the per-token returns with a masked clipped value loss.
 5. Agent-by-agent training and the sequential trust-region update work as at action level; the
    sequential weight ``M`` of a round multiplies every token advantage of the later agents' responses.
@@ -32,14 +32,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from marft_agents.algorithms.action_ppo import action_log_ratios
+from marft_agents.algorithms import action_ppo, token_ppo
 from marft_agents.algorithms.advantages import at_last_token, token_advantages
-from marft_agents.algorithms.base import CriticLearner, apply, by_adapter, pack
-from marft_agents.algorithms.critic import ValueHead, token_features
-from marft_agents.algorithms.losses import approx_kl, masked_mean, mean_stats, ppo_clip_loss, step_stats
+from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter, pack
+from marft_agents.algorithms.critic import Critic, ValueHead, token_features
 from marft_agents.algorithms.ppo_settings import ChainSettings
+from marft_agents.algorithms.prepare import prepare_advantages
 from marft_agents.algorithms.sequential import round_robin, turns
-from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import AgentStep, Episode
@@ -58,17 +57,19 @@ class MARFTTokenConfig(ChainSettings):
     """Discount between tokens of one response (1.0: a response's length is not penalised)."""
 
 
-class MARFTToken(CriticLearner):
+class MARFTToken(Learner):
     """Token-level MARFT: per-token critic, GAE over all agents' tokens, PPO-clip per token."""
 
     skips_ignored = False  # the per-token backup needs a token on every step
 
     config: MARFTTokenConfig
+    critic: Critic
 
     def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
         super().__init__(policy, config, temperature, **options)
-        self.set_critic(ValueHead(policy.hidden_size))  # applied at every response position
+        self.critic = Critic(ValueHead(policy.hidden_size), policy.device, **config.critic_options())  # at every response position
+        self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One token-level MARFT update from whole episodes; returns metrics."""
@@ -78,8 +79,7 @@ class MARFTToken(CriticLearner):
         batch = pack(steps, device)
         feats = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen: once per update
         self.critic.observe(feats, batch.mask)  # the input statistics first (real tokens only): the old values use them
-        with torch.no_grad():
-            values_old = self.critic(feats) * batch.mask  # (N, R)
+        values_old = self.critic.values(feats) * batch.mask  # (N, R)
         episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}
         rewards = at_last_token(
             torch.tensor([s.chain_reward if cfg.shared_reward == "once" else s.reward for s in steps], dtype=torch.float32, device=device),
@@ -98,14 +98,21 @@ class MARFTToken(CriticLearner):
             gamma_token=cfg.gamma_token,
             lam=cfg.gae_lambda,
         )
-        advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages, batch.mask)
+        advantages, metrics, informative = prepare_advantages(  # per agent; equal returns: no policy step
+            self.policy, episodes, steps, idx_of, advantages, batch.mask, **cfg.advantage_options(), ranks=self.ranks
+        )
         learning = self.learning_adapters(update) if informative else []
+        ppo = dict(clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate)
+        ppo.update(max_grad_norm=cfg.max_grad_norm)
+        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, temperature=self.temperature, tis_cap=self.tis_cap)
         for turn in turns(learning, idx_of, [(s.episode, s.round) for s in steps], cfg.sequential, rng, self.policy.device):
             scaled = advantages if turn.weights is None else advantages * turn.weights.view(-1, 1)  # M of a step on all its tokens
-            metrics.update({**self.policy_step(turn.adapter, steps, turn.idx, batch.old_logp, scaled, rng), **turn.metrics()})
+            optimizer, old = self.optimizers[turn.adapter], batch.old_logp
+            metrics.update(token_ppo.step(self.policy, optimizer, turn.adapter, steps, turn.idx, old, scaled, rng, **ppo, **passes))
+            metrics.update(turn.metrics())
             if turn.needs_ratios:  # the last adapter's new ratio is not needed by anyone
                 turn.record(self.log_ratios(turn.adapter, steps, turn.idx))
-        metrics.update(self.fit_value((feats,), values_old, returns, rng, mask=batch.mask))
+        metrics.update(self.critic.fit((feats,), values_old, returns, rng, mask=batch.mask))
         metrics["advantage_std"] = float(advantages[batch.mask].std()) if batch.mask.sum() > 1 else 0.0
         return metrics
 
@@ -113,42 +120,8 @@ class MARFTToken(CriticLearner):
         """The trainable adapters that learn in this update (all, or one in turn: the round-robin skips frozen ones)."""
         return round_robin(self.trainable, update, self.config.agent_iteration_interval)
 
-    def policy_step(
-        self,
-        adapter: str,
-        steps: list[AgentStep],
-        idx: list[int],
-        old_logp: torch.Tensor,
-        advantages: torch.Tensor,
-        rng: np.random.Generator,
-    ) -> dict[str, float]:
-        """Epochs of PPO-clip per token over ``adapter``'s steps ``idx``; ``old_logp``, ``advantages`` ``(N, R)``."""
-        cfg = self.config
-        log, skipped = [], 0  # per-minibatch stats
-        for mb in self.minibatches(adapter, steps, idx, rng):
-            rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
-            weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
-            ppo, stats = ppo_clip_loss(
-                mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], cfg.clip_eps, mb.mask, weights=weights
-            )
-            entropy = masked_mean(mb.entropy_tok, mb.mask)
-            loss = ppo - cfg.entropy_coef * entropy
-            row = {}
-            if cfg.kl_coef > 0:
-                kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask)  # per token, to the reference
-                loss = loss + cfg.kl_coef * kl
-                row["kl_ref"] = kl.item()  # logged for gated minibatches too
-            if cfg.kl_gate is not None and stats["approx_kl"] > cfg.kl_gate:  # too far from the behaviour policy
-                log.append(row)
-                skipped += 1
-                continue
-            apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter)
-            log.append({**row, **step_stats(loss, entropy, stats), **weight_stats(weights, mb.mask)})
-        return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
-
     def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
         """Action-level ``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s steps ``idx``, for the weight ``M``."""
         cfg = self.config
-        return action_log_ratios(
-            self.policy, adapter, steps, idx, temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction
-        )
+        scoring = dict(temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction)
+        return action_ppo.log_ratios(self.policy, adapter, steps, idx, **scoring)

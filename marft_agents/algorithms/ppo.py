@@ -1,11 +1,11 @@
 """Single-agent PPO: the MARFT paper's baseline (``docs/algorithms/ppo.md``), one agent with the same model and budget.
 
-Textbook PPO with the pieces action-level MARFT uses (``base.py``, ``losses.py``), on one agent:
+Textbook PPO with the pieces action-level MARFT composes (``critic.py``, ``prepare.py``, ``action_ppo.py``), on one agent:
 
 1. A critic ``V(o)``, a small MLP on frozen base features of the observation (``critic.py``).
 2. GAE over the agent's rounds: with one agent every step ends its round, so chain GAE's
    ``delta_t = r_t + gamma (1 - done_t) V(o_{t+1}) - V(o_t)`` is plain GAE (``gamma_agent`` never applies).
-3. PPO-clip on whole responses (:meth:`ActionPPOLearner.policy_step`, ``action_ppo.py``), ``log pi(a|o)`` the sum (or mean) of the
+3. PPO-clip on whole responses (``action_ppo.step``), ``log pi(a|o)`` the sum (or mean) of the
    response's token log-probs under the sampling temperature; entropy bonus; optional KL-to-reference
    penalty and approx-KL gate.
 4. A clipped value loss on the GAE returns.
@@ -21,11 +21,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from marft_agents.algorithms import action_ppo
 from marft_agents.algorithms import data_parallel as dp
-from marft_agents.algorithms.action_ppo import ActionPPOLearner
 from marft_agents.algorithms.advantages import chain_gae
-from marft_agents.algorithms.critic import ValueHead
+from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
+from marft_agents.algorithms.critic import Critic, ValueHead, features
 from marft_agents.algorithms.ppo_settings import PPOSettings
+from marft_agents.algorithms.prepare import prepare_advantages
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
 from marft_agents.rollout.layered import Episode
@@ -34,10 +36,11 @@ PPOConfig = PPOSettings
 """Hyper-parameters of single-agent PPO: the shared PPO ones, with MARFT's defaults for a fair comparison."""
 
 
-class PPO(ActionPPOLearner):
+class PPO(Learner):
     """Single-agent PPO: a critic on the observation, plain GAE over the agent's rounds, PPO-clip on responses."""
 
     config: PPOConfig
+    critic: Critic
 
     def __init__(self, policy: LaMASPolicy, config: PPOConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
@@ -47,7 +50,8 @@ class PPO(ActionPPOLearner):
                 "use algo=marft, ippo or mappo for several agents"
             )
         super().__init__(policy, config, temperature, **options)
-        self.set_critic(ValueHead(policy.hidden_size))
+        self.critic = Critic(ValueHead(policy.hidden_size), policy.device, **config.critic_options())
+        self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
 
     @classmethod
     def check_data_parallel(cls, config: PPOConfig) -> None:
@@ -56,7 +60,10 @@ class PPO(ActionPPOLearner):
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One PPO update from whole episodes; returns metrics."""
         cfg = self.config
-        steps, idx_of, feats, values_old = self.valued_batch(episodes)  # frozen features: once per update
+        steps, idx_of = by_adapter(self.policy, episodes)
+        feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d) frozen base features: once per update
+        self.critic.observe(feats, ranks=self.ranks)  # the input statistics first (every rank's): the old values use them
+        values_old = self.critic.values(feats)  # (N,)
         # With one agent every step ends its round, so chain GAE is plain GAE (gamma_agent never applies).
         advantages, returns = chain_gae(
             torch.tensor([s.reward for s in steps], dtype=torch.float32, device=values_old.device),
@@ -67,10 +74,14 @@ class PPO(ActionPPOLearner):
             gamma_agent=cfg.gamma,
             lam=cfg.gae_lambda,
         )
-        advantages, metrics, informative = self.prepare_advantages(episodes, steps, idx_of, advantages)  # equal returns: no step
+        advantages, metrics, informative = prepare_advantages(  # equal returns: no policy step
+            self.policy, episodes, steps, idx_of, advantages, **cfg.advantage_options(), ranks=self.ranks
+        )
         (adapter,) = self.policy.adapters
         if dp.held(self.ranks, idx_of)[adapter] and informative:  # data-parallel: every rank steps, or none
-            metrics.update(self.policy_step(adapter, steps, idx_of[adapter], advantages, rng))
-        metrics.update(self.fit_value((feats,), values_old, returns, rng))
+            sampling = dict(settings=cfg, temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
+            optimizer = self.optimizers[adapter]
+            metrics.update(action_ppo.step(self.policy, optimizer, adapter, steps, idx_of[adapter], advantages, rng, **sampling))
+        metrics.update(self.critic.fit((feats,), values_old, returns, rng, ranks=self.ranks))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics

@@ -52,6 +52,20 @@ class PPOSettings(Ranged):
     logp_reduction: str = choice("sum", ("sum", "mean"))
     """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
 
+    def critic_options(self) -> dict:
+        """What a :class:`~marft_agents.algorithms.critic.Critic` takes from these settings."""
+        return dict(
+            lr=self.critic_lr,
+            epochs=self.critic_epochs,
+            minibatch_size=self.minibatch_size,
+            value_clip=self.value_clip,
+            max_grad_norm=self.max_grad_norm,
+        )
+
+    def advantage_options(self) -> dict:
+        """What :func:`~marft_agents.algorithms.prepare.prepare_advantages` takes from these settings."""
+        return dict(normalize=self.normalize_advantages, scope=self.normalize_scope, skip_equal_returns=self.skip_equal_returns)
+
 
 @dataclass
 class ChainSettings(PPOSettings):

@@ -23,7 +23,8 @@ from marft_agents.algorithms.base import Learner
 from marft_agents.algorithms.data_parallel import Ranks
 from marft_agents.algorithms.grpo import GRPO, GRPOConfig
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.signal.collection import rank_share
 from marft_agents.training.launch import process_group, ranks_from_env
@@ -54,7 +55,7 @@ def learner(algo: str, model_dir: str) -> tuple[LaMASPolicy, Learner, list]:
 def record_gradients(learner: Learner) -> list[list[torch.Tensor]]:
     """Every optimizer step's gradients from now on (after the sum over ranks, before the step), in order."""
     steps: list[list[torch.Tensor]] = []
-    optimizers = [*learner.optimizers.values(), *([learner.critic_optimizer] if hasattr(learner, "critic_optimizer") else [])]
+    optimizers = [*learner.optimizers.values(), *([learner.critic.optimizer] if learner.critic is not None else [])]
     for optimizer in optimizers:
         step = optimizer.step
 

@@ -15,8 +15,11 @@ from marft_agents.cli import main as cli
 from marft_agents.training.config import ConfigError, TrainConfig, describe, field_docs, from_dict, load, to_dict
 
 PACKAGE = Path(marft_agents.__file__).parent
-SHARED = ("__init__", "base", "ppo_settings", "advantages", "losses", "tis", "critic", "sequential", "action_ppo", "data_parallel")
-"""The shared base and the shared maths beside it: every algorithm may import these, and no other sibling."""
+SHARED = (
+    *("__init__", "base", "ppo_settings", "advantages", "losses", "tis", "critic", "sequential", "prepare"),
+    *("action_ppo", "token_ppo", "data_parallel"),
+)
+"""The shared base and the shared pieces beside it: every algorithm may import these, and no other sibling."""
 ALGORITHM_FILES = sorted(p for p in (PACKAGE / "algorithms").glob("*.py") if p.stem not in SHARED)
 
 
@@ -63,16 +66,39 @@ def test_the_base_takes_no_callbacks():
 
 
 @pytest.mark.parametrize("path", [p for p in ALGORITHM_FILES if p.name not in ("base.py", "__init__.py")], ids=lambda p: p.name)
-def test_each_algorithm_writes_its_own_loss_over_the_base_minibatches(path):
+def test_each_algorithm_writes_its_own_loss_or_calls_a_shared_step_by_module_name(path):
     calls = called_names(path)
-    # the action-level PPO family (MARFT, PPO, IPPO/MAPPO) shares one written-once step: action_ppo.py
     own = {"minibatches", "apply"} <= calls and calls & {"ppo_clip_loss", "grpo_loss"}
-    assert own or "ActionPPOLearner" in imported_names(path), path.name
+    # the action- and token-level PPO families share one written-once step each, called as action_ppo.step / token_ppo.step
+    shared = {"action_ppo", "token_ppo"} & imported_names(path) and "step" in calls
+    assert own or shared, path.name
 
 
-def test_the_shared_action_ppo_step_is_built_over_the_base_minibatches():
-    calls = called_names(PACKAGE / "algorithms" / "action_ppo.py")
+@pytest.mark.parametrize("module", ["action_ppo", "token_ppo"])
+def test_the_shared_ppo_steps_are_built_over_the_base_minibatches(module):
+    calls = called_names(PACKAGE / "algorithms" / f"{module}.py")
     assert {"minibatches", "apply", "ppo_clip_loss"} <= calls
+
+
+@pytest.mark.parametrize("name", list(algorithms.BUILTIN))
+def test_no_update_logic_in_a_base_class(name):
+    # Compose, don't inherit: between a learner and Learner stands no shared class, so its update and every method
+    # it calls on itself are written in its own module (MAPPO may extend IPPO beside it), and Learner defines no update.
+    _, learner_class = algorithms.lookup(name)
+    tower = [k for k in learner_class.__mro__ if issubclass(k, Learner) and k is not Learner]
+    assert {k.__module__ for k in tower} == {learner_class.__module__}, [k.__qualname__ for k in tower]
+    assert learner_class.update.__module__ == learner_class.__module__
+    assert getattr(Learner.update, "__isabstractmethod__", False)
+
+
+def test_the_base_module_holds_the_protocol_and_no_other_learner_class():
+    tree = ast.parse((PACKAGE / "algorithms" / "base.py").read_text())
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    learners = [c.name for c in classes if any(ast.unparse(b) in ("ABC", "Learner") for b in c.bases)]
+    assert learners == ["Learner"]
+    methods = {f.name for c in classes if c.name == "Learner" for f in c.body if isinstance(f, ast.FunctionDef)}
+    protocol = {"__init__", "check_env", "check_data_parallel", "learned", "collector", "before_collect", "update"}
+    assert methods <= protocol | {"state_dict", "load_state_dict"}, methods - protocol
 
 
 def test_every_registered_learner_subclasses_the_base_and_has_a_dataclass_config():

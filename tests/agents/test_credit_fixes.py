@@ -12,11 +12,13 @@ import torch
 from agent_helpers import episode, plant_rewards
 
 import marft_envs
+from marft_agents.algorithms import action_ppo
 from marft_agents.algorithms.action_ppo import action_ppo_loss
 from marft_agents.algorithms.advantages import normalize, normalize_per_agent, returns_differ
 from marft_agents.algorithms.base import flatten
 from marft_agents.algorithms.marft import MARFT, MARFTConfig, compute_advantages
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.evaluation import summarize
 from marft_agents.rollout.layered import RolloutEngine
 from marft_envs.outcomes import SHARED_REWARD
@@ -115,16 +117,21 @@ def setup_marft(model_dir, episodes_planted=True):
     return policy, algo, plant_rewards(episodes) if episodes_planted else episodes
 
 
-def test_after_a_marft_update_each_adapters_mean_advantage_is_zero(tiny_model_dir):
+def spy_on_action_ppo_step(monkeypatch, seen, whole=False):
+    """Record the advantages each adapter's ``action_ppo.step`` receives (its own rows, or ``whole``: all of them)."""
+    step = action_ppo.step
+
+    def spy(policy, optimizer, adapter, steps, idx, advantages, rng, **kwargs):
+        seen[adapter] = (advantages if whole else advantages[idx]).clone()
+        return step(policy, optimizer, adapter, steps, idx, advantages, rng, **kwargs)
+
+    monkeypatch.setattr(action_ppo, "step", spy)
+
+
+def test_after_a_marft_update_each_adapters_mean_advantage_is_zero(tiny_model_dir, monkeypatch):
     policy, algo, episodes = setup_marft(tiny_model_dir)
     seen = {}
-    step = algo.policy_step
-
-    def spy(adapter, steps, idx, advantages, rng):
-        seen[adapter] = advantages[idx].clone()
-        return step(adapter, steps, idx, advantages, rng)
-
-    algo.policy_step = spy
+    spy_on_action_ppo_step(monkeypatch, seen)
     metrics = algo.update(episodes, 0, np.random.default_rng(0))
     assert set(seen) == {"reasoner_0", "actor_0"}
     for adapter, adv in seen.items():
@@ -147,13 +154,13 @@ def test_an_update_with_equal_returns_leaves_every_adapter_bit_identical(tiny_mo
     policy, algo, episodes = setup_marft(tiny_model_dir, episodes_planted=False)
     assert len({e.team_return for e in episodes}) == 1  # a random tiny model earns nothing
     before = {a: [p.detach().clone() for p in policy.parameters(a)] for a in policy.adapters}
-    critic_before = [p.detach().clone() for p in algo.critic.parameters()]
+    critic_before = [p.detach().clone() for p in algo.critic.head.parameters()]
     metrics = algo.update(episodes, 0, np.random.default_rng(0))
     assert metrics["policy/skipped_equal_returns"] == 1.0
     for a in policy.adapters:
         assert all(torch.equal(x, y) for x, y in zip(before[a], policy.parameters(a))), a
         assert not any(k.startswith(f"{a}/loss") for k in metrics)
-    assert any(not torch.equal(x, y) for x, y in zip(critic_before, algo.critic.parameters()))  # the critic may still fit
+    assert any(not torch.equal(x, y) for x, y in zip(critic_before, algo.critic.head.parameters()))  # the critic may still fit
 
 
 # -- the action-level PPO loss, written once ---------------------------------------------------------
@@ -186,17 +193,11 @@ def test_shared_reward_per_agent_counts_every_copy_as_before():
     assert returns.tolist() == pytest.approx([2.0, 1.0])
 
 
-def test_batch_scope_and_stepping_on_equal_returns_reproduce_the_earlier_update(tiny_model_dir):
+def test_batch_scope_and_stepping_on_equal_returns_reproduce_the_earlier_update(tiny_model_dir, monkeypatch):
     policy, algo, episodes = setup_marft(tiny_model_dir, episodes_planted=False)
     algo.config.normalize_scope, algo.config.skip_equal_returns = "batch", False
     seen = {}
-    step = algo.policy_step
-
-    def spy(adapter, steps, idx, advantages, rng):
-        seen[adapter] = advantages.clone()
-        return step(adapter, steps, idx, advantages, rng)
-
-    algo.policy_step = spy
+    spy_on_action_ppo_step(monkeypatch, seen, whole=True)
     metrics = algo.update(episodes, 0, np.random.default_rng(0))
     assert metrics["policy/skipped_equal_returns"] == 0.0 and set(seen) == {"reasoner_0", "actor_0"}
     adv = seen["reasoner_0"]  # the whole batch, standardised jointly: mean 0 over all steps, not per agent

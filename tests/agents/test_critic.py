@@ -11,7 +11,8 @@ import torch
 import marft_envs
 from marft_agents.algorithms import build_learner, config_class
 from marft_agents.algorithms.critic import CLIP, STD_FLOOR, FeatureScaler, ValueHead, fit_critic
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 
 X = torch.tensor([[1.0, 2.0, 7.0], [3.0, 2.0, 7.0], [5.0, 8.0, 7.0]])  # (3 rows, 3 features); the last is constant
@@ -103,7 +104,7 @@ def test_critic_epochs_is_the_number_of_passes_of_every_critic_learner(tiny_mode
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
     config = config_class(algo_name)(ppo_epochs=1, critic_epochs=3, minibatch_size=64)
     algo = build_learner(algo_name, policy, config, 1.0)
-    optimizers = list(algo.critic_optimizers.values()) if algo_name == "cory" else [algo.critic_optimizer]
+    optimizers = list(algo.critic_optimizers.values()) if algo_name == "cory" else [algo.critic.optimizer]
     counts = [0] * len(optimizers)
     for k, optimizer in enumerate(optimizers):
         step = optimizer.step
@@ -119,5 +120,5 @@ def test_critic_epochs_is_the_number_of_passes_of_every_critic_learner(tiny_mode
     episodes = engine.collect(envs, range(2))
     algo.update(episodes, 0, np.random.default_rng(0))
     assert counts == [3] * len(optimizers)  # one minibatch per pass (<= 64 steps), 3 passes, whatever ppo_epochs says
-    critics = list(algo.critics.values()) if algo_name == "cory" else [algo.critic]
+    critics = list(algo.critics.values()) if algo_name == "cory" else [algo.critic.head]
     assert all(m.count.item() > 0 for c in critics for m in c.modules() if isinstance(m, FeatureScaler))  # inputs observed

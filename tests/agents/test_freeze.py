@@ -16,7 +16,8 @@ from signal_env import ParityChain
 import marft_envs
 from marft_agents.algorithms import build_learner, config_class, names
 from marft_agents.cli import main as cli
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs.report import summary_table
@@ -49,8 +50,8 @@ def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 def optimizers_of(algo) -> list[torch.optim.Optimizer]:
     """Every optimizer a learner keeps: its adapters', its critic's, its per-agent critics'."""
     out = list(algo.optimizers.values())
-    if hasattr(algo, "critic_optimizer"):
-        out.append(algo.critic_optimizer)
+    if algo.critic is not None:
+        out.append(algo.critic.optimizer)
     return out + list(getattr(algo, "critic_optimizers", {}).values())
 
 
@@ -65,7 +66,7 @@ def own_critic(algo, agent: str, adapter: str) -> torch.nn.Module | None:
     if hasattr(algo, "critics"):
         return algo.critics[adapter]
     if hasattr(algo, "head_of") and not algo.centralised:
-        return algo.critic.heads[algo.head_of[agent]]
+        return algo.critic.head.heads[algo.head_of[agent]]
     return None
 
 

@@ -14,7 +14,8 @@ import marft_envs
 from marft_agents.algorithms.base import flatten
 from marft_agents.algorithms.ippo_mappo import IPPO, MAPPO, IPPOConfig, MAPPOConfig, ValueHeads, agent_streams, per_agent_gae
 from marft_agents.cli import main as cli
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 
 # ------------------------------------------------------------------------------------------- maths
@@ -73,10 +74,10 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
     model, tokenizer = load_base(str(tiny_model_dir))
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
     algo = algo_cls(policy, config_cls(minibatch_size=4, kl_coef=0.1), temperature=1.0)
-    assert len(algo.critic.heads) == n_heads
+    assert len(algo.critic.head.heads) == n_heads
     engine = RolloutEngine(policy, Sampling(1.0, 8), record_state=algo.needs_state)
     torch.manual_seed(0)
-    critic_before = {n: p.detach().clone() for n, p in algo.critic.named_parameters()}
+    critic_before = {n: p.detach().clone() for n, p in algo.critic.head.named_parameters()}
     before = snapshot(policy)
     rng = np.random.default_rng(0)
     for update in range(2):
@@ -93,7 +94,7 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
     assert trainable and not unchanged, f"trainable parameters that did not change: {unchanged[:5]}"
     changed_frozen = [k[1] for k in before.keys() - trainable if not torch.equal(before[k][0], after[k][0])]
     assert not changed_frozen, f"frozen parameters that changed: {changed_frozen[:5]}"
-    assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.named_parameters())
+    assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.head.named_parameters())
 
 
 def test_mappo_without_recorded_state_says_what_to_do(tiny_model_dir):

@@ -8,7 +8,8 @@ from agent_helpers import plant_rewards
 import marft_envs
 from marft_agents.algorithms.base import flatten
 from marft_agents.algorithms.marft import MARFT, MARFTConfig, compute_advantages
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 
 
@@ -33,7 +34,7 @@ def snapshot(policy):
 @pytest.mark.parametrize("mode", ["lora", "shared", "copies"])
 def test_one_update_changes_every_trainable_parameter_and_no_frozen_one(tiny_model_dir, mode):
     policy, algo, episodes = setup(tiny_model_dir, mode, kl_coef=0.1)
-    critic_before = {n: p.detach().clone() for n, p in algo.critic.named_parameters()}
+    critic_before = {n: p.detach().clone() for n, p in algo.critic.head.named_parameters()}
     before = snapshot(policy)
     metrics = algo.update(episodes, 0, np.random.default_rng(0))
     assert all(np.isfinite(v) for v in metrics.values()), metrics
@@ -44,7 +45,7 @@ def test_one_update_changes_every_trainable_parameter_and_no_frozen_one(tiny_mod
     assert not unchanged, f"trainable parameters that did not change: {unchanged[:5]}"
     changed_frozen = [k[1] for k in before.keys() - trainable if not torch.equal(before[k][0], after[k][0])]
     assert not changed_frozen, f"frozen parameters that changed: {changed_frozen[:5]}"
-    assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.named_parameters())
+    assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.head.named_parameters())
 
 
 def test_agent_by_agent_updates_only_the_scheduled_adapter(tiny_model_dir):

@@ -15,7 +15,8 @@ import marft_envs
 from marft_agents.algorithms.advantages import token_advantages, token_gae
 from marft_agents.algorithms.base import pack
 from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 
 F, T_ = False, True
@@ -116,7 +117,7 @@ def test_token_features_are_the_states_before_each_token(tiny_model_dir):
 def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_model_dir):
     policy, envs, engine = collect(tiny_model_dir)
     algo = MARFTToken(policy, MARFTTokenConfig(minibatch_size=2, kl_coef=0.1), temperature=1.0)
-    critic_before = {n: p.detach().clone() for n, p in algo.critic.named_parameters()}
+    critic_before = {n: p.detach().clone() for n, p in algo.critic.head.named_parameters()}
     before = snapshot(policy)
     for update in range(2):
         episodes = plant_rewards(engine.collect(envs, range(4 * update, 4 * update + 4)))
@@ -128,7 +129,7 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
     assert trainable
     assert not [n for n in trainable if torch.equal(before[n][0], after[n][0])]
     assert not [n for n in before.keys() - trainable if not torch.equal(before[n][0], after[n][0])]
-    assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.named_parameters())
+    assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.head.named_parameters())
 
 
 def test_first_minibatch_ratio_is_one_per_token(tiny_model_dir):

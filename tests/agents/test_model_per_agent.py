@@ -20,7 +20,7 @@ from marft_agents.algorithms import build_learner, config_class
 from marft_agents.algorithms.tis import recompute_behaviour
 from marft_agents.cli import main as cli
 from marft_agents.models.chat import prompt_ids
-from marft_agents.models.policy import Sampling
+from marft_agents.models.sampling import Sampling
 from marft_agents.models.team import TeamPolicy
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs import checkpoint as ckpt
@@ -79,8 +79,8 @@ def test_a_learner_trains_each_agents_adapter_on_its_own_base_and_leaves_the_bas
         algo_name, team, config_class(algo_name)(minibatch_size=8, ppo_epochs=1), 1.0
     )  # kl_coef > 0: own base as reference
     if algo_name == "ippo":  # a value head per agent, on its own model's width
-        assert [head.net[0].in_features for head in algo.critic.heads] == [128, 32]
-        critic_before = {k: v.clone() for k, v in algo.critic.state_dict().items()}
+        assert [head.net[0].in_features for head in algo.critic.head.heads] == [128, 32]
+        critic_before = {k: v.clone() for k, v in algo.critic.head.state_dict().items()}
     engine = RolloutEngine(team, Sampling(1.0, 4), record_state=False, skip_ignored=algo.skips_ignored)
     torch.manual_seed(0)
     episodes = engine.collect([ParityChain() for _ in range(8)], range(8))
@@ -101,7 +101,7 @@ def test_a_learner_trains_each_agents_adapter_on_its_own_base_and_leaves_the_bas
     if algo_name == "ippo":
         for k in range(2):
             prefix = f"heads.{k}.net."
-            assert any(not torch.equal(v, critic_before[n]) for n, v in algo.critic.state_dict().items() if n.startswith(prefix))
+            assert any(not torch.equal(v, critic_before[n]) for n, v in algo.critic.head.state_dict().items() if n.startswith(prefix))
 
 
 @pytest.mark.parametrize("algo_name", ["grpo", "ippo"])

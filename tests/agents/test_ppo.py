@@ -13,8 +13,10 @@ import marft_envs
 from marft_agents.algorithms.marft import compute_advantages
 from marft_agents.algorithms.ppo import PPO, PPOConfig
 from marft_agents.cli import main as cli
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout.layered import AgentStep, RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
+from marft_agents.rollout.episode import AgentStep
+from marft_agents.rollout.layered import RolloutEngine
 
 
 def solo_step(t: int, reward: float, done: bool) -> AgentStep:
@@ -64,7 +66,7 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
     algo = PPO(policy, PPOConfig(minibatch_size=4, kl_coef=0.1, gamma=0.9), temperature=1.0)
     torch.manual_seed(0)
     engine = RolloutEngine(policy, Sampling(1.0, 8))
-    critic_before = {n: p.detach().clone() for n, p in algo.critic.named_parameters()}
+    critic_before = {n: p.detach().clone() for n, p in algo.critic.head.named_parameters()}
     before = snapshot(policy)
     rng = np.random.default_rng(0)
     for update in range(2):
@@ -79,7 +81,7 @@ def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_mod
     assert not unchanged, f"trainable parameters that did not change: {unchanged[:5]}"
     changed_frozen = [k[1] for k in before.keys() - trainable if not torch.equal(before[k][0], after[k][0])]
     assert not changed_frozen, f"frozen parameters that changed: {changed_frozen[:5]}"
-    assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.named_parameters())
+    assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.head.named_parameters())
 
 
 def test_cli_algo_flag_trains_ppo_on_a_one_agent_env(tiny_model_dir, tmp_path):

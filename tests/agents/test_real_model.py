@@ -17,7 +17,8 @@ from marft_agents.algorithms.grpo import GRPO, GRPOConfig
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.cli import main as cli
 from marft_agents.models import named
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.training.config import TrainConfig
 from marft_agents.training.trainer import build_policy
@@ -144,12 +145,12 @@ def test_a_marft_update_changes_every_trainable_parameter_and_no_frozen_one(real
     algo = MARFT(policy, MARFTConfig(minibatch_size=2), temperature=0.7)  # 2 steps per adapter: A moves once B has
     torch.manual_seed(0)
     episodes = plant_rewards(RolloutEngine(policy, Sampling(0.7, 8)).collect(envs, range(4)))  # 8 tokens solve nothing
-    critic_before = {n: p.detach().clone() for n, p in algo.critic.named_parameters()}
+    critic_before = {n: p.detach().clone() for n, p in algo.critic.head.named_parameters()}
     before = snapshot(policy)
     metrics = algo.update(episodes, 0, np.random.default_rng(0))
     assert all(np.isfinite(v) for v in metrics.values()), metrics
     assert_trained_exactly_the_trainable(before, snapshot(policy))
-    assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.named_parameters())
+    assert all(not torch.equal(critic_before[n], p) for n, p in algo.critic.head.named_parameters())
 
 
 def test_in_bfloat16_a_marft_update_changes_every_trainable_parameter_and_no_frozen_one(real_cache):

@@ -1,0 +1,82 @@
+"""Between the advantages and the policy step: standardise per agent, apply the no-signal rule, log each agent's health.
+
+MARFT (both levels), PPO and IPPO/MAPPO call :func:`prepare_advantages` on their raw advantages. It
+standardises them per agent — jointly over agents, each agent's different mean would become an
+agent-wide constant push (``ALGORITHMS.md``, "Credit") — and says whether the batch carries a signal at
+all: when every episode's return is equal, a policy step would only follow the critic's noise.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from marft_agents.algorithms import data_parallel as dp
+from marft_agents.algorithms.advantages import spread
+from marft_agents.algorithms.data_parallel import SINGLE, Ranks
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.layered import AgentStep, Episode
+
+
+def prepare_advantages(
+    policy: LaMASPolicy,
+    episodes: list[Episode],
+    steps: list[AgentStep],
+    idx_of: dict[str, list[int]],
+    advantages: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    normalize: bool,
+    scope: str,
+    skip_equal_returns: bool,
+    ranks: Ranks = SINGLE,
+) -> tuple[torch.Tensor, dict[str, float], bool]:
+    """``(advantages, metrics, informative)`` from the raw ``advantages`` ``(N,)`` (or ``(N, R)`` with ``mask``).
+
+    ``normalize``: standardise within each agent's steps (``scope="agent"``) or jointly (``scope="batch"``: the
+    earlier behaviour, for ablations), over every rank's steps. ``informative`` is False when the episodes'
+    returns are all equal and ``skip_equal_returns`` is set: then the learner takes no policy step. The metrics
+    hold each adapter's raw advantage health, the raw spread ``signal/advantage_std`` and
+    ``policy/skipped_equal_returns``.
+    """
+    metrics = {"signal/advantage_std": spread(advantages, mask), **agent_health(steps, idx_of, advantages, mask)}
+    if normalize:
+        if scope == "agent":
+            groups, n_groups = adapter_ids(policy, steps), len(policy.adapters)
+        else:  # every step in one group: the joint standardisation
+            groups, n_groups = torch.zeros(len(steps), dtype=torch.long, device=policy.device), 1
+        advantages = dp.normalize_per_agent(ranks, advantages, groups, n_groups, mask)  # over every rank's steps
+    informative = dp.returns_differ(ranks, team_returns(episodes, policy.device)) or not skip_equal_returns
+    metrics["policy/skipped_equal_returns"] = float(not informative)
+    return advantages, metrics, informative
+
+
+def adapter_ids(policy: LaMASPolicy, steps: list[AgentStep]) -> torch.Tensor:
+    """Each step's adapter as an integer, ``(N,)`` (its place in ``policy.adapters``): to normalise per agent."""
+    number = {a: k for k, a in enumerate(policy.adapters)}
+    return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long, device=policy.device)
+
+
+def team_returns(episodes: list[Episode], device: torch.device | None = None) -> torch.Tensor:
+    """Each episode's team return (a round's shared reward once), ``(E,)`` on ``device`` (None: torch's default)."""
+    return torch.tensor([e.team_return for e in episodes], dtype=torch.float64, device=device)
+
+
+def agent_health(
+    steps: list[AgentStep], idx_of: dict[str, list[int]], advantages: torch.Tensor, mask: torch.Tensor | None = None
+) -> dict[str, float]:
+    """Per adapter: the mean and spread of its raw advantages (before normalisation) and its mean reward.
+
+    ``advantages`` is ``(N,)``, or ``(N, R)`` with ``mask``. A mean far from 0 for one agent while the
+    others sit near it is the push that joint standardisation used to turn into a constant.
+    """
+    out: dict[str, float] = {}
+    for adapter, idx in idx_of.items():
+        if not idx:
+            continue
+        rows = advantages[idx]
+        values = rows[mask[idx]] if mask is not None else rows
+        out[f"{adapter}/advantage_mean"] = float(values.double().mean()) if values.numel() else 0.0
+        out[f"{adapter}/advantage_std"] = float(values.double().std(unbiased=False)) if values.numel() > 1 else 0.0
+        out[f"{adapter}/reward"] = float(np.mean([steps[i].reward for i in idx]))
+    return out
