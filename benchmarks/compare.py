@@ -121,8 +121,9 @@ def kl_to_reference(run_dir: str) -> float:
 def sft_control(seconds: float, seed: int) -> dict:
     """More SFT of the shipped checkpoint for ``seconds``, then the same held-out evaluation as the runs."""
     import marft_envs
-    from marft_agents import LaMASPolicy, PretrainConfig, evaluate, load_base
-    from marft_agents import pretrain as sft_train
+    from marft_agents import LaMASPolicy, evaluate, load_base
+    from marft_agents.pretraining.pretrain_config import PretrainConfig
+    from marft_agents.pretraining.sft import train as sft_train
 
     model, tokenizer = load_base("embedded")
     # whole solutions only (unfinished_rate 0), constant 2e-4 (the from-scratch run's final rate,

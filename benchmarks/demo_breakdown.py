@@ -21,7 +21,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 import marft_envs  # noqa: E402
-from marft_agents import HELDOUT_SEED, RolloutEngine, Sampling, TrainConfig, build_policy, policy_from_run  # noqa: E402
+from marft_agents import RolloutEngine, Sampling, TrainConfig, build_policy, policy_from_run  # noqa: E402
+from marft_agents.rollout.evaluation import HELDOUT_SEED  # noqa: E402
 from marft_envs.tasks.math.synthetic import LEVELS  # noqa: E402
 
 ENV = "marft/MathChain-v0"

@@ -32,7 +32,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import marft_envs  # noqa: E402
-from marft_agents import LaMASPolicy, RolloutEngine, Sampling, algorithms, load_base, make_engine  # noqa: E402
+from marft_agents import LaMASPolicy, RolloutEngine, Sampling, algorithms, load_base  # noqa: E402
+from marft_agents.engines import make_engine  # noqa: E402
 
 ENV = "marft/MathChain-v0"
 

@@ -42,8 +42,10 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
 
     import marft_envs
-    from marft_agents import Request, Sampling, TrainConfig, build_policy, make_engine
+    from marft_agents import Sampling, TrainConfig, build_policy
+    from marft_agents.engines import make_engine
     from marft_agents.engines.seeded import EpisodeSampler, EpisodeSeededEngine
+    from marft_agents.models.sampling import Request
 
     env = marft_envs.make(ENV, **KWARGS)
     policy = build_policy(TrainConfig(model=args.model, env=ENV, env_kwargs=KWARGS, threads=args.threads), env.possible_agents)

@@ -230,7 +230,8 @@ def main(argv: list[str] | None = None) -> dict:
     sys.path.insert(0, str(Path(__file__).parent))
     from rollout_throughput import resolve_model
 
-    from marft_agents import EMBEDDED, embedded_model_path
+    from marft_agents import embedded_model_path
+    from marft_agents.models.policy import EMBEDDED
 
     out_path = Path(args.out or RESULTS / (f"memory-{model_name}.json" if model_name else "memory.json"))
     started = time.perf_counter()

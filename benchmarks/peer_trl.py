@@ -48,8 +48,9 @@ TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 
 def model_path(model: str) -> str:
     """A local folder for a named or embedded model (TRL loads from a path); other names unchanged."""
-    from marft_agents import EMBEDDED, embedded_model_path
+    from marft_agents import embedded_model_path
     from marft_agents.models.named import resolve
+    from marft_agents.models.policy import EMBEDDED
 
     return str(embedded_model_path()) if model == EMBEDDED else resolve(model)
 
@@ -60,7 +61,7 @@ def trl_side(args) -> dict:
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-    from marft_agents import solo_dataset, solo_reward
+    from marft_agents.rollout.trl import solo_dataset, solo_reward
 
     path = model_path(args.model)
     steps, rewards = [], []

@@ -186,7 +186,8 @@ def run_sft(
             losses.append((agent, step, loss.item()))
         step += 1
     wall = time.perf_counter() - started
-    from marft_agents import TrainConfig, save_adapters_run
+    from marft_agents import TrainConfig
+    from marft_agents.training.init_from import save_adapters_run
 
     # the adapters as a run folder, so RL can start from them: marft train init_from=<out>/sft_s<seed>_run
     save_adapters_run(

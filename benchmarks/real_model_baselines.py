@@ -38,8 +38,13 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 import torch
 
 import marft_envs
-from marft_agents import HELDOUT_SEED, LaMASPolicy, RolloutEngine, Sampling, load_base
-from marft_agents.rollout.evaluation import eval_plan, summarize, transcript  # internal: the pieces of evaluate, run one by one
+from marft_agents import LaMASPolicy, RolloutEngine, Sampling, load_base
+from marft_agents.rollout.evaluation import (  # internal: the pieces of evaluate, run one by one
+    HELDOUT_SEED,  # the held-out seeds, as marft eval picks them
+    eval_plan,
+    summarize,
+    transcript,
+)
 
 RESULTS = Path(__file__).parent / "results"
 DATA = Path("/work/shared/data")

@@ -59,8 +59,10 @@ import torch  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 import marft_envs  # noqa: E402
-from marft_agents import EMBEDDED, LaMASPolicy, RolloutEngine, Sampling, TrainConfig, embedded_model_path, load_base, make_engine  # noqa: E402
+from marft_agents import LaMASPolicy, RolloutEngine, Sampling, TrainConfig, embedded_model_path, load_base  # noqa: E402
+from marft_agents.engines import make_engine  # noqa: E402
 from marft_agents.models import lm  # noqa: E402  (internal: the sampling mechanics this benchmark compares)
+from marft_agents.models.policy import EMBEDDED  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 ENV_ID = "marft/MathChain-v0"

@@ -34,17 +34,47 @@ def _import_option(parser: argparse.ArgumentParser, help: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parse(_parser(), argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (FileNotFoundError, KeyError, ValueError) as err:
+        print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)
+        return 2
+    except (ArithmeticError, WorkerError, OSError) as err:  # a non-finite loss, failing workers, a full disk:
+        print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)  # the last checkpoint is intact
+        return 1
+    except KeyboardInterrupt as err:  # Ctrl-C; for train, SIGINT/SIGTERM before a run started (imports, loading)
+        print(f"marft {args.command}: {_message(err) if str(err) else 'interrupted'}", file=sys.stderr)
+        return getattr(err, "exit_code", 130)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The ``marft`` command and its subcommands, in the order ``marft --help`` lists them."""
     parser = argparse.ArgumentParser(prog="marft", description="Multi-agent reinforcement fine-tuning of LLM systems.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("envs", help="list registered env ids (with --import: your modules' too)")
     _import_option(p, "import MODULE first (it registers envs); repeatable")
-
     # Its options live with the code (marft_agents.pretraining.pretrain.build_parser), parsed there, so that
     # other commands do not import torch just to parse their arguments.
-    sub.add_parser("pretrain", add_help=False, help="build and pre-train the embedded tiny model, or continue one (--init); see --help")
+    sub.add_parser(
+        "pretrain",
+        add_help=False,
+        help="build and pre-train the embedded tiny model, or continue one (--init); see --help",
+    )
+    _train_options(sub.add_parser("train", help="train a LaMAS on an env"))
+    _eval_options(sub.add_parser("eval", help="greedy held-out evaluation"))
+    sub.add_parser("models", add_help=False, help="named real models: list, or fetch NAME; see --help")
+    p = sub.add_parser("plot", help="plot a run's curves to curves.png")
+    p.add_argument("run_dir")
+    _show_options(
+        sub.add_parser("show", help="print a run's evaluation transcripts (every agent's observation and action)")
+    )
+    return parser
 
-    p = sub.add_parser("train", help="train a LaMAS on an env")
+
+def _train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", help="config overrides, key=value (e.g. marft.lr=1e-4 updates=20)")
     p.add_argument("--config", help="a .toml or .json config file")
     p.add_argument("--preset", default="default", help="named starting config (default, demo)")
@@ -59,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _import_option(p, "import MODULE before the env id is resolved (it registers envs or algorithms); repeatable")
 
-    p = sub.add_parser("eval", help="greedy held-out evaluation")
+
+def _eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "overrides",
         nargs="*",
@@ -67,11 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         "max_new_tokens, dtype (default: the run's, else the defaults)",
     )
     p.add_argument("--run", help="a run folder: evaluates its latest checkpoint with its config")
-    p.add_argument("--model", help="a base model (embedded, a named model such as smollm2-135m-instruct, a folder, or a Hub id), untuned")
+    p.add_argument(
+        "--model",
+        help="a base model (embedded, a named model such as smollm2-135m-instruct, a folder, or a Hub id), untuned",
+    )
     p.add_argument("--env", default=None, help="env id (default: the run's, or marft/MathChain-v0)")
     p.add_argument("--episodes", type=int, default=300)
     p.add_argument("--rounds", type=int, default=1, help=">1: the multi-round feedback protocol")
-    p.add_argument("--transcripts", metavar="FILE", help="write whole episodes to FILE (a new .jsonl; `marft show FILE`)")
+    p.add_argument(
+        "--transcripts", metavar="FILE", help="write whole episodes to FILE (a new .jsonl; `marft show FILE`)"
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing --transcripts FILE (default: refuse)")
     p.add_argument(
         "--transcripts-n",
@@ -82,12 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     _import_option(p, "import MODULE before the env id is resolved (it registers envs); repeatable")
 
-    sub.add_parser("models", add_help=False, help="named real models: list, or fetch NAME; see --help")
 
-    p = sub.add_parser("plot", help="plot a run's curves to curves.png")
-    p.add_argument("run_dir")
-
-    p = sub.add_parser("show", help="print a run's evaluation transcripts (every agent's observation and action)")
+def _show_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a run folder, or a transcripts .jsonl file (marft eval --transcripts)")
     p.add_argument(
         "--reward",
@@ -103,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("-n", type=int, default=None, help="at most this many episodes")
 
-    argv = list(sys.argv[1:] if argv is None else argv)
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """The parsed ``argv``, less what another parser reads: ``pretrain``'s and ``models``' own options go to them
+    whole."""
     args, rest = parser.parse_known_args(argv)
     args.argv = argv
     if args.command in ("pretrain", "models"):
@@ -112,17 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides += rest  # key=value overrides may come after options too
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
-    try:
-        return COMMANDS[args.command](args)
-    except (FileNotFoundError, KeyError, ValueError) as err:
-        print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)
-        return 2
-    except (ArithmeticError, WorkerError, OSError) as err:  # a non-finite loss, failing workers, a full disk:
-        print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)  # the last checkpoint is intact
-        return 1
-    except KeyboardInterrupt as err:  # Ctrl-C; for train, SIGINT/SIGTERM before a run started (imports, loading)
-        print(f"marft {args.command}: {_message(err) if str(err) else 'interrupted'}", file=sys.stderr)
-        return getattr(err, "exit_code", 130)
+    return args
 
 
 def _message(err: Exception) -> str:
@@ -193,7 +218,10 @@ def _cmd_train(args) -> int:
     except (RunInterrupted, RunWriteError) as err:  # a checkpoint may be there to continue from: say how
         failed = isinstance(err, RunWriteError)
         fix = ("free some space, then " if err.errno in FULL_DISK else "fix that, then ") if failed else ""
-        print(f"marft train: {'error: ' if failed else ''}{_message(err)}; {fix}{next_step(args.argv, config.run_dir)}", file=sys.stderr)
+        print(
+            f"marft train: {'error: ' if failed else ''}{_message(err)}; {fix}{next_step(args.argv, config.run_dir)}",
+            file=sys.stderr,
+        )
         return 1 if failed else err.exit_code
     return 0
 
@@ -204,7 +232,11 @@ def next_step(argv: list[str], run_dir: str) -> str:
     from marft_agents.runs import folder as run_folder
 
     # argv as typed, less the mode flags (argparse takes any unambiguous prefix of them)
-    rest = [a for a in argv[argv.index("train") + 1 :] if not (len(a) > 3 and ("--resume".startswith(a) or "--overwrite".startswith(a)))]
+    rest = [
+        a
+        for a in argv[argv.index("train") + 1 :]
+        if not (len(a) > 3 and ("--resume".startswith(a) or "--overwrite".startswith(a)))
+    ]
     if ckpt.latest_checkpoint(Path(run_dir) / "checkpoints") is not None:
         return f"continue with: {shlex.join(['marft', 'train', '--resume', *rest])}"
     mode = ["--overwrite"] if run_folder.holds_run(Path(run_dir)) else []
@@ -214,45 +246,15 @@ def next_step(argv: list[str], run_dir: str) -> str:
 def cmd_eval(args) -> int:
     import torch
 
-    import marft_envs
     from marft_agents.rollout.evaluation import evaluate
-    from marft_agents.settings.agents import check_ids, values
-    from marft_agents.training.config import MAX_EVAL_EPISODES, TrainConfig, validate, with_overrides
-    from marft_agents.training.trainer import build_engine, build_policy
+    from marft_agents.settings.agents import values
+    from marft_agents.training.trainer import build_engine
     from marft_envs.plugins import import_modules
 
     import_modules(args.imports)
-    if bool(args.run) == bool(args.model):
-        raise ValueError("pass exactly one of --run DIR or --model M")
-    other = [o for o in args.overrides if not o.startswith("generation.") and not _agent_limit(o) and o.split("=", 1)[0] not in EVAL_KEYS]
-    if other:
-        raise ValueError(
-            f"marft eval takes generation.* keys and {', '.join(EVAL_KEYS)} (or agents.<agent_id>.max_new_tokens; "
-            f"e.g. generation.engine=vllm threads=1), got {other[0]!r}"
-        )
-    if args.transcripts_n < 1:
-        raise ValueError(f"--transcripts-n must be at least 1, got {args.transcripts_n}")
-    validate(with_overrides(TrainConfig(), args.overrides))  # a bad key or value is named before any loading
-    if not 1 <= args.episodes <= MAX_EVAL_EPISODES:  # the held-out draw slows sharply past it (config.py)
-        raise ValueError(f"--episodes must be from 1 to {MAX_EVAL_EPISODES}, got {args.episodes}")
-    if args.rounds < 1:
-        raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
-    from marft_agents.runs.report import check_transcripts_path
-
-    if args.transcripts:  # before anything is played: a bad name is not found out after the whole evaluation
-        check_transcripts_path(Path(args.transcripts), overwrite=args.overwrite)
+    _check_eval_args(args)
     _quiet_loading()
-    if args.run:  # the run's resources and engine unless told otherwise
-        policy, config = policy_from_run(args.run, env=args.env, overrides=args.overrides, imports=args.imports)
-    else:
-        config = with_overrides(TrainConfig(model=args.model, env=args.env or TrainConfig.env), args.overrides)
-        validate(config)
-        _check_env(config.env)
-        if config.threads:
-            torch.set_num_threads(config.threads)
-        agents = marft_envs.make(config.env, **config.env_kwargs).possible_agents
-        check_ids(config.agents, agents, config.env)  # agents.<agent_id>.* of an agent the env has, before the model loads
-        policy = build_policy(config, agents)
+    policy, config = _eval_policy(args)
     if config.generation.engine == "vllm":
         from marft_agents.engines.vllm import check_available
 
@@ -269,31 +271,90 @@ def cmd_eval(args) -> int:
             engine=engine,
             samples=args.transcripts_n if args.transcripts else 0,
         )
+    _print_eval(args, config.env, result)
+    return 0
+
+
+def _check_eval_args(args) -> None:
+    """Refuse (ValueError, one line) a bad option or override of ``marft eval`` before anything loads or plays."""
+    from marft_agents.runs.report import check_transcripts_path
+    from marft_agents.training.config import MAX_EVAL_EPISODES, TrainConfig, validate, with_overrides
+
+    if bool(args.run) == bool(args.model):
+        raise ValueError("pass exactly one of --run DIR or --model M")
+    other = [
+        o
+        for o in args.overrides
+        if not o.startswith("generation.") and not _agent_limit(o) and o.split("=", 1)[0] not in EVAL_KEYS
+    ]
+    if other:
+        raise ValueError(
+            f"marft eval takes generation.* keys and {', '.join(EVAL_KEYS)} (or agents.<agent_id>.max_new_tokens; "
+            f"e.g. generation.engine=vllm threads=1), got {other[0]!r}"
+        )
+    if args.transcripts_n < 1:
+        raise ValueError(f"--transcripts-n must be at least 1, got {args.transcripts_n}")
+    validate(with_overrides(TrainConfig(), args.overrides))  # a bad key or value is named before any loading
+    if not 1 <= args.episodes <= MAX_EVAL_EPISODES:  # the held-out draw slows sharply past it (config.py)
+        raise ValueError(f"--episodes must be from 1 to {MAX_EVAL_EPISODES}, got {args.episodes}")
+    if args.rounds < 1:
+        raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
+    if args.transcripts:  # before anything is played: a bad name is not found out after the whole evaluation
+        check_transcripts_path(Path(args.transcripts), overwrite=args.overwrite)
+
+
+def _eval_policy(args):
+    """The policy ``marft eval`` plays and its config: a run's (its resources and engine unless told otherwise), or a
+    base model's."""
+    import torch
+
+    import marft_envs
+    from marft_agents.settings.agents import check_ids
+    from marft_agents.training.config import TrainConfig, validate, with_overrides
+    from marft_agents.training.trainer import build_policy
+
+    if args.run:
+        return policy_from_run(args.run, env=args.env, overrides=args.overrides, imports=args.imports)
+    config = with_overrides(TrainConfig(model=args.model, env=args.env or TrainConfig.env), args.overrides)
+    validate(config)
+    _check_env(config.env)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    agents = marft_envs.make(config.env, **config.env_kwargs).possible_agents
+    check_ids(config.agents, agents, config.env)  # agents.<agent_id>.* of an agent the env has, before the model loads
+    return build_policy(config, agents), config
+
+
+def _print_eval(args, env: str, result: dict) -> None:
+    """Write the transcripts (with ``--transcripts``), then print the headline score and each agent's figures."""
     from marft_agents.runs.report import headline, write_transcripts
     from marft_envs.text import terminal_text
 
     if args.transcripts:
-        print(f"transcripts: {write_transcripts(Path(args.transcripts), result.pop('samples'), overwrite=args.overwrite)}")
+        print(
+            f"transcripts: {write_transcripts(Path(args.transcripts), result.pop('samples'), overwrite=args.overwrite)}"
+        )
     key, label = headline(result)
     if key == "accuracy":
         value = f"{result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%}"
     else:
         value = f"{result['mean_return']:.2f} ± {result['mean_return_stderr']:.2f}"
     print(
-        f"{config.env}: {label} = {value} on {result['episodes']} episodes; "
+        f"{env}: {label} = {value} on {result['episodes']} episodes; "
         f"mean return {result['mean_return']:.2f} ± {result['mean_return_stderr']:.2f}"
     )
     for agent, r in result["roles"].items():  # an env's own agent ids and keys: shown, never run by the terminal
         print(terminal_text(f"  {agent}: " + ", ".join(_shown(k, v) for k, v in r.items())))
-    return 0
 
 
 EVAL_KEYS = ("threads", "max_new_tokens", "dtype")
-"""Keys besides generation.* that ``marft eval`` takes: the resources and limits of the evaluation (and an agent's own limit)."""
+"""Keys besides generation.* that ``marft eval`` takes: the resources and limits of the evaluation (and an agent's own
+limit)."""
 
 
 def _agent_limit(override: str) -> bool:
-    """Whether ``override`` sets one agent's token limit (``agents.<agent_id>.max_new_tokens=N``), which ``marft eval`` takes."""
+    """Whether ``override`` sets one agent's token limit (``agents.<agent_id>.max_new_tokens=N``), which ``marft eval``
+    takes."""
     key = override.split("=", 1)[0]
     return key.startswith("agents.") and key.endswith(".max_new_tokens")
 
@@ -302,7 +363,9 @@ def cmd_show(args) -> int:
     from marft_agents.runs.report import show
     from marft_envs.text import terminal_text
 
-    print(terminal_text(show(args.run_dir, args.which, args.n, reward=args.reward)))  # model text: its escapes shown, not run
+    print(
+        terminal_text(show(args.run_dir, args.which, args.n, reward=args.reward))
+    )  # model text: its escapes shown, not run
     return 0
 
 

@@ -50,6 +50,7 @@ def _register_builtin() -> None:
     register("marft/CodeRepair-v0", f"{code}.chain:CodeRepairChain", parallel=False, **attempts)
     register("marft/CodeRepairVote-v0", f"{code}.vote:CodeRepairVote", parallel=True, **attempts)
     register("marft/CodeRepairSolo-v0", f"{code}.solo:CodeRepairSolo", parallel=True, gym=True, **attempts)
+    register("marft/NumberDuel-v0", "marft_envs.tasks.games.duel:NumberDuel", parallel=True)
 
 
 _register_builtin()

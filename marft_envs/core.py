@@ -56,6 +56,7 @@ from gymnasium.utils import seeding
 from marft_envs import spaces
 from marft_envs.errors import EnvUsageError, FlexEnvError, TaskError, UnknownOptionWarning  # noqa: F401 (re-exported)
 from marft_envs.graph import DependencyGraph
+from marft_envs.outcomes import SHARED_REWARD
 from marft_envs.text import terminal_text, valid_text
 from marft_envs.validation import MAX_HELDOUT, check_heldout_n, checked_actions
 from marft_envs.validation import check_seed as _check_seed
@@ -76,12 +77,20 @@ class RoundResult:
     """True for agents cut off by a limit; left out means False."""
     infos: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Extra info per agent (e.g. ``reward_components``, ``parse``), merged into ``infos[agent]``."""
+    shared_reward: float | None = None
+    """The part of every agent's reward that all agents of the round received alike (a team reward paid to each).
+    None: ``rewards.shared`` when ``rewards`` came from ``assign_credit`` (``Credit``), else 0. The base class reports it
+    as ``infos[agent]["shared_reward"]`` (where the env did not), so the team's return counts it once."""
 
 
 class FlexEnv:
     """A Flex-POMDP text task: agents act in rounds, ordered by each round's dependency graph."""
 
     metadata: dict[str, Any] = {"name": "FlexEnv", "is_parallelizable": False, "render_modes": list(RENDER_MODES)}
+    reward_structure: str = "cooperative"
+    """How the agents' rewards relate: "cooperative" (one team), "zero_sum" (each round's rewards sum to 0: opponents)
+    or "general_sum" (each agent its own interests); ``marft_envs.outcomes.REWARD_STRUCTURES``. ``check_env`` holds it,
+    and learners that assume one team (MARFT, MAPPO, CORY) refuse the other two in one line."""
     reset_options: tuple[str, ...] | None = None
     """The ``reset(options=...)`` keys the task reads; any other key warns (UnknownOptionWarning). None: not declared."""
 
@@ -331,12 +340,17 @@ class FlexEnv:
         if not isinstance(raw, RoundResult):
             raise TypeError(f"{type(self).__name__}.end_round must return a RoundResult, got {type(raw).__name__}")
         acted = list(actions)
+        shared = raw.shared_reward if raw.shared_reward is not None else getattr(raw.rewards, "shared", 0.0)
         result = RoundResult(
             rewards={a: float(raw.rewards.get(a, 0.0)) for a in acted},
             terminations={a: bool(raw.terminations.get(a, False)) for a in acted},
             truncations={a: bool(raw.truncations.get(a, False)) for a in acted},
             infos={a: dict(raw.infos.get(a, {})) for a in acted},
+            shared_reward=float(shared),
         )
+        if shared:  # declared through assign_credit or shared_reward=: every agent's info says it, as the shipped envs do
+            for a in acted:
+                result.infos[a].setdefault(SHARED_REWARD, float(shared))
         self.history.append(actions)
         self._last_infos = {a: result.infos[a] for a in acted}
         self.terminations.update(result.terminations)

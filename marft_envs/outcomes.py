@@ -13,6 +13,8 @@ round, and nothing else by name:
   round received alike (the team reward under ``credit="team"``; 0 or absent otherwise). The team's
   return counts it once per round, not once per agent, and a chain learner enters it into the chain
   once (at the round's last agent) — else a reward backed up along the chain is counted twice.
+  An env need not set it by hand: a ``RoundResult`` whose ``rewards`` come from
+  ``marft_envs.rewards.credit.assign_credit`` (or that sets ``shared_reward=``) reports it for every agent.
 - ``infos[agent][ANSWER]`` (optional): the answer this agent gave in the round (the MATH envs' extracted
   ``\\boxed{}`` answer; None when it gave none), for the copy and agreement diagnostics: how often an agent
   repeats the answer of a teammate it saw, and how often the team's answers agree.
@@ -35,6 +37,20 @@ SHARED_REWARD = "shared_reward"
 """Key of the part of an agent's reward that every agent of the round received alike (float)."""
 ANSWER = "answer"
 """Key of the answer an agent gave in the round (optional; None: it gave none)."""
+
+REWARD_STRUCTURES = ("cooperative", "zero_sum", "general_sum")
+"""How an env's agents' rewards relate (its ``reward_structure``): one team; opponents whose rewards sum to 0 in
+every round; or each agent with interests of its own. Learners that assume one team (a chain backs each agent's
+reward up to the agents before it; a shared critic values the team) refuse the other two."""
+
+
+def reward_structure(env: Any) -> str:
+    """The env's declared ``reward_structure`` ("cooperative" when it declares none); a value not in
+    :data:`REWARD_STRUCTURES` raises a one-line ValueError."""
+    declared = getattr(env, "reward_structure", "cooperative")
+    if declared not in REWARD_STRUCTURES:
+        raise ValueError(f"{type(env).__name__}.reward_structure must be one of {list(REWARD_STRUCTURES)}, got {declared!r}")
+    return declared
 
 
 def outcome_infos(

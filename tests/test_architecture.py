@@ -4,7 +4,8 @@ Every module of both packages is parsed with :mod:`ast` (nothing is imported) an
 statement, at the top of a module or inside a function, becomes an edge to the module it names.
 Imports under ``if TYPE_CHECKING:`` do not run and are not edges. Importing ``a.b.c`` also runs the
 package ``a.b``'s ``__init__``, but those implicit edges are left out: every submodule would
-otherwise "import" the top-level package, whose ``__init__`` registers the envs.
+otherwise "import" the top-level package, whose ``__init__`` registers the envs. The modules that
+``marft_agents/__init__.py`` imports on first use of a public name (its ``_PUBLIC`` table) are edges.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import re
+import warnings
 from pathlib import Path
 
 import pytest
@@ -51,13 +54,24 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
+def _lazy_imports(tree: ast.Module) -> list[str]:
+    """The modules named by a top-level ``_PUBLIC`` table (name -> (module, attribute)): imported on first use."""
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "_PUBLIC" for t in targets) and isinstance(node.value, ast.Dict):
+            return [v.elts[0].value for v in node.value.values if isinstance(v, ast.Tuple) and isinstance(v.elts[0], ast.Constant)]
+    return []
+
+
 def import_graph() -> dict[str, set[str]]:
     """Module -> the modules of the two packages it imports (resolved to modules, not names in them)."""
     files = module_files()
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
         is_package = path.name == "__init__.py"
-        for node in _imports(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        graph[name] |= {t for t in _lazy_imports(tree) if t in files and t != name}
+        for node in _imports(tree):
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -105,6 +119,8 @@ def test_the_graph_covers_both_packages_and_sees_lazy_imports():
     assert "marft_envs" in graph["marft_agents.training.run_parts"]
     # imports inside a function count: FlexEnv.branch imports the branching module when called
     assert "marft_envs.branching" in graph["marft_envs.core"]
+    # and so do the public names' modules, which marft_agents/__init__.py imports on first use
+    assert {"marft_agents.training.trainer", "marft_agents.algorithms.base"} <= graph["marft_agents"]
 
 
 def test_find_cycle_on_a_hand_made_graph():
@@ -125,18 +141,20 @@ def test_every_module_imports(name):
 
 
 MAX_MODULE_LINES = 400
-"""The team's limit on a module's length: one concept per file, readable top to bottom."""
+"""A soft limit on a module's length: past it, a warning asks whether the module holds one concept.
+Functions are what is held short (tests/test_function_size.py); a module is as long as its concept needs."""
 DATA_CORPORA = ("marft_envs/tasks/code/corpus/",)
 """Folders of data written as Python (the programs the code tasks mutate): exempt from the limit."""
 
 
-def test_no_module_is_over_400_lines_outside_data_corpora():
+def test_modules_over_400_lines_outside_data_corpora_are_a_warning():
     assert all((ROOT / folder).is_dir() for folder in DATA_CORPORA), "a stale DATA_CORPORA entry"
     files = module_files()
     assert len(files) > 100  # both packages were found
     lengths = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines()) for path in files.values()}
     too_long = {name: n for name, n in lengths.items() if n > MAX_MODULE_LINES and not name.startswith(DATA_CORPORA)}
-    assert not too_long, f"modules over {MAX_MODULE_LINES} lines (split them by concept): {too_long}"
+    if too_long:
+        warnings.warn(f"modules over {MAX_MODULE_LINES} lines (do they hold one concept?): {too_long}", stacklevel=1)
 
 
 def test_marft_envs_is_torch_free_even_inside_functions():
@@ -168,30 +186,36 @@ def test_model_loading_is_the_bottom_layer_of_marft_agents():
 
 # -- the layers of marft_agents ------------------------------------------------------------------
 #
-# marft_agents is cut into wings (folders), each a layer that imports only the layers below it:
+# marft_agents is cut into wings (folders), each a layer that imports only wings below it. ALLOWED is
+# the exact list of wing-to-wing imports the code makes (docs/architecture.png draws it): a new
+# pair (a module of one wing importing a module of another for the first time) fails the tests
+# until it is written here, and a pair no import uses any more fails until it is removed. Its
+# order, bottom to top:
 #
-#   settings < models < engines < rollout < {algorithms, signal} < runs < distributed < training < root
+#   settings, models < engines, runs < rollout < algorithms, signal, distributed, pretraining < training < root
 #
-# pretraining (``marft pretrain``) is a program beside the trainer: it uses the policy, the engines
-# and the rollout engine (its evaluation plays the held-out split), and writes its output folder through
-# runs/ (atomic files, no symbolic link followed), as a run does; nothing of a training run. The
-# root (``cli.py``, ``__init__.py``) may import every wing; no wing imports the root. Every wing may
-# import marft_envs, the package below all of marft_agents (marft_envs never imports marft_agents).
+# models (the policy, model loading) and settings (config fields and text) import no other wing;
+# runs/ (what a run writes) needs only those two. pretraining (``marft pretrain``) is a program
+# beside the trainer: it uses the policy, the engines and the rollout engine (its evaluation plays the
+# held-out split), and writes its output folder through runs/; nothing of a training run. The root
+# (``cli.py``, ``__init__.py`` with its public names) sits above every wing; no wing imports the root.
+# Every wing may import marft_envs, the package below all of marft_agents (marft_envs never imports
+# marft_agents).
 
 ALLOWED: dict[str, set[str]] = {
     "settings": set(),
-    "models": {"settings"},
+    "models": set(),
     "engines": {"settings", "models"},
-    "rollout": {"settings", "models", "engines"},
-    "algorithms": {"settings", "models", "engines", "rollout"},
-    "signal": {"settings", "models", "engines", "rollout"},
-    "runs": {"settings", "models", "engines", "rollout", "algorithms", "signal"},
-    "distributed": {"settings", "models", "engines", "rollout", "algorithms", "signal", "runs"},
+    "runs": {"settings", "models"},
+    "rollout": {"models", "engines"},
+    "algorithms": {"settings", "models", "rollout"},
+    "signal": {"settings", "engines", "rollout"},
+    "distributed": {"settings", "models", "engines", "rollout"},
+    "pretraining": {"models", "engines", "rollout", "runs"},
     "training": {"settings", "models", "engines", "rollout", "algorithms", "signal", "runs", "distributed"},
-    "pretraining": {"settings", "models", "engines", "rollout", "runs"},
-    "root": {"settings", "models", "engines", "rollout", "algorithms", "signal", "runs", "distributed", "training", "pretraining"},
+    "root": {"settings", "models", "engines", "rollout", "algorithms", "runs", "distributed", "training", "pretraining"},
 }
-"""Wing -> the wings of marft_agents its modules may import (besides their own wing and marft_envs)."""
+"""Wing -> the wings of marft_agents its modules import (besides their own wing and marft_envs): exactly those."""
 MAX_ROOT_MODULES = 6
 """The root of marft_agents keeps at most this many modules: everything else lives in a wing."""
 
@@ -212,6 +236,12 @@ def layer_violations(graph: dict[str, set[str]], allowed: dict[str, set[str]]) -
             if to != wing and to not in allowed[wing]:
                 out.append(f"{module} ({wing}/) imports {target} ({to}/); {wing}/ may import only {sorted(allowed[wing])}")
     return out
+
+
+def wing_pairs(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """``(wing, other wing)`` for every import in ``graph`` from a module of marft_agents into another wing of it."""
+    agents = [m for m in graph if m.split(".")[0] == "marft_agents"]
+    return {(wing_of(m), wing_of(t)) for m in agents for t in graph[m] if t.split(".")[0] == "marft_agents" and wing_of(t) != wing_of(m)}
 
 
 def imports_between(graph: dict[str, set[str]], lower: str, higher: str) -> list[str]:
@@ -237,6 +267,7 @@ def test_layer_violations_on_a_hand_made_graph():
         "marft_agents.runs.report (runs/) imports marft_agents.training.trainer (training/); runs/ may import only ['models']"
     ]
     assert imports_between(graph, "runs", "training") == ["marft_agents.runs.report -> marft_agents.training.trainer"]
+    assert wing_pairs(graph) == {("runs", "training"), ("training", "models")}  # models -> models is no pair
     assert wing_of("marft_agents") == wing_of("marft_agents.cli") == "root"
 
 
@@ -249,7 +280,16 @@ def test_the_layer_table_names_every_wing_and_has_no_cycle():
 
 def test_every_import_in_marft_agents_follows_the_layer_rules():
     violations = layer_violations(import_graph(), ALLOWED)
-    assert not violations, "imports that run up a layer (move the code down, or the name to a lower wing):\n" + "\n".join(violations)
+    assert not violations, (
+        "imports between wings that ALLOWED does not list (move the code to the wing of its layer; or, where the"
+        " layers allow it, add the pair to ALLOWED and redraw: .venv/bin/python docs/make_architecture_png.py):\n" + "\n".join(violations)
+    )
+
+
+def test_the_layer_table_lists_only_the_imports_in_use():
+    used = wing_pairs(import_graph())
+    stale = sorted((wing, to) for wing, wings in ALLOWED.items() for to in wings if (wing, to) not in used)
+    assert not stale, f"ALLOWED lists wing pairs no import uses any more: {stale}; remove them (and redraw docs/architecture.png)"
 
 
 @pytest.mark.parametrize(
@@ -304,14 +344,42 @@ def test_marft_envs_rewards_import_nothing_from_the_tasks():
     assert not found, f"a reward module imports a task module: {found}"
 
 
-def test_the_architecture_picture_draws_every_wing(tmp_path):
-    # docs/architecture.png is drawn from ALLOWED by docs/make_architecture_png.py: a new wing needs a
-    # place in its LAYOUT, or the script (and this test) stops and names it.
+def _picture_script():
+    """docs/make_architecture_png.py as a module."""
     spec = importlib.util.spec_from_file_location("make_architecture_png", ROOT / "docs" / "make_architecture_png.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    assert set(script.LAYOUT) == set(ALLOWED) | {"marft_envs"}
-    assert script.reduce({("a", "b"), ("b", "c"), ("a", "c")}) == {("a", "b"), ("b", "c")}
+    return script
+
+
+def test_the_architecture_picture_draws_the_imports_in_use(tmp_path):
+    # docs/architecture.png is drawn from the imports by docs/make_architecture_png.py: a new wing needs
+    # its job in JOBS, or the script (and this test) stops and names it.
+    script = _picture_script()
+    assert set(script.JOBS) == set(ALLOWED) | {"marft_envs"}
+    assert script.layers(["a", "b", "c"], {("a", "b"), ("b", "c"), ("a", "c")}) == {"a": 2, "b": 1, "c": 0}
     arrows = script.draw(tmp_path / "architecture.png")
-    assert ("runs", "algorithms") in arrows and ("training", "models") not in arrows  # implied by a path
+    assert arrows == wing_pairs(import_graph()) == {(wing, to) for wing, wings in ALLOWED.items() for to in wings}
     assert (tmp_path / "architecture.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert script.read_metadata(tmp_path / "architecture.png") == script.drawn_from()
+
+
+def test_the_architecture_picture_is_up_to_date():
+    script = _picture_script()
+    drawn, now = script.read_metadata(ROOT / "docs" / "architecture.png"), script.drawn_from()
+    assert drawn == now, (
+        "docs/architecture.png shows other wing pairs or modules than the code has: .venv/bin/python docs/make_architecture_png.py"
+    )
+
+
+def test_the_architecture_page_lists_every_module_and_import_of_every_wing():
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    rows = {m.group(1): m.group(0).strip("|").split(" | ") for m in re.finditer(r"^\| `(\w+)/` \|.*\|$", page, re.M)}
+    assert set(rows) == set(ALLOWED) - {"root"}, "docs/architecture.md's wing table: one row per wing"
+    for wing, (_, _, imports, modules) in rows.items():
+        on_disk = {p.stem for p in (ROOT / "marft_agents" / wing).glob("*.py")} - {"__init__"}
+        named = set(re.findall(r"`(\w+)`", modules))
+        assert named == on_disk, f"docs/architecture.md's {wing}/ row: missing {sorted(on_disk - named)}, gone {sorted(named - on_disk)}"
+        assert set(re.findall(r"`(\w+)`", imports)) == ALLOWED[wing], (
+            f"docs/architecture.md's {wing}/ row: it imports {sorted(ALLOWED[wing])}"
+        )

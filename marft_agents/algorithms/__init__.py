@@ -101,8 +101,9 @@ def build_learner(
     if frozen:
         if "frozen" not in params and not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             raise ValueError(
-                f"algo={name}: {learner_cls.__name__}.__init__ takes no frozen= (the adapters to leave untrained), so it cannot "
-                f"freeze {sorted(frozen)}: drop agents.<agent_id>.train=false, or add frozen= and pass it on to Learner.__init__"
+                f"algo={name}: {learner_cls.__name__}.__init__ takes no frozen= (the adapters to leave untrained), so "
+                f"it cannot freeze {sorted(frozen)}: drop agents.<agent_id>.train=false, or add frozen= and pass it on "
+                "to Learner.__init__"
             )
         options["frozen"] = frozenset(frozen)
     learner = learner_cls(policy, config, temperature=temperature, tis_cap=tis_cap, **options)

@@ -29,7 +29,7 @@ from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.algorithms.tis import action_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
-from marft_agents.rollout.layered import AgentStep
+from marft_agents.rollout.episode import AgentStep
 
 
 def action_ppo_loss(
@@ -83,14 +83,21 @@ def step(
     log, skipped = [], 0  # per-minibatch stats
     sizes = dict(minibatch_size=settings.minibatch_size, epochs=settings.ppo_epochs)
     coefs = dict(clip_eps=settings.clip_eps, entropy_coef=settings.entropy_coef, kl_coef=settings.kl_coef)
-    for mb in minibatches(policy, adapter, steps, idx, rng, temperature=temperature, reference=settings.kl_coef > 0, ranks=ranks, **sizes):
+    for mb in minibatches(
+        policy, adapter, steps, idx, rng, temperature=temperature, reference=settings.kl_coef > 0, ranks=ranks, **sizes
+    ):
         logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
         old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
         weights = action_weights(mb.steps, reduction, tis_cap)  # (B,) TIS weights, or None (off)
         entropy = masked_mean(mb.entropy_tok, mb.mask)  # per token
         kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask) if settings.kl_coef > 0 else None  # per token
-        loss, stats = action_ppo_loss(logp, old, advantages[mb.rows], entropy, kl, weights=weights, share=mb.share, **coefs)
-        rows, tokens = mb.share.rows, mb.share.tokens  # the clip statistics are means over rows, entropy and KL over tokens
+        loss, stats = action_ppo_loss(
+            logp, old, advantages[mb.rows], entropy, kl, weights=weights, share=mb.share, **coefs
+        )
+        rows, tokens = (
+            mb.share.rows,
+            mb.share.tokens,
+        )  # the clip statistics are means over rows, entropy and KL over tokens
         local = {**stats, "entropy": entropy.item(), **({} if kl is None else {"kl_ref": kl.item()})}
         stats = shared_means(ranks, local, {"clip_frac": rows, "approx_kl": rows, "entropy": tokens, "kl_ref": tokens})
         row = {} if kl is None else {"kl_ref": stats["kl_ref"]}  # logged for gated minibatches too
@@ -119,6 +126,8 @@ def log_ratios(
     return torch.cat(
         [
             reduce_batch(mb.logp_tok, mb.mask, reduction) - action_logps([s.token_logps for s in mb.steps], reduction)
-            for mb in minibatches(policy, adapter, steps, idx, None, temperature=temperature, minibatch_size=minibatch_size)
+            for mb in minibatches(
+                policy, adapter, steps, idx, None, temperature=temperature, minibatch_size=minibatch_size
+            )
         ]
     )

@@ -41,12 +41,16 @@ def chain_gae(
         rewards, values, round_ends, dones = (x.unsqueeze(0) for x in (rewards, values, round_ends, dones))
     n_envs, T = rewards.shape
     rewards, values = rewards.double(), values.double()
-    next_value = torch.as_tensor(last_value, dtype=torch.float64, device=rewards.device).expand(n_envs).clone()  # (n_envs,)
+    next_value = (
+        torch.as_tensor(last_value, dtype=torch.float64, device=rewards.device).expand(n_envs).clone()
+    )  # (n_envs,)
     next_adv = torch.zeros(n_envs, dtype=torch.float64, device=rewards.device)
     advantages = torch.zeros_like(rewards)  # (n_envs, T)
     for k in reversed(range(T)):
         not_done = (~dones[:, k]).double()
-        discount = torch.where(round_ends[:, k], torch.full_like(next_value, gamma), torch.full_like(next_value, gamma_agent))
+        discount = torch.where(
+            round_ends[:, k], torch.full_like(next_value, gamma), torch.full_like(next_value, gamma_agent)
+        )
         delta = rewards[:, k] + discount * not_done * next_value - values[:, k]
         next_adv = delta + discount * lam * not_done * next_adv
         advantages[:, k] = next_adv
@@ -159,7 +163,9 @@ def token_gae(
     rewards, values = rewards.double() * mask, values.double() * mask
     discount = torch.where(round_ends, gamma, torch.where(action_ends, gamma_agent, gamma_token)).double()
     # A link into padding (past the final token of an unfinished row) carries nothing.
-    keep = (~dones & mask).double() * torch.cat([mask[:, 1:], torch.zeros(n_envs, 1, dtype=torch.bool, device=mask.device)], 1).double()
+    keep = (~dones & mask).double() * torch.cat(
+        [mask[:, 1:], torch.zeros(n_envs, 1, dtype=torch.bool, device=mask.device)], 1
+    ).double()
     next_value = torch.zeros(n_envs, dtype=torch.float64, device=rewards.device)
     next_adv = torch.zeros(n_envs, dtype=torch.float64, device=rewards.device)
     advantages = torch.zeros_like(rewards)  # (n_envs, T)

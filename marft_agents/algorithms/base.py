@@ -35,7 +35,7 @@ from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share
 from marft_agents.algorithms.losses import ensure_finite
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature, row_temperatures
-from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.rollout.episode import AgentStep, Episode
 
 
 class Learner(ABC):
@@ -64,7 +64,8 @@ class Learner(ABC):
     """The learner's value model with its optimizer, when it has one (MARFT, PPO, IPPO/MAPPO): checkpointed by
     :meth:`state_dict` (learners with several, as CORY, keep and checkpoint their own)."""
     frozen: frozenset[str]
-    """Adapters no update changes (``agents.<agent_id>.train=false``): they act; no optimizer, step or own critic part."""
+    """Adapters no update changes (``agents.<agent_id>.train=false``): they act; no optimizer, step or own critic
+    part."""
     trainable: list[str]
     """The other adapters, in ``policy.adapters`` order: the ones to build optimizers for and to step."""
     temperature: Temperature
@@ -72,10 +73,18 @@ class Learner(ABC):
     ``agents.<agent_id>.temperature``). Pass it on as it is to :func:`minibatches` (or score with
     :func:`~marft_agents.models.sampling.row_temperatures`): each step's log-probs are then its agent's."""
     ranks: Ranks = SINGLE
-    """The data-parallel ranks its updates span (``data_parallel.py``; set under torchrun): each rank's share of the batch."""
+    """The data-parallel ranks its updates span (``data_parallel.py``; set under torchrun): each rank's share of the
+    batch."""
+    reward_structure: str = "cooperative"
+    """How the run's env pays its agents (its declared ``reward_structure``; set by the trainer before any update)."""
 
     def __init__(
-        self, policy: LaMASPolicy, config: Any, temperature: Temperature, tis_cap: float | None = None, frozen: frozenset[str] = frozenset()
+        self,
+        policy: LaMASPolicy,
+        config: Any,
+        temperature: Temperature,
+        tis_cap: float | None = None,
+        frozen: frozenset[str] = frozenset(),
     ):
         unknown = sorted(set(frozen) - set(policy.adapters))
         if unknown:
@@ -150,8 +159,11 @@ def _positive_int(config: Any, name: str, default: int) -> int:
     return value
 
 
-def adapter_optimizers(policy: LaMASPolicy, lr: float, adapters: list[str] | None = None) -> dict[str, torch.optim.Optimizer]:
-    """One AdamW (no weight decay) per adapter of ``adapters`` (default: all; a learner passes its :attr:`Learner.trainable`)."""
+def adapter_optimizers(
+    policy: LaMASPolicy, lr: float, adapters: list[str] | None = None
+) -> dict[str, torch.optim.Optimizer]:
+    """One AdamW (no weight decay) per adapter of ``adapters`` (default: all; a learner passes its
+    :attr:`Learner.trainable`)."""
     chosen = policy.adapters if adapters is None else adapters
     return {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in chosen}
 
@@ -177,29 +189,6 @@ def by_adapter(policy: LaMASPolicy, episodes: list[Episode]) -> tuple[list[Agent
     """The update's batch: every agent-step in acting order, and each adapter's indices into it."""
     steps = flatten(episodes)
     return steps, {a: steps_of(policy, steps, a) for a in policy.adapters}
-
-
-@dataclass
-class TokenBatch:
-    """Agent-steps as padded per-token tensors, ``(N, R)`` with ``R`` the longest response."""
-
-    old_logp: torch.Tensor
-    """Behaviour log-prob of every response token (0 on padding)."""
-    mask: torch.Tensor
-    """True on real response tokens."""
-    lengths: torch.Tensor
-    """Tokens per response, ``(N,)``."""
-
-
-def pack(steps: list[AgentStep], device: torch.device | None = None) -> TokenBatch:
-    """Pad the steps' behaviour log-probs into ``(N, R)`` tensors on ``device`` (None: torch's default)."""
-    lengths = torch.tensor([len(s.response) for s in steps], dtype=torch.long, device=device)  # (N,)
-    if len(steps) and int(lengths.min()) < 1:
-        skipped = " (some are skipped steps: collect with RolloutEngine(..., skip_ignored=False))" if any(s.skipped for s in steps) else ""
-        raise ValueError(f"token-level training needs every response to have at least one token{skipped}")
-    old = torch.nn.utils.rnn.pad_sequence([s.token_logps.float().to(device) for s in steps], batch_first=True)  # (N, R)
-    mask = torch.arange(old.shape[1], device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (N, R)
-    return TokenBatch(old_logp=old, mask=mask, lengths=lengths)
 
 
 # -- 2. scored minibatches --------------------------------------------------------------------------
@@ -246,7 +235,8 @@ def minibatches(
     ``reference``: also score every minibatch under the adapter's KL reference (for a KL penalty).
     ``temperature``: one for all steps, or each agent's own (a mapping): every step is scored at the
     temperature its agent sampled at (one adapter may serve agents with different ones: ``"shared"``).
-    ``ranks`` (with an ``rng``): ``idx`` are this rank's; each global minibatch cut to its rows (``data_parallel.schedule``).
+    ``ranks`` (with an ``rng``): ``idx`` are this rank's; each global minibatch cut to its rows
+    (``data_parallel.schedule``).
     """
     if ranks.parallel and rng is not None:
         for rows, share in dp.step_schedule(ranks, steps, idx, rng, minibatch_size=minibatch_size, epochs=epochs):
@@ -259,7 +249,13 @@ def minibatches(
 
 
 def _scored(
-    policy: LaMASPolicy, adapter: str, steps: list[AgentStep], rows: np.ndarray, temperature: Temperature, reference: bool, share: Share
+    policy: LaMASPolicy,
+    adapter: str,
+    steps: list[AgentStep],
+    rows: np.ndarray,
+    temperature: Temperature,
+    reference: bool,
+    share: Share,
 ) -> Minibatch:
     """The steps ``rows`` scored by ``adapter`` (and its KL reference when asked), each at its agent's temperature."""
     mb = [steps[i] for i in rows]
@@ -270,7 +266,9 @@ def _scored(
     if reference:
         with torch.no_grad():
             ref_tok, _, _ = policy.score(prompts, responses, policy.kl_reference(adapter), t)  # (B, R)
-    return Minibatch(rows=rows, steps=mb, logp_tok=logp_tok, entropy_tok=entropy_tok, mask=mask, ref_tok=ref_tok, share=share)
+    return Minibatch(
+        rows=rows, steps=mb, logp_tok=logp_tok, entropy_tok=entropy_tok, mask=mask, ref_tok=ref_tok, share=share
+    )
 
 
 # -- 3. the optimizer step --------------------------------------------------------------------------
@@ -286,8 +284,9 @@ def apply(
 ) -> float:
     """One gradient step on ``loss``: zero the gradients, backward, clip their norm, step; returns the loss.
 
-    A NaN or infinite loss or gradient norm raises (naming ``name``) before any weight changes. Data-parallel, ``loss`` is this
-    rank's part: ``params``' gradients (and the loss returned) are summed over the ranks before the clip, so all step alike.
+    A NaN or infinite loss or gradient norm raises (naming ``name``) before any weight changes. Data-parallel, ``loss``
+    is this rank's part: ``params``' gradients (and the loss returned) are summed over the ranks before the clip, so all
+    step alike.
     """
     if not ranks.parallel:
         ensure_finite(loss, f"{name}/loss")

@@ -34,14 +34,15 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms import token_ppo
-from marft_agents.algorithms.advantages import at_last_token, normalize, spread, token_advantages
-from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter, pack
+from marft_agents.algorithms.advantages import at_last_token, normalize, returns_differ, spread, token_advantages
+from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
 from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.algorithms.prepare import agent_health
+from marft_agents.algorithms.returns import agent_returns, require_cooperative
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature, row_temperatures
-from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.rollout.episode import AgentStep, Episode
 from marft_agents.settings.fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, UNIT, ranged
 
 
@@ -99,7 +100,9 @@ class CORY(Learner):
             )
         super().__init__(policy, config, temperature, **options)
         self.agents = list(policy.agents)
-        self.critics = {a: ValueHead(policy.hidden_size).to(policy.device) for a in policy.adapters}  # made on the CPU, then moved
+        self.critics = {
+            a: ValueHead(policy.hidden_size).to(policy.device) for a in policy.adapters
+        }  # made on the CPU, then moved
         self.kl_coefs = {a: config.kl_coef for a in policy.adapters}
         self._new_optimizers()
         self.pioneer = pioneer_at(self.agents, 0, config.swap_interval)
@@ -108,8 +111,14 @@ class CORY(Learner):
         cfg = self.config
         self.optimizers = adapter_optimizers(self.policy, cfg.lr, self.trainable)
         self.critic_optimizers = {  # a frozen agent's value head learns nothing either
-            a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0) for a in self.trainable
+            a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0)
+            for a in self.trainable
         }
+
+    @classmethod
+    def check_env(cls, config: CORYConfig, env: Any, *, workers: int = 0) -> None:
+        """Refuse an env whose agents are not one team: both agents are paid the team's sum of the two rewards."""
+        require_cooperative("cory", env, "both are paid the sum of the two answers' rewards", instead="algo=ippo")
 
     # -- role swap ------------------------------------------------------------------------------
 
@@ -119,7 +128,9 @@ class CORY(Learner):
         self.pioneer = pioneer_at(self.agents, update, cfg.swap_interval)
         for env in envs:
             if not hasattr(env, "set_pioneer"):
-                raise TypeError(f"CORY needs an env with set_pioneer(), such as marft/MathCORY-v0; got {type(env).__name__}")
+                raise TypeError(
+                    f"CORY needs an env with set_pioneer(), such as marft/MathCORY-v0; got {type(env).__name__}"
+                )
             env.set_pioneer(self.pioneer)
         swapping = cfg.swap_interval > 0 and update > 0 and update % cfg.swap_interval == 0
         if swapping and cfg.reset_on_swap:
@@ -133,12 +144,11 @@ class CORY(Learner):
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         device = self.policy.device
-        batch = pack(steps, device)  # (N, R)
+        batch = token_ppo.pack(steps, device)  # (N, R)
         features = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen
         kl_tok = (batch.old_logp - self.reference_logps(steps, batch.mask.shape[1])) * batch.mask  # (N, R)
-        rewards = at_last_token(
-            torch.tensor([s.reward for s in steps], dtype=torch.float32, device=device), batch.lengths, batch.mask.shape[1]
-        )  # (N, R): the cooperative reward on the last token
+        paid = torch.tensor([s.reward for s in steps], dtype=torch.float32, device=device)
+        rewards = at_last_token(paid, batch.lengths, batch.mask.shape[1])  # (N, R): the cooperative reward, last token
         advantages = torch.zeros_like(batch.old_logp)  # (N, R), filled per agent
         raw = torch.zeros_like(batch.old_logp)  # (N, R): the same before normalisation, for signal/advantage_std
         metrics: dict[str, float] = {"cory/pioneer": float(self.agents.index(self.pioneer))}
@@ -147,63 +157,69 @@ class CORY(Learner):
             if not idx:
                 continue
             rows = torch.tensor(idx, device=device)
-            mask = batch.mask[rows]
             kl = float(kl_tok[rows].sum(1).mean())  # KL per response, as TRL logs it
-            metrics[f"{adapter}/kl_ref"] = kl
-            metrics[f"{adapter}/kl_coef"] = self.kl_coefs[adapter]
             own = [steps[i].info.get("reward_components", {}).get("own_correct", 0.0) for i in idx]
+            metrics.update({f"{adapter}/kl_ref": kl, f"{adapter}/kl_coef": self.kl_coefs[adapter]})
             metrics[f"{adapter}/task_reward"] = float(np.mean(own))  # its own answer's reward
             if adapter in self.frozen:  # it acts, but its adapter, value head and KL coefficient stay as they are
                 continue
-            self.critics[adapter].observe(features[rows], mask)  # the input statistics first: the old values use them
-            with torch.no_grad():
-                values_old = self.critics[adapter](features[rows]) * mask  # (n, R)
             token_rewards = rewards[rows] - self.kl_coefs[adapter] * kl_tok[rows]  # (n, R)
-            every = torch.ones(len(idx), dtype=torch.bool, device=device)
-            adv, ret = token_advantages(  # each response is its own episode
-                token_rewards,
-                values_old,
-                mask,
-                torch.arange(len(idx), device=device),
-                every,
-                every,
-                gamma=cfg.gamma,
-                gamma_agent=cfg.gamma,
-                gamma_token=cfg.gamma,
-                lam=cfg.gae_lambda,
-            )
-            advantages[rows] = normalize(adv, mask) if cfg.normalize_advantages else adv
+            plans[adapter] = self.agent_advantages(adapter, features[rows], token_rewards, batch.mask[rows])
+            adv = plans[adapter][2]
+            advantages[rows] = normalize(adv, batch.mask[rows]) if cfg.normalize_advantages else adv
             raw[rows] = adv
-            plans[adapter] = (idx, rows, mask, values_old, ret)
             if cfg.kl_target is not None:
-                self.kl_coefs[adapter] = adaptive_kl_coef(self.kl_coefs[adapter], kl, cfg.kl_target, cfg.kl_horizon, len(idx))
-        learning = {a: i for a, i in idx_of.items() if a not in self.frozen}  # a frozen agent's steps have no advantages
+                self.kl_coefs[adapter] = adaptive_kl_coef(
+                    self.kl_coefs[adapter], kl, cfg.kl_target, cfg.kl_horizon, len(idx)
+                )
+        learning = {a: i for a, i in idx_of.items() if a not in self.frozen}  # a frozen agent's steps: no advantages
         rows = torch.tensor([i for idx in learning.values() for i in idx], dtype=torch.long, device=raw.device)
         metrics["signal/advantage_std"] = spread(raw[rows], batch.mask[rows])
         metrics.update(agent_health(steps, learning, raw, batch.mask))
+        informative = self.informative(episodes, metrics)  # an agent whose task returns are all equal: no step
         ppo = dict(clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=cfg.kl_gate)
-        ppo.update(max_grad_norm=cfg.max_grad_norm)
-        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, temperature=self.temperature, tis_cap=self.tis_cap)
-        for adapter, (idx, rows, mask, values_old, ret) in plans.items():  # simultaneous, independent steps
-            optimizer, old = self.optimizers[adapter], batch.old_logp  # kl_coef 0: the KL penalty is in the reward
-            metrics.update(token_ppo.step(self.policy, optimizer, adapter, steps, idx, old, advantages, rng, **ppo, **passes))
+        ppo.update(max_grad_norm=cfg.max_grad_norm, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs)
+        sampled = dict(temperature=self.temperature, tis_cap=self.tis_cap)
+        fit = dict(epochs=cfg.critic_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip)
+        for adapter, (values_old, ret, _) in plans.items():  # simultaneous, independent steps
+            idx = idx_of[adapter]
+            if informative[adapter]:  # kl_coef 0: the KL penalty is in the reward
+                args = (self.policy, self.optimizers[adapter], adapter, steps, idx, batch.old_logp, advantages, rng)
+                metrics.update(token_ppo.step(*args, **ppo, **sampled))
+            inputs, mask = (features[torch.tensor(idx, device=device)],), batch.mask[torch.tensor(idx, device=device)]
+            critic, optimizer = self.critics[adapter], self.critic_optimizers[adapter]
             metrics.update(
-                fit_critic(
-                    self.critics[adapter],
-                    self.critic_optimizers[adapter],
-                    (features[rows],),
-                    values_old,
-                    ret,
-                    rng,
-                    epochs=cfg.critic_epochs,
-                    minibatch_size=cfg.minibatch_size,
-                    value_clip=cfg.value_clip,
-                    max_grad_norm=cfg.max_grad_norm,
-                    mask=mask,
-                    prefix=f"{adapter}/critic",
-                )
-            )
+                fit_critic(critic, optimizer, inputs, values_old, ret, rng, **fit, max_grad_norm=cfg.max_grad_norm,
+                           mask=mask, prefix=f"{adapter}/critic")
+            )  # fmt: skip
         return metrics
+
+    def agent_advantages(
+        self, adapter: str, features: torch.Tensor, rewards: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(values_old, returns, advantages)`` ``(n, R)`` of one agent's responses: its value head (its input
+        statistics fed first), token GAE with each response its own episode, on the KL-penalised ``rewards``."""
+        cfg, device = self.config, mask.device
+        self.critics[adapter].observe(features, mask)  # the input statistics first: the old values use them
+        with torch.no_grad():
+            values_old = self.critics[adapter](features) * mask  # (n, R)
+        every = torch.ones(mask.shape[0], dtype=torch.bool, device=device)
+        adv, ret = token_advantages(  # each response is its own episode
+            rewards, values_old, mask, torch.arange(mask.shape[0], device=device), every, every,
+            gamma=cfg.gamma, gamma_agent=cfg.gamma, gamma_token=cfg.gamma, lam=cfg.gae_lambda,
+        )  # fmt: skip
+        return values_old, ret, adv
+
+    def informative(self, episodes: list[Episode], metrics: dict[str, float]) -> dict[str, bool]:
+        """Per adapter, whether its task returns differ (``skip_equal_returns``: no policy step otherwise); the
+        metrics gain ``<adapter>/skipped_equal_returns`` and ``policy/skipped_equal_returns``."""
+        out = {}
+        for adapter, returns in agent_returns(self.policy, episodes, "own").items():
+            own = torch.tensor(returns, dtype=torch.float64, device=self.policy.device)
+            out[adapter] = returns_differ(own) or not self.config.skip_equal_returns
+            metrics[f"{adapter}/skipped_equal_returns"] = float(not out[adapter])
+        metrics["policy/skipped_equal_returns"] = float(np.mean([not v for v in out.values()]))
+        return out
 
     @torch.no_grad()
     def reference_logps(self, steps: list[AgentStep], width: int) -> torch.Tensor:

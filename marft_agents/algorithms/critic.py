@@ -34,7 +34,7 @@ from marft_agents.algorithms.losses import clipped_value_loss, ensure_finite, ma
 
 if TYPE_CHECKING:
     from marft_agents.models.policy import LaMASPolicy
-    from marft_agents.rollout.layered import AgentStep
+    from marft_agents.rollout.episode import AgentStep
 
 
 STD_FLOOR = 1e-2
@@ -95,10 +95,13 @@ class ValueHead(nn.Module):
     def __init__(self, in_features: int, hidden: int = 256):
         super().__init__()
         self.scale = FeatureScaler(in_features)
-        self.net = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.net = nn.Sequential(
+            nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1)
+        )
 
     def observe(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> None:
-        """Feed this update's features to the input statistics: ``(N, d)``, or ``(N, R, d)`` with ``mask`` ``(N, R)``."""
+        """Feed this update's features to the input statistics: ``(N, d)``, or ``(N, R, d)`` with ``mask``
+        ``(N, R)``."""
         self.scale.observe(features if mask is None else features[mask])
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
@@ -126,11 +129,20 @@ class Critic:
         self.head = head.to(device)
         params = list(self.head.parameters()) if params is None else params
         self.optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-        self.fit_settings = dict(epochs=epochs, minibatch_size=minibatch_size, value_clip=value_clip, max_grad_norm=max_grad_norm)
+        self.fit_settings = dict(
+            epochs=epochs, minibatch_size=minibatch_size, value_clip=value_clip, max_grad_norm=max_grad_norm
+        )
 
     def observe(self, *inputs: torch.Tensor, ranks: Ranks = SINGLE) -> None:
-        """Feed the head's input statistics this update's rows (data-parallel: every rank's), before any value is read."""
+        """Feed the head's input statistics this update's rows (data-parallel: every rank's), before any value is
+        read."""
         self.head.observe(*(dp.everyone(ranks, x) for x in inputs))
+
+    def observe_and_value(self, *inputs: torch.Tensor, ranks: Ranks = SINGLE) -> torch.Tensor:
+        """:meth:`observe` the rows, then their :meth:`values`: the old values of an update read this update's
+        statistics."""
+        self.observe(*inputs, ranks=ranks)
+        return self.values(*inputs)
 
     @torch.no_grad()
     def values(self, *inputs: torch.Tensor) -> torch.Tensor:
@@ -150,7 +162,9 @@ class Critic:
         """Fit the head on ``inputs`` to ``returns`` with the clipped value loss (:func:`fit_critic`); its metrics.
 
         ``values_old``/``returns`` are ``(N,)``, or ``(N, R)`` with ``mask`` (one value per token)."""
-        return fit_critic(self.head, self.optimizer, inputs, values_old, returns, rng, **self.fit_settings, mask=mask, ranks=ranks)
+        return fit_critic(
+            self.head, self.optimizer, inputs, values_old, returns, rng, **self.fit_settings, mask=mask, ranks=ranks
+        )
 
     def parameters(self) -> list[nn.Parameter]:
         """The parameters its optimizer steps."""
@@ -171,7 +185,7 @@ def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -
     # Chunks of one agent's steps share its role prompt, which the policy then runs only once.
     order = sorted(range(len(steps)), key=lambda i: steps[i].agent)
     out = torch.empty(len(steps), policy.hidden_size, device=policy.device)
-    team = hasattr(policy, "width_of")  # a team of models (models/team.py): each agent's features from its own base
+    team = policy.is_team  # a team of models (models/team.py): each agent's features from its own base
     for start in range(0, len(order), minibatch_size):
         chunk = order[start : start + minibatch_size]
         if not team:
@@ -179,7 +193,9 @@ def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -
             continue
         for agent in dict.fromkeys(steps[i].agent for i in chunk):
             rows = [i for i in chunk if steps[i].agent == agent]
-            out[rows] = policy.features([steps[i].prompt for i in rows], agent)  # (b, D), zero-padded past the agent's width
+            out[rows] = policy.features(
+                [steps[i].prompt for i in rows], agent
+            )  # (b, D), zero-padded past the agent's width
     return out
 
 
@@ -234,13 +250,23 @@ def fit_critic(
         ensure_finite(torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm), f"{prefix}/grad_norm")
         optimizer.step()
         losses.append(float(total))
-    return {f"{prefix}/value_loss": float(np.mean(losses)) if losses else 0.0, f"{prefix}/value_mean": float(masked_mean(values_old, mask))}
+    return {
+        f"{prefix}/value_loss": float(np.mean(losses)) if losses else 0.0,
+        f"{prefix}/value_mean": float(masked_mean(values_old, mask)),
+    }
 
 
 def _minibatches(
-    ranks: Ranks, n: int, rng: np.random.Generator, epochs: int, minibatch_size: int, mask: torch.Tensor | None, device: torch.device
+    ranks: Ranks,
+    n: int,
+    rng: np.random.Generator,
+    epochs: int,
+    minibatch_size: int,
+    mask: torch.Tensor | None,
+    device: torch.device,
 ) -> Iterator[tuple[torch.Tensor, Share]]:
-    """``epochs`` shuffled passes over ``n`` rows: this rank's rows of each (global) minibatch, on ``device``, and its share."""
+    """``epochs`` shuffled passes over ``n`` rows: this rank's rows of each (global) minibatch, on ``device``, and its
+    share."""
     if not ranks.parallel:
         for _ in range(epochs):
             order = torch.as_tensor(rng.permutation(n), device=device)
@@ -248,5 +274,7 @@ def _minibatches(
                 yield order[start : start + minibatch_size], WHOLE
         return
     sizes = [1] * n if mask is None else [int(k) for k in mask.sum(1)]  # a row's size: 1, or its real entries
-    for rows, share in schedule(ranks, sizes, list(range(n)), rng, minibatch_size=minibatch_size, epochs=epochs, fallback=0):
+    for rows, share in schedule(
+        ranks, sizes, list(range(n)), rng, minibatch_size=minibatch_size, epochs=epochs, fallback=0
+    ):
         yield torch.as_tensor(rows, device=device), share

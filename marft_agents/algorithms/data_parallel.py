@@ -57,7 +57,8 @@ class Ranks:
         return self.rank == 0
 
     def sum(self, values: torch.Tensor) -> torch.Tensor:
-        """The element-wise sum of ``values`` over the ranks, in float64 on ``values``' device (``values`` itself when alone)."""
+        """The element-wise sum of ``values`` over the ranks, in float64 on ``values``' device (``values`` itself when
+        alone)."""
         if not self.parallel:
             return values
         out = values.detach().to(self.device, torch.float64).clone()  # nccl reduces tensors on the rank's GPU
@@ -88,20 +89,24 @@ class Ranks:
             dist.broadcast(p.data, src=0)
 
     def reduce_gradients(self, params: list[torch.nn.Parameter], loss: torch.Tensor) -> torch.Tensor:
-        """Sum ``params``' gradients over the ranks in place (a missing one counts as zeros); returns the summed ``loss``.
+        """Sum ``params``' gradients over the ranks in place; returns the summed ``loss``.
 
-        One flat all-reduce: the gradients and the loss travel together, so every rank learns the global
-        loss (to refuse a non-finite one on every rank at once) without a second collective.
+        A gradient missing on one rank counts as zeros there; a gradient missing on *every* rank stays missing
+        (``None``), as in one process: an all-reduced zero would make Adam take a momentum step that one
+        process never takes. One flat all-reduce: the gradients, a presence flag per parameter and the loss
+        travel together, so every rank learns the global loss (to refuse a non-finite one on every rank at
+        once) without a second collective.
         """
         if not self.parallel:
             return loss.detach()
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        flat = torch.cat([g.detach().reshape(-1).float() for g in grads] + [loss.detach().reshape(1).float()])
+        present = torch.tensor([float(p.grad is not None) for p in params], device=loss.device)  # (P,)
+        flat = torch.cat([g.detach().reshape(-1).float() for g in grads] + [present, loss.detach().reshape(1).float()])
         dist.all_reduce(flat)
-        start = 0
-        for p, g in zip(params, grads):
+        start, flags = 0, flat[-1 - len(params) : -1]
+        for p, g, anywhere in zip(params, grads, flags.tolist()):
             n = g.numel()
-            p.grad = flat[start : start + n].view_as(g).to(g.dtype)
+            p.grad = flat[start : start + n].view_as(g).to(g.dtype) if anywhere > 0 else None
             start += n
         return flat[-1]
 
@@ -184,7 +189,14 @@ class Layout:
 
 
 def schedule(
-    ranks: Ranks, sizes: list[int], idx: list[int], rng: np.random.Generator, *, minibatch_size: int, epochs: int, fallback: int | None
+    ranks: Ranks,
+    sizes: list[int],
+    idx: list[int],
+    rng: np.random.Generator,
+    *,
+    minibatch_size: int,
+    epochs: int,
+    fallback: int | None,
 ) -> Iterator[tuple[np.ndarray, Share]]:
     """``epochs`` passes of global minibatches over every rank's rows ``idx``, as this rank takes part in them.
 
@@ -242,20 +254,29 @@ def returns_differ(ranks: Ranks, returns: torch.Tensor) -> bool:
     """:func:`~marft_agents.algorithms.advantages.returns_differ` over every rank's episode returns ``(E,)``."""
     if not ranks.parallel:
         return adv.returns_differ(returns)
-    return adv.returns_differ(torch.cat([torch.as_tensor(r, device=returns.device) for r in ranks.gather(returns.tolist())]))
+    return adv.returns_differ(
+        torch.cat([torch.as_tensor(r, device=returns.device) for r in ranks.gather(returns.tolist())])
+    )
 
 
 def everyone(ranks: Ranks, rows: torch.Tensor) -> torch.Tensor:
-    """Every rank's ``rows`` ``(n_r, ...)`` laid end to end in rank order (the batch one process holds), on ``rows``' device."""
+    """Every rank's ``rows`` ``(n_r, ...)`` laid end to end in rank order (the batch one process holds), on ``rows``'
+    device."""
     if not ranks.parallel:
         return rows
     return torch.cat([part.to(rows.device) for part in ranks.gather(rows.detach().cpu())])
 
 
 def normalize_per_agent(
-    ranks: Ranks, advantages: torch.Tensor, agents: torch.Tensor, n_agents: int, mask: torch.Tensor | None = None, eps: float = 1e-8
+    ranks: Ranks,
+    advantages: torch.Tensor,
+    agents: torch.Tensor,
+    n_agents: int,
+    mask: torch.Tensor | None = None,
+    eps: float = 1e-8,
 ) -> torch.Tensor:
-    """:func:`~marft_agents.algorithms.advantages.normalize_per_agent` with every agent's mean and std over the whole batch.
+    """:func:`~marft_agents.algorithms.advantages.normalize_per_agent` with every agent's mean and std over the whole
+    batch.
 
     ``agents`` ``(N,)`` numbers each row's agent in ``range(n_agents)`` (the same numbering on every
     rank). Two all-reduces: the counts and sums, then the squared deviations from the global means.

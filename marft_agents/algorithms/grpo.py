@@ -38,10 +38,12 @@ from marft_agents.algorithms.advantages import agent_scaled, group_relative, spr
 from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, steps_of
 from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
 from marft_agents.algorithms.prepare import agent_health
+from marft_agents.algorithms.returns import require_cooperative
 from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
-from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
+from marft_agents.rollout.episode import AgentStep, Episode
+from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.rollout.tree import PICKS, TreeRollout, is_continuation
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 from marft_envs.branching import NotBranchableError, probe_branching
@@ -66,8 +68,8 @@ class GRPOConfig(Ranged):
     tree_continuations: int = ranged(2, AT_LEAST_ONE)
     """grouping=tree: continuations sampled to the round's end to score an upstream agent's candidate (TreeRPO)."""
     tree_pick: str = choice("best", PICKS)
-    """grouping=tree: the candidate the trunk goes on from: "best" (highest score: own reward, or its continuations' mean),
-    "random_upstream" (the best closing candidate, a random upstream one) or "sample" (always random)."""
+    """grouping=tree: the candidate the trunk goes on from: "best" (highest score: own reward, or its continuations'
+    mean), "random_upstream" (the best closing candidate, a random upstream one) or "sample" (always random)."""
     gamma: float = ranged(1.0, UNIT)
     """Discount per round of the reward-to-go that scores an agent-step."""
     std_eps: float = ranged(1e-6, POSITIVE)
@@ -86,11 +88,15 @@ class GRPOConfig(Ranged):
     """Gradient clipping."""
 
 
-def reward_to_go(episode: Episode, gamma: float) -> list[float]:
-    """Per agent-step: the rewards of its round and every later round, discounted per round."""
+def reward_to_go(episode: Episode, gamma: float, agent: str | None = None) -> list[float]:
+    """Per agent-step: the rewards of its round and every later round, discounted per round.
+
+    ``agent`` None: the team's rewards, a round's shared reward once (``AgentStep.chain_reward``; every agent's copy
+    summed would count it once per agent). ``agent``: that agent's own rewards only (opponents in a zero-sum game).
+    """
     by_round: dict[int, float] = defaultdict(float)
-    for s in episode.steps:
-        by_round[s.round] += s.reward
+    for s in episode.steps:  # every round gets an entry: an agent's own to-go is defined where it did not act
+        by_round[s.round] += s.chain_reward if agent is None else (s.reward if s.agent == agent else 0.0)
     rounds = sorted(by_round)
     to_go: dict[int, float] = {}
     acc = 0.0
@@ -122,11 +128,15 @@ def tree_groups(steps: list[AgentStep], device: torch.device | None = None) -> t
         ids.setdefault(s.group, len(ids))
         if prompts.setdefault(s.group, s.prompt) != s.prompt:  # siblings must share the exact context
             raise ValueError(f"tree sibling group {s.group} holds different prompts: the tree rollout is broken")
-    return torch.tensor([float(s.score) for s in steps], device=device), torch.tensor([ids[s.group] for s in steps], device=device)
+    return torch.tensor([float(s.score) for s in steps], device=device), torch.tensor(
+        [ids[s.group] for s in steps], device=device
+    )
 
 
-def tree_group_stats(steps: list[AgentStep], scores: torch.Tensor, groups: torch.Tensor, agents: list[str]) -> dict[str, float]:
-    """Sibling groups of a tree batch: how many there are, the share with no spread, and per agent how many carry signal.
+def tree_group_stats(
+    steps: list[AgentStep], scores: torch.Tensor, groups: torch.Tensor, agents: list[str]
+) -> dict[str, float]:
+    """Sibling groups of a tree batch: how many there are, the share with no spread, per agent how many carry signal.
 
     ``scores`` and ``groups`` are ``tree_groups(steps)``, ``(N,)``; a group is informative when its scores differ.
     """
@@ -140,7 +150,9 @@ def tree_group_stats(steps: list[AgentStep], scores: torch.Tensor, groups: torch
         "tree/continuation_groups": float(sum(is_continuation(steps[n]) for n in first.values())),
     }
     for agent in agents:
-        out[f"tree/informative_groups/{agent}"] = float(sum(informative[g] for g, n in first.items() if steps[n].agent == agent))
+        out[f"tree/informative_groups/{agent}"] = float(
+            sum(informative[g] for g, n in first.items() if steps[n].agent == agent)
+        )
     return out
 
 
@@ -153,9 +165,13 @@ def grpo_advantages(
     eps: float = 1e-6,
     normalize: str = "group",
     device: torch.device | None = None,
+    own: bool = False,
 ) -> torch.Tensor:
-    """Group-relative advantage of every agent-step of ``episodes`` (in ``training_steps`` order), ``(N,)`` on ``device``
-    (None: torch's default)."""
+    """Group-relative advantage of every agent-step of ``episodes`` (in ``training_steps`` order), ``(N,)`` on
+    ``device`` (None: torch's default).
+
+    ``own``: score each agent by its own rewards, compared within its own group (an env whose agents are not one team:
+    in a zero-sum game the team's return is always 0); else by the team's."""
     if grouping not in GROUPINGS:
         raise ValueError(f"grouping must be one of {list(GROUPINGS)}, got {grouping!r}")
     if normalize not in NORMALIZATIONS:
@@ -164,6 +180,8 @@ def grpo_advantages(
         steps = training_steps(episodes)
         scores, groups = tree_groups(steps, device)
         return _relative(scores, groups, [s.agent for s in steps], normalize, eps)
+    if grouping == "problem" and own:
+        return _own_problem_advantages(episodes, group_size, gamma, eps, device)
     if grouping == "problem":
         # One sample per episode: a longer episode must not weigh more in its group's mean.
         returns = torch.tensor([reward_to_go(e, gamma)[0] if e.steps else 0.0 for e in episodes], device=device)  # (E,)
@@ -172,14 +190,42 @@ def grpo_advantages(
         return torch.cat([per_episode[k].expand(len(e.steps)) for k, e in enumerate(episodes)])  # (N,)
     scores, keys = [], []
     for e in episodes:
-        scores += reward_to_go(e, gamma)
+        if own:
+            by_agent = {a: reward_to_go(e, gamma, a) for a in dict.fromkeys(s.agent for s in e.steps)}
+            scores += [by_agent[s.agent][k] for k, s in enumerate(e.steps)]
+        else:
+            scores += reward_to_go(e, gamma)
         keys += [(e.index // group_size, s.agent, s.round) for s in e.steps]
     ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
     scores_t, groups = torch.tensor(scores, device=device), torch.tensor([ids[k] for k in keys], device=device)
     return _relative(scores_t, groups, [k[1] for k in keys], normalize, eps)
 
 
-def _relative(scores: torch.Tensor, groups: torch.Tensor, agents: list[str], normalize: str, eps: float) -> torch.Tensor:
+def _own_problem_advantages(
+    episodes: list[Episode], group_size: int, gamma: float, eps: float, device: torch.device | None
+) -> torch.Tensor:
+    """``grouping="problem"`` by each agent's own return: one sample per (episode, agent), compared with the same
+    agent's samples on the same problem; every step of the agent in the episode takes its sample's advantage."""
+    samples: list[float] = []
+    keys: list[tuple[int, str]] = []
+    sample_of: list[int] = []  # each step's sample
+    for e in episodes:
+        index: dict[str, int] = {}
+        for k, s in enumerate(e.steps):
+            if s.agent not in index:  # its return from its first round on
+                index[s.agent] = len(samples)
+                samples.append(reward_to_go(e, gamma, s.agent)[k])
+                keys.append((e.index // group_size, s.agent))
+            sample_of.append(index[s.agent])
+    ids = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    groups = torch.tensor([ids[k] for k in keys], dtype=torch.long, device=device)
+    per_sample = group_relative(torch.tensor(samples, device=device), groups, eps)  # (S,)
+    return per_sample[torch.tensor(sample_of, dtype=torch.long, device=device)]  # (N,)
+
+
+def _relative(
+    scores: torch.Tensor, groups: torch.Tensor, agents: list[str], normalize: str, eps: float
+) -> torch.Tensor:
     """Group-relative advantages on the group's scale, or (``normalize="agent"``) on each agent's own."""
     if normalize == "group":
         return group_relative(scores, groups, eps)
@@ -198,20 +244,28 @@ class GRPO(Learner):
                 "every agent of an episode shares one sample"
             )
         if config.group_size < 2:
-            raise ValueError(f"grpo.group_size must be at least 2 (a group of one has no baseline), got {config.group_size}")
+            raise ValueError(
+                f"grpo.group_size must be at least 2 (a group of one has no baseline), got {config.group_size}"
+            )
         super().__init__(policy, config, temperature, **options)  # group_size: read from config.group_size
         self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
 
     @classmethod
     def check_env(cls, config: GRPOConfig, env, *, workers: int = 0) -> None:
-        """Tree sampling needs an env that branches, in this process: refuse anything else in one line.
+        """Tree sampling needs an env that branches, in this process, whose agents are one team (a candidate is scored
+        by its round's team reward): refuse anything else in one line.
 
-        One ``branch()`` of ``env`` reset is tried, so a ``branch()`` that raises, returns None or cannot copy is named now.
+        One ``branch()`` of ``env`` reset is tried, so a ``branch()`` that raises, returns None or cannot copy is
+        named now.
         """
         if getattr(config, "grouping", None) != "tree":
             return
+        why = "grouping=tree scores a candidate by its round's team reward"
+        require_cooperative("grpo", env, why, instead="grpo.grouping=problem or agent_round")
         if workers:
-            raise ValueError("grpo.grouping=tree runs its tree rollouts in the learner's process: use distributed.workers=0")
+            raise ValueError(
+                "grpo.grouping=tree runs its tree rollouts in the learner's process: use distributed.workers=0"
+            )
         try:
             probe_branching(env, purpose="grpo.grouping=tree")
         except NotBranchableError as err:
@@ -221,9 +275,13 @@ class GRPO(Learner):
     def check_data_parallel(cls, config: GRPOConfig) -> None:
         """Whole groups stay on one rank, so their baselines are local; refuse what spans the batch or the tree."""
         if config.grouping == "tree":
-            raise ValueError("grpo.grouping=tree plays its trees in one process: use grpo.grouping=problem or agent_round")
+            raise ValueError(
+                "grpo.grouping=tree plays its trees in one process: use grpo.grouping=problem or agent_round"
+            )
         if config.normalize == "agent":
-            raise ValueError("grpo.normalize=agent scales by each agent's std over the whole batch: use grpo.normalize=group")
+            raise ValueError(
+                "grpo.normalize=agent scales by each agent's std over the whole batch: use grpo.normalize=group"
+            )
 
     def collector(self, rollout: RolloutEngine):
         """Tree sampling wraps the rollout engine in a tree rollout; the other groupings play whole episodes."""
@@ -252,6 +310,7 @@ class GRPO(Learner):
             eps=cfg.std_eps,
             normalize=cfg.normalize,
             device=self.policy.device,
+            own=self.reward_structure != "cooperative",  # opponents: each scored by its own rewards
         )  # (N,)
         metrics: dict[str, float] = {
             # Groups whose members all scored the same give no signal; this says how much of the batch did.
@@ -266,7 +325,8 @@ class GRPO(Learner):
         return metrics
 
     def _tree_update(self, episodes: list[Episode], rng: np.random.Generator) -> dict[str, float]:
-        """One update from tree rollouts: every candidate of every node and every kept continuation, compared with its siblings."""
+        """One update from tree rollouts: every candidate of every node and every kept continuation, each compared with
+        its siblings."""
         cfg = self.config
         steps = training_steps(episodes)
         scores, groups = tree_groups(steps, self.policy.device)
@@ -278,7 +338,9 @@ class GRPO(Learner):
             "tree/generated_tokens": float(sum(len(s.response) for s in steps) + untrained),
             "tree/continuation_tokens": float(sum(len(s.response) for s in steps if is_continuation(s)) + untrained),
         }
-        idx_of = {adapter: steps_of(self.policy, steps, adapter) for adapter in self.policy.adapters}  # branches included
+        idx_of = {
+            adapter: steps_of(self.policy, steps, adapter) for adapter in self.policy.adapters
+        }  # branches included
         metrics.update(agent_health(steps, idx_of, advantages))
         for adapter in self.trainable:
             if idx_of[adapter]:
@@ -291,19 +353,27 @@ class GRPO(Learner):
         """Epochs of GRPO's clipped objective over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
         cfg = self.config
         log = []  # per-minibatch stats
-        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0, ranks=self.ranks)
+        passes = dict(
+            minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0, ranks=self.ranks
+        )
         for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature, **passes):
             width = mb.mask.shape[1]
             old = _pad([s.token_logps for s in mb.steps], width, mb.mask.device)  # (B, R) behaviour log-probs
             weights = token_weights(mb.steps, width, self.tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
             # the KL penalty is inside each response's token average (grpo_loss), unlike PPO's
-            grpo, stats = grpo_loss(mb.logp_tok, old, advantages[mb.rows], mb.mask, cfg.clip_eps, mb.ref_tok, cfg.kl_coef, weights=weights)
+            grpo, stats = grpo_loss(
+                mb.logp_tok, old, advantages[mb.rows], mb.mask, cfg.clip_eps, mb.ref_tok, cfg.kl_coef, weights=weights
+            )
             entropy = masked_mean(mb.entropy_tok, mb.mask)
             # data-parallel: each response's token mean is one row of the global mean over rows; entropy is over tokens
             loss = mb.share.rows * grpo - cfg.entropy_coef * mb.share.tokens * entropy
-            total = apply(self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter, self.ranks)
+            total = apply(
+                self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter, self.ranks
+            )
             tokens = mb.share.tokens  # the clip statistics and the KL are means over tokens
-            stats = dp.shared_means(self.ranks, {"entropy": entropy.item(), **stats}, dict.fromkeys(("entropy", *stats), tokens))
+            stats = dp.shared_means(
+                self.ranks, {"entropy": entropy.item(), **stats}, dict.fromkeys(("entropy", *stats), tokens)
+            )
             log.append({"loss": total, **stats, **weight_stats(weights, mb.mask)})
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": 0.0}  # no gate: never skips
 

@@ -16,7 +16,8 @@ Both then do, per agent ``i`` and independently of the other agents:
    chain GAE, no agent bootstraps from another agent's value in the same round.
 2. PPO-clip on whole responses per agent (``action_ppo.step``: entropy bonus, optional KL to
    the reference, optional approx-KL gate), advantages standardised over the batch.
-3. The critic(s) fit the GAE returns with a clipped value loss (IPPO: a frozen agent's head, like its adapter, never learns).
+3. The critic(s) fit the GAE returns with a clipped value loss (IPPO: a frozen agent's head, like its adapter,
+   never learns).
 
 On an env with dependencies they still run (an observation then holds the parents' actions), but
 they ignore the agent-to-agent links that MARFT's chain GAE uses.
@@ -37,9 +38,10 @@ from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
 from marft_agents.algorithms.critic import Critic, ValueHead, features
 from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.algorithms.prepare import prepare_advantages
+from marft_agents.algorithms.returns import agent_returns, require_cooperative
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
-from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.rollout.episode import AgentStep, Episode
 
 IPPOConfig = MAPPOConfig = PPOSettings
 """Hyper-parameters of IPPO and of MAPPO (the same ones; MAPPO only centralises the critic): the shared PPO ones."""
@@ -90,7 +92,7 @@ class ValueHeads(nn.Module):
     def __init__(self, in_features: int, n: int, widths: list[int] | None = None):
         super().__init__()
         self.widths = [in_features] * n if widths is None else list(widths)
-        """Head ``k`` reads the first ``widths[k]`` feature columns (agents on models of other widths: ``models/team.py``)."""
+        """Head ``k`` reads the first ``widths[k]`` feature columns (agents on models of other widths: ``team.py``)."""
         self.heads = nn.ModuleList(ValueHead(w) for w in self.widths)
 
     def observe(self, features: torch.Tensor, head: torch.Tensor) -> None:
@@ -121,7 +123,7 @@ class IPPO(Learner):
         # a frozen agent's own head (IPPO) learns nothing either; MAPPO's one head is every agent's and learns from all
         self.critic_learns = {a: self.centralised or policy.adapter_of[a] not in self.frozen for a in policy.agents}
         # a team of models (models/team.py): each agent's head takes its own model's width
-        widths = [policy.width_of(a) for a in policy.agents] if hasattr(policy, "width_of") and not self.centralised else None
+        widths = [policy.width_of(a) for a in policy.agents] if policy.is_team and not self.centralised else None
         heads = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents), widths)
         learning = dict.fromkeys(self.head_of[a] for a in policy.agents if self.critic_learns[a])
         params = [p for k in learning for p in heads.heads[k].parameters()]
@@ -148,16 +150,23 @@ class IPPO(Learner):
         self.critic.observe(feats[keep], heads[keep], ranks=self.ranks)  # the input statistics first (every rank's)
         values_old = self.critic.values(feats, heads)  # (N,)
         advantages, returns = per_agent_gae(steps, episodes, values_old, gamma=cfg.gamma, lam=cfg.gae_lambda)
-        advantages, metrics, informative = prepare_advantages(  # per agent; equal returns: no policy step
-            self.policy, episodes, steps, idx_of, advantages, **cfg.advantage_options(), ranks=self.ranks
+        returns_of = agent_returns(self.policy, episodes, "own")  # each agent's own rewards: any reward structure
+        advantages, metrics, informative = prepare_advantages(  # per agent; an agent's equal returns: no step for it
+            self.policy, returns_of, steps, idx_of, advantages, **cfg.advantage_options(), ranks=self.ranks
         )
         anywhere = dp.held(self.ranks, idx_of)  # data-parallel: every rank steps the same adapters
         sampling = dict(settings=cfg, temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
         for adapter in self.trainable:
-            if anywhere[adapter] and informative:
+            if anywhere[adapter] and informative[adapter]:
                 optimizer = self.optimizers[adapter]
-                metrics.update(action_ppo.step(self.policy, optimizer, adapter, steps, idx_of[adapter], advantages, rng, **sampling))
-        metrics.update(self.critic.fit((feats[keep], heads[keep]), values_old[keep], returns[keep], rng, ranks=self.ranks))
+                metrics.update(
+                    action_ppo.step(
+                        self.policy, optimizer, adapter, steps, idx_of[adapter], advantages, rng, **sampling
+                    )
+                )
+        metrics.update(
+            self.critic.fit((feats[keep], heads[keep]), values_old[keep], returns[keep], rng, ranks=self.ranks)
+        )
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics
 
@@ -167,6 +176,11 @@ class MAPPO(IPPO):
 
     centralised = True
     needs_state = True
+
+    @classmethod
+    def check_env(cls, config: MAPPOConfig, env: Any, *, workers: int = 0) -> None:
+        """Refuse an env whose agents are not one team: one value of the global state cannot be every player's."""
+        require_cooperative("mappo", env, "its one critic values the team's global state", instead="algo=ippo")
 
     def critic_features(self, steps: list[AgentStep]) -> torch.Tensor:
         """What the critic sees, ``(N, d)``: the global state when the agent acted."""

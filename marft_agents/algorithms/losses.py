@@ -106,7 +106,11 @@ def approx_kl(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
 
 
 def clipped_value_loss(
-    values: torch.Tensor, values_old: torch.Tensor, returns: torch.Tensor, clip: float | None, mask: torch.Tensor | None = None
+    values: torch.Tensor,
+    values_old: torch.Tensor,
+    returns: torch.Tensor,
+    clip: float | None,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``mean(max(err(R - V), err(R - V_clipped)))`` with ``V_clipped = V_old + clip(V - V_old, ±clip)``.
 
@@ -174,8 +178,14 @@ def grpo_loss(
 
 
 def step_stats(loss: torch.Tensor, entropy: torch.Tensor, stats: dict[str, float]) -> dict[str, float]:
-    """One optimizer step's log row: its loss, mean entropy, and the clip fraction and approx KL of :func:`ppo_clip_loss`."""
-    return {"loss": loss.item(), "entropy": entropy.item(), "clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
+    """One optimizer step's log row: its loss, mean entropy, and the clip fraction and approx KL of
+    :func:`ppo_clip_loss`."""
+    return {
+        "loss": loss.item(),
+        "entropy": entropy.item(),
+        "clip_frac": stats["clip_frac"],
+        "approx_kl": stats["approx_kl"],
+    }
 
 
 def mean_stats(rows: Sequence[dict[str, float]], prefix: str = "") -> dict[str, float]:

@@ -13,7 +13,7 @@
    ``(update // K) mod N`` learns in update ``update``; ``K = 0`` trains every agent every update. The
    agents are the trainable ones (``N`` of them): a frozen agent (``agents.<agent_id>.train=false``) never learns.
 6. Optionally (``sequential.enabled``) the learning agents update one after another, each with its
-   advantages weighted by its predecessors' clipped product ratio (``marft_agents/algorithms/sequential.py``, HAPPO-style).
+   advantages weighted by its predecessors' clipped product ratio (``algorithms/sequential.py``, HAPPO-style).
 """
 
 from __future__ import annotations
@@ -30,17 +30,24 @@ from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
 from marft_agents.algorithms.critic import Critic, ValueHead, features
 from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.prepare import prepare_advantages
+from marft_agents.algorithms.returns import agent_returns, require_cooperative, warn_undeclared_team_reward
 from marft_agents.algorithms.sequential import round_robin, turns
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
-from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.rollout.episode import AgentStep, Episode
 
 MARFTConfig = ChainSettings
 """Hyper-parameters of action-level MARFT: the shared PPO ones plus the multi-agent ones (``ChainSettings``)."""
 
 
 def compute_advantages(
-    steps: list[AgentStep], values: torch.Tensor, *, gamma: float, gamma_agent: float, lam: float, shared_reward: str = "once"
+    steps: list[AgentStep],
+    values: torch.Tensor,
+    *,
+    gamma: float,
+    gamma_agent: float,
+    lam: float,
+    shared_reward: str = "once",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Chain GAE over all steps as one stream (``done`` cuts the links between episodes).
 
@@ -49,7 +56,9 @@ def compute_advantages(
     summed along the chain, would count it once per agent; ``shared_reward="per_agent"`` does that, for ablations).
     """
     device = values.device
-    rewards = torch.tensor([s.chain_reward if shared_reward == "once" else s.reward for s in steps], dtype=torch.float32, device=device)
+    rewards = torch.tensor(
+        [s.chain_reward if shared_reward == "once" else s.reward for s in steps], dtype=torch.float32, device=device
+    )
     round_ends = torch.tensor([s.round_end for s in steps], device=device)
     dones = torch.tensor([s.done for s in steps], device=device)
     return chain_gae(rewards, values, round_ends, dones, gamma=gamma, gamma_agent=gamma_agent, lam=lam)
@@ -66,27 +75,41 @@ class MARFT(Learner):
         super().__init__(policy, config, temperature, **options)
         self.critic = Critic(ValueHead(policy.hidden_size), policy.device, **config.critic_options())
         self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
+        self.warned_team_reward = False
+
+    @classmethod
+    def check_env(cls, config: MARFTConfig, env: Any, *, workers: int = 0) -> None:
+        """Refuse an env whose agents are not one team: chain GAE would back one player's reward into another's."""
+        require_cooperative("marft", env, "chain GAE backs each agent's reward up to the agents before it")
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One MARFT update from whole episodes; returns metrics."""
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d) frozen base features: once per update
-        self.critic.observe(feats, ranks=self.ranks)  # the input statistics first (every rank's): the old values use them
-        values_old = self.critic.values(feats)  # (N,)
+        values_old = self.critic.observe_and_value(feats, ranks=self.ranks)  # (N,), every rank's rows in the statistics
         advantages, returns = compute_advantages(
-            steps, values_old, gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda, shared_reward=cfg.shared_reward
+            steps,
+            values_old,
+            gamma=cfg.gamma,
+            gamma_agent=cfg.gamma_agent,
+            lam=cfg.gae_lambda,
+            shared_reward=cfg.shared_reward,
         )
-        advantages, metrics, informative = prepare_advantages(  # per agent; equal returns: no policy step
-            self.policy, episodes, steps, idx_of, advantages, **cfg.advantage_options(), ranks=self.ranks
+        self.warned_team_reward = self.warned_team_reward or warn_undeclared_team_reward("marft", steps)
+        returns_of = agent_returns(self.policy, episodes, "chain")  # what the chain credits each agent with
+        advantages, metrics, informative = prepare_advantages(  # per agent; an agent's equal returns: no step for it
+            self.policy, returns_of, steps, idx_of, advantages, **cfg.advantage_options(), ranks=self.ranks
         )
-        learning = self.learning_adapters(update) if informative else []
+        learning = [a for a in self.learning_adapters(update) if informative[a]]
         keys, held = [(s.episode, s.round) for s in steps], dp.held(self.ranks, idx_of)  # held: any rank's steps
         sampling = dict(settings=cfg, temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
         for turn in turns(learning, idx_of, keys, cfg.sequential, rng, self.policy.device, held):
             scaled = advantages if turn.weights is None else advantages * turn.weights  # (N,): M of every step
             optimizer = self.optimizers[turn.adapter]
-            metrics.update(action_ppo.step(self.policy, optimizer, turn.adapter, steps, turn.idx, scaled, rng, **sampling))
+            metrics.update(
+                action_ppo.step(self.policy, optimizer, turn.adapter, steps, turn.idx, scaled, rng, **sampling)
+            )
             metrics.update(turn.metrics())
             if turn.needs_ratios and turn.idx:  # data-parallel: this rank may hold none of the adapter's steps
                 turn.record(self.log_ratios(turn.adapter, steps, turn.idx))

@@ -34,14 +34,15 @@ import torch
 
 from marft_agents.algorithms import action_ppo, token_ppo
 from marft_agents.algorithms.advantages import at_last_token, token_advantages
-from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter, pack
+from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
 from marft_agents.algorithms.critic import Critic, ValueHead, token_features
 from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.prepare import prepare_advantages
+from marft_agents.algorithms.returns import agent_returns, require_cooperative, warn_undeclared_team_reward
 from marft_agents.algorithms.sequential import round_robin, turns
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
-from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.rollout.episode import AgentStep, Episode
 from marft_agents.settings.fields import UNIT, ranged
 
 
@@ -57,6 +58,32 @@ class MARFTTokenConfig(ChainSettings):
     """Discount between tokens of one response (1.0: a response's length is not penalised)."""
 
 
+def compute_advantages(
+    steps: list[AgentStep], batch: token_ppo.TokenBatch, values: torch.Tensor, config: MARFTTokenConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token GAE over every episode's tokens in acting order, ``(advantages, returns)`` ``(N, R)``.
+
+    A step's reward sits on its last token, a round's shared reward once (on its last agent: ``chain_reward``;
+    ``shared_reward="per_agent"`` puts every copy in, for ablations).
+    """
+    device = values.device
+    paid = [s.chain_reward if config.shared_reward == "once" else s.reward for s in steps]
+    rewards = at_last_token(torch.tensor(paid, dtype=torch.float32, device=device), batch.lengths, batch.mask.shape[1])
+    episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}
+    return token_advantages(
+        rewards,  # (N, R)
+        values,
+        batch.mask,
+        torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long, device=device),
+        torch.tensor([s.round_end for s in steps], device=device),
+        torch.tensor([s.done for s in steps], device=device),
+        gamma=config.gamma,
+        gamma_agent=config.gamma_agent,
+        gamma_token=config.gamma_token,
+        lam=config.gae_lambda,
+    )
+
+
 class MARFTToken(Learner):
     """Token-level MARFT: per-token critic, GAE over all agents' tokens, PPO-clip per token."""
 
@@ -68,50 +95,43 @@ class MARFTToken(Learner):
     def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
         super().__init__(policy, config, temperature, **options)
-        self.critic = Critic(ValueHead(policy.hidden_size), policy.device, **config.critic_options())  # at every response position
+        head = ValueHead(policy.hidden_size)  # applied at every response position
+        self.critic = Critic(head, policy.device, **config.critic_options())
         self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
+        self.warned_team_reward = False
+
+    @classmethod
+    def check_env(cls, config: MARFTTokenConfig, env: Any, *, workers: int = 0) -> None:
+        """Refuse an env whose agents are not one team: the chain would back one player's reward into another's."""
+        require_cooperative("marft_token", env, "its token GAE backs each agent's reward up to the agents before it")
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One token-level MARFT update from whole episodes; returns metrics."""
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
-        device = self.policy.device
-        batch = pack(steps, device)
+        batch = token_ppo.pack(steps, self.policy.device)  # (N, R) behaviour log-probs and mask
         feats = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen: once per update
         self.critic.observe(feats, batch.mask)  # the input statistics first (real tokens only): the old values use them
         values_old = self.critic.values(feats) * batch.mask  # (N, R)
-        episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}
-        rewards = at_last_token(
-            torch.tensor([s.chain_reward if cfg.shared_reward == "once" else s.reward for s in steps], dtype=torch.float32, device=device),
-            batch.lengths,
-            batch.mask.shape[1],
-        )  # (N, R): a step's reward on its last token, a round's shared reward once (on its last agent)
-        advantages, returns = token_advantages(
-            rewards,
-            values_old,
-            batch.mask,
-            torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long, device=device),
-            torch.tensor([s.round_end for s in steps], device=device),
-            torch.tensor([s.done for s in steps], device=device),
-            gamma=cfg.gamma,
-            gamma_agent=cfg.gamma_agent,
-            gamma_token=cfg.gamma_token,
-            lam=cfg.gae_lambda,
-        )
-        advantages, metrics, informative = prepare_advantages(  # per agent; equal returns: no policy step
-            self.policy, episodes, steps, idx_of, advantages, batch.mask, **cfg.advantage_options(), ranks=self.ranks
-        )
-        learning = self.learning_adapters(update) if informative else []
+        advantages, returns = compute_advantages(steps, batch, values_old, cfg)
+        self.warned_team_reward = self.warned_team_reward or warn_undeclared_team_reward("marft_token", steps)
+        advantages, metrics, informative = prepare_advantages(  # per agent; an agent's equal returns: no step for it
+            self.policy, agent_returns(self.policy, episodes, "chain"), steps, idx_of, advantages, batch.mask,
+            **cfg.advantage_options(), ranks=self.ranks,
+        )  # fmt: skip
+        learning = [a for a in self.learning_adapters(update) if informative[a]]
         ppo = dict(clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate)
-        ppo.update(max_grad_norm=cfg.max_grad_norm)
-        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, temperature=self.temperature, tis_cap=self.tis_cap)
-        for turn in turns(learning, idx_of, [(s.episode, s.round) for s in steps], cfg.sequential, rng, self.policy.device):
-            scaled = advantages if turn.weights is None else advantages * turn.weights.view(-1, 1)  # M of a step on all its tokens
+        ppo.update(max_grad_norm=cfg.max_grad_norm, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs)
+        sampled = dict(temperature=self.temperature, tis_cap=self.tis_cap)
+        scoring = dict(temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction)
+        keys = [(s.episode, s.round) for s in steps]
+        for turn in turns(learning, idx_of, keys, cfg.sequential, rng, self.policy.device):
+            weight = 1.0 if turn.weights is None else turn.weights.view(-1, 1)  # M of a step on all its tokens
             optimizer, old = self.optimizers[turn.adapter], batch.old_logp
-            metrics.update(token_ppo.step(self.policy, optimizer, turn.adapter, steps, turn.idx, old, scaled, rng, **ppo, **passes))
-            metrics.update(turn.metrics())
-            if turn.needs_ratios:  # the last adapter's new ratio is not needed by anyone
-                turn.record(self.log_ratios(turn.adapter, steps, turn.idx))
+            args = (self.policy, optimizer, turn.adapter, steps, turn.idx, old, advantages * weight, rng)
+            metrics.update({**token_ppo.step(*args, **ppo, **sampled), **turn.metrics()})
+            if turn.needs_ratios:  # action-level ratios for M; the last adapter's are not needed by anyone
+                turn.record(action_ppo.log_ratios(self.policy, turn.adapter, steps, turn.idx, **scoring))
         metrics.update(self.critic.fit((feats,), values_old, returns, rng, mask=batch.mask))
         metrics["advantage_std"] = float(advantages[batch.mask].std()) if batch.mask.sum() > 1 else 0.0
         return metrics
@@ -119,9 +139,3 @@ class MARFTToken(Learner):
     def learning_adapters(self, update: int) -> list[str]:
         """The trainable adapters that learn in this update (all, or one in turn: the round-robin skips frozen ones)."""
         return round_robin(self.trainable, update, self.config.agent_iteration_interval)
-
-    def log_ratios(self, adapter: str, steps: list[AgentStep], idx: list[int]) -> torch.Tensor:
-        """Action-level ``log pi_new(a|o) - log pi_old(a|o)`` of ``adapter``'s steps ``idx``, for the weight ``M``."""
-        cfg = self.config
-        scoring = dict(temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction)
-        return action_ppo.log_ratios(self.policy, adapter, steps, idx, **scoring)

@@ -1,6 +1,7 @@
 """Single-agent PPO: the MARFT paper's baseline (``docs/algorithms/ppo.md``), one agent with the same model and budget.
 
-Textbook PPO with the pieces action-level MARFT composes (``critic.py``, ``prepare.py``, ``action_ppo.py``), on one agent:
+Textbook PPO with the pieces action-level MARFT composes (``critic.py``, ``prepare.py``, ``action_ppo.py``),
+on one agent:
 
 1. A critic ``V(o)``, a small MLP on frozen base features of the observation (``critic.py``).
 2. GAE over the agent's rounds: with one agent every step ends its round, so chain GAE's
@@ -28,9 +29,10 @@ from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
 from marft_agents.algorithms.critic import Critic, ValueHead, features
 from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.algorithms.prepare import prepare_advantages
+from marft_agents.algorithms.returns import agent_returns
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
-from marft_agents.rollout.layered import Episode
+from marft_agents.rollout.episode import Episode
 
 PPOConfig = PPOSettings
 """Hyper-parameters of single-agent PPO: the shared PPO ones, with MARFT's defaults for a fair comparison."""
@@ -62,8 +64,7 @@ class PPO(Learner):
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d) frozen base features: once per update
-        self.critic.observe(feats, ranks=self.ranks)  # the input statistics first (every rank's): the old values use them
-        values_old = self.critic.values(feats)  # (N,)
+        values_old = self.critic.observe_and_value(feats, ranks=self.ranks)  # (N,), every rank's rows in the statistics
         # With one agent every step ends its round, so chain GAE is plain GAE (gamma_agent never applies).
         advantages, returns = chain_gae(
             torch.tensor([s.reward for s in steps], dtype=torch.float32, device=values_old.device),
@@ -75,13 +76,21 @@ class PPO(Learner):
             lam=cfg.gae_lambda,
         )
         advantages, metrics, informative = prepare_advantages(  # equal returns: no policy step
-            self.policy, episodes, steps, idx_of, advantages, **cfg.advantage_options(), ranks=self.ranks
+            self.policy,
+            agent_returns(self.policy, episodes, "own"),
+            steps,
+            idx_of,
+            advantages,
+            **cfg.advantage_options(),
+            ranks=self.ranks,
         )
         (adapter,) = self.policy.adapters
-        if dp.held(self.ranks, idx_of)[adapter] and informative:  # data-parallel: every rank steps, or none
+        if dp.held(self.ranks, idx_of)[adapter] and informative[adapter]:  # data-parallel: every rank steps, or none
             sampling = dict(settings=cfg, temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
             optimizer = self.optimizers[adapter]
-            metrics.update(action_ppo.step(self.policy, optimizer, adapter, steps, idx_of[adapter], advantages, rng, **sampling))
+            metrics.update(
+                action_ppo.step(self.policy, optimizer, adapter, steps, idx_of[adapter], advantages, rng, **sampling)
+            )
         metrics.update(self.critic.fit((feats,), values_old, returns, rng, ranks=self.ranks))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics

@@ -46,9 +46,11 @@ class PPOSettings(Ranged):
     normalize_advantages: bool = True
     """Standardise advantages (mean 0, std 1) before the policy step, over the steps ``normalize_scope`` says."""
     normalize_scope: str = choice("agent", ("agent", "batch"))
-    """Standardise within each agent's steps ("agent"), or jointly ("batch": before issue 35, an agent-wide push; ablations)."""
+    """Standardise within each agent's steps ("agent"), or jointly ("batch": before issue 35, an agent-wide push;
+    ablations)."""
     skip_equal_returns: bool = True
-    """No policy step when every episode's return is equal (False: step on critic noise, as before issue 35; for ablations)."""
+    """No policy step when every episode's return is equal (False: step on critic noise, as before issue 35; for
+    ablations)."""
     logp_reduction: str = choice("sum", ("sum", "mean"))
     """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
 
@@ -64,7 +66,9 @@ class PPOSettings(Ranged):
 
     def advantage_options(self) -> dict:
         """What :func:`~marft_agents.algorithms.prepare.prepare_advantages` takes from these settings."""
-        return dict(normalize=self.normalize_advantages, scope=self.normalize_scope, skip_equal_returns=self.skip_equal_returns)
+        return dict(
+            normalize=self.normalize_advantages, scope=self.normalize_scope, skip_equal_returns=self.skip_equal_returns
+        )
 
 
 @dataclass
@@ -72,7 +76,8 @@ class ChainSettings(PPOSettings):
     """The PPO settings plus MARFT's multi-agent ones (action- and token-level MARFT)."""
 
     shared_reward: str = choice("once", ("once", "per_agent"))
-    """A round's team-credit reward in the chain: "once" (its last agent), or "per_agent" (every copy: before issue 35; ablations)."""
+    """A round's team-credit reward in the chain: "once" (its last agent), or "per_agent" (every copy: before issue 35;
+    ablations)."""
     gamma_agent: float = ranged(0.99, UNIT)
     """Discount between agents of one round (the original used gamma; 1.0 is the principled choice)."""
     agent_iteration_interval: int = ranged(0, NON_NEGATIVE)

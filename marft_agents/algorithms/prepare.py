@@ -2,11 +2,14 @@
 
 MARFT (both levels), PPO and IPPO/MAPPO call :func:`prepare_advantages` on their raw advantages. It
 standardises them per agent — jointly over agents, each agent's different mean would become an
-agent-wide constant push (``ALGORITHMS.md``, "Credit") — and says whether the batch carries a signal at
-all: when every episode's return is equal, a policy step would only follow the critic's noise.
+agent-wide constant push (``ALGORITHMS.md``, "Credit") — and says, per agent, whether the batch carries a
+signal for it: when every one of an agent's returns is equal, its policy step would only follow the critic's
+noise (``returns.py`` gives each agent's returns as its learner credits them).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
@@ -15,12 +18,12 @@ from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import spread
 from marft_agents.algorithms.data_parallel import SINGLE, Ranks
 from marft_agents.models.policy import LaMASPolicy
-from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.rollout.episode import AgentStep
 
 
 def prepare_advantages(
     policy: LaMASPolicy,
-    episodes: list[Episode],
+    returns: Mapping[str, Sequence[float]],
     steps: list[AgentStep],
     idx_of: dict[str, list[int]],
     advantages: torch.Tensor,
@@ -30,14 +33,15 @@ def prepare_advantages(
     scope: str,
     skip_equal_returns: bool,
     ranks: Ranks = SINGLE,
-) -> tuple[torch.Tensor, dict[str, float], bool]:
+) -> tuple[torch.Tensor, dict[str, float], dict[str, bool]]:
     """``(advantages, metrics, informative)`` from the raw ``advantages`` ``(N,)`` (or ``(N, R)`` with ``mask``).
 
     ``normalize``: standardise within each agent's steps (``scope="agent"``) or jointly (``scope="batch"``: the
-    earlier behaviour, for ablations), over every rank's steps. ``informative`` is False when the episodes'
-    returns are all equal and ``skip_equal_returns`` is set: then the learner takes no policy step. The metrics
-    hold each adapter's raw advantage health, the raw spread ``signal/advantage_std`` and
-    ``policy/skipped_equal_returns``.
+    earlier behaviour, for ablations), over every rank's steps. ``informative[adapter]`` is False when the
+    adapter's ``returns`` (``returns.agent_returns``; every rank's) are all equal and ``skip_equal_returns`` is
+    set: then that adapter takes no policy step, and the others still do. The metrics hold each adapter's raw
+    advantage health and ``<adapter>/skipped_equal_returns``, the raw spread ``signal/advantage_std`` and
+    ``policy/skipped_equal_returns`` (the share of adapters skipped).
     """
     metrics = {"signal/advantage_std": spread(advantages, mask), **agent_health(steps, idx_of, advantages, mask)}
     if normalize:
@@ -46,8 +50,12 @@ def prepare_advantages(
         else:  # every step in one group: the joint standardisation
             groups, n_groups = torch.zeros(len(steps), dtype=torch.long, device=policy.device), 1
         advantages = dp.normalize_per_agent(ranks, advantages, groups, n_groups, mask)  # over every rank's steps
-    informative = dp.returns_differ(ranks, team_returns(episodes, policy.device)) or not skip_equal_returns
-    metrics["policy/skipped_equal_returns"] = float(not informative)
+    informative = {}
+    for adapter in policy.adapters:  # in one order on every rank: each is a collective
+        own = torch.tensor(returns.get(adapter, []), dtype=torch.float64, device=policy.device)  # (E_a,)
+        informative[adapter] = dp.returns_differ(ranks, own) or not skip_equal_returns
+        metrics[f"{adapter}/skipped_equal_returns"] = float(not informative[adapter])
+    metrics["policy/skipped_equal_returns"] = float(np.mean([not v for v in informative.values()]))
     return advantages, metrics, informative
 
 
@@ -55,11 +63,6 @@ def adapter_ids(policy: LaMASPolicy, steps: list[AgentStep]) -> torch.Tensor:
     """Each step's adapter as an integer, ``(N,)`` (its place in ``policy.adapters``): to normalise per agent."""
     number = {a: k for k, a in enumerate(policy.adapters)}
     return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long, device=policy.device)
-
-
-def team_returns(episodes: list[Episode], device: torch.device | None = None) -> torch.Tensor:
-    """Each episode's team return (a round's shared reward once), ``(E,)`` on ``device`` (None: torch's default)."""
-    return torch.tensor([e.team_return for e in episodes], dtype=torch.float64, device=device)
 
 
 def agent_health(

@@ -66,7 +66,8 @@ def agent_order(adapters: Sequence[str], order: str, rng: np.random.Generator) -
 
 
 def round_index(keys: Sequence[tuple[int, int]], device: torch.device | None = None) -> tuple[torch.Tensor, int]:
-    """Map each step's ``(episode, round)`` to a dense joint-sample id; returns ``(ids, n_samples)``, the ids on ``device``."""
+    """Map each step's ``(episode, round)`` to a dense joint-sample id; returns ``(ids, n_samples)``, the ids on
+    ``device``."""
     ids: dict[tuple[int, int], int] = {}
     out = [ids.setdefault(k, len(ids)) for k in keys]
     return torch.tensor(out, dtype=torch.long, device=device), len(ids)
@@ -93,7 +94,9 @@ class SequentialWeights:
 
     def __init__(self, keys: Sequence[tuple[int, int]], clip: float, device: torch.device | None = None):
         self.sample_ids, n_samples = round_index(keys, device)  # (N,) one joint-sample id per step
-        self.log_m = torch.zeros(n_samples, dtype=torch.float64, device=device)  # (n_samples,) log of the product so far
+        self.log_m = torch.zeros(
+            n_samples, dtype=torch.float64, device=device
+        )  # (n_samples,) log of the product so far
         self.clip = clip
 
     def weights(self) -> torch.Tensor:
@@ -101,7 +104,8 @@ class SequentialWeights:
         return clipped_weight(self.log_m, self.clip)[self.sample_ids].float()
 
     def record(self, idx: Sequence[int], log_ratios: torch.Tensor) -> None:
-        """After an adapter's step: ``log_ratios`` ``(len(idx),)`` = ``log pi_new - log pi_old`` of its steps ``idx``."""
+        """After an adapter's step: ``log_ratios`` ``(len(idx),)`` = ``log pi_new - log pi_old`` of its steps
+        ``idx``."""
         self.log_m = accumulate(self.log_m, self.sample_ids[list(idx)], log_ratios)
 
 
@@ -121,14 +125,18 @@ class Turn:
     trust: SequentialWeights | None = None
 
     def record(self, log_ratios: torch.Tensor) -> None:
-        """Add this adapter's ``log pi_new - log pi_old`` of its steps (``(len(idx),)``) to the later adapters' ``M``."""
+        """Add this adapter's ``log pi_new - log pi_old`` of its steps (``(len(idx),)``) to the later adapters'
+        ``M``."""
         self.trust.record(self.idx, log_ratios)
 
     def metrics(self) -> dict[str, float]:
-        """``<adapter>/sequential_weight`` (its steps' mean ``M``) and ``/sequential_position`` in a sequential update."""
+        """``<adapter>/sequential_weight`` (its steps' mean ``M``) and ``/sequential_position`` in a sequential
+        update."""
         if self.weights is None:
             return {}
-        mean = {f"{self.adapter}/sequential_weight": float(self.weights[self.idx].mean())} if self.idx else {}  # none: data-parallel
+        mean = (
+            {f"{self.adapter}/sequential_weight": float(self.weights[self.idx].mean())} if self.idx else {}
+        )  # none: data-parallel
         return {**mean, f"{self.adapter}/sequential_position": float(self.position)}
 
 

@@ -28,7 +28,7 @@ import torch
 from marft_agents.algorithms.losses import truncated_is_weights
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature, row_temperatures
-from marft_agents.rollout.layered import AgentStep
+from marft_agents.rollout.episode import AgentStep
 
 
 @torch.no_grad()
@@ -75,8 +75,11 @@ def _engine_logps(steps: Sequence[AgentStep]) -> list[torch.Tensor]:
     return [s.engine_logps for s in steps]
 
 
-def token_weights(steps: Sequence[AgentStep], width: int, cap: float | None, device: torch.device | None = None) -> torch.Tensor | None:
-    """Per-token weights ``min(exp(token_logps - engine_logps), cap)``, ``(B, width)`` on ``device`` (1 on padding); None when off."""
+def token_weights(
+    steps: Sequence[AgentStep], width: int, cap: float | None, device: torch.device | None = None
+) -> torch.Tensor | None:
+    """Per-token weights ``min(exp(token_logps - engine_logps), cap)``, ``(B, width)`` on ``device`` (1 on padding);
+    None when off."""
     if cap is None:
         return None
     out = torch.ones(len(steps), width, device=device)

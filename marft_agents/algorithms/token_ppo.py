@@ -10,9 +10,13 @@ random minibatches (:func:`~marft_agents.algorithms.base.minibatches`):
   ``kl_coef > 0`` (CORY passes 0: its KL penalty is in the reward);
 - a minibatch whose approx KL to the behaviour policy exceeds ``kl_gate`` is skipped (None: never);
 - one optimizer step per minibatch (:func:`~marft_agents.algorithms.base.apply`).
+
+:func:`pack` lays a batch's behaviour log-probs out per token, ``(N, R)``, for both learners' advantages.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -22,7 +26,34 @@ from marft_agents.algorithms.losses import approx_kl, masked_mean, mean_stats, p
 from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
-from marft_agents.rollout.layered import AgentStep
+from marft_agents.rollout.episode import AgentStep
+
+
+@dataclass
+class TokenBatch:
+    """Agent-steps as padded per-token tensors, ``(N, R)`` with ``R`` the longest response."""
+
+    old_logp: torch.Tensor
+    """Behaviour log-prob of every response token (0 on padding)."""
+    mask: torch.Tensor
+    """True on real response tokens."""
+    lengths: torch.Tensor
+    """Tokens per response, ``(N,)``."""
+
+
+def pack(steps: list[AgentStep], device: torch.device | None = None) -> TokenBatch:
+    """Pad the steps' behaviour log-probs into ``(N, R)`` tensors on ``device`` (None: torch's default)."""
+    lengths = torch.tensor([len(s.response) for s in steps], dtype=torch.long, device=device)  # (N,)
+    if len(steps) and int(lengths.min()) < 1:
+        skipped = (
+            " (some are skipped steps: collect with RolloutEngine(..., skip_ignored=False))"
+            if any(s.skipped for s in steps)
+            else ""
+        )
+        raise ValueError(f"token-level training needs every response to have at least one token{skipped}")
+    old = torch.nn.utils.rnn.pad_sequence([s.token_logps.float().to(device) for s in steps], batch_first=True)  # (N, R)
+    mask = torch.arange(old.shape[1], device=device).unsqueeze(0) < lengths.unsqueeze(1)  # (N, R)
+    return TokenBatch(old_logp=old, mask=mask, lengths=lengths)
 
 
 def step(
@@ -45,7 +76,8 @@ def step(
     temperature: Temperature,
     tis_cap: float | None,
 ) -> dict[str, float]:
-    """Epochs of PPO-clip per token over ``adapter``'s steps ``idx``; ``old_logp``, ``advantages`` ``(N, R)`` over ``steps``.
+    """Epochs of PPO-clip per token over ``adapter``'s steps ``idx``; ``old_logp``, ``advantages`` ``(N, R)`` over
+    ``steps``.
 
     Returns the minibatches' mean ``loss``, ``entropy``, ``clip_frac``, ``approx_kl`` (and ``kl_ref``, TIS
     statistics) under ``<adapter>/``, and ``<adapter>/skipped_minibatches`` (the KL gate's).
@@ -55,7 +87,9 @@ def step(
     for mb in minibatches(policy, adapter, steps, idx, rng, temperature=temperature, reference=kl_coef > 0, **sizes):
         rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
         weights = token_weights(mb.steps, width, tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
-        ppo, stats = ppo_clip_loss(mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], clip_eps, mb.mask, weights=weights)
+        ppo, stats = ppo_clip_loss(
+            mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], clip_eps, mb.mask, weights=weights
+        )
         entropy = masked_mean(mb.entropy_tok, mb.mask)
         loss = ppo - entropy_coef * entropy
         row = {}

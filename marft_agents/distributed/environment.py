@@ -32,7 +32,19 @@ FORWARDED = (
 """Variables the workers are handed by name (offline Hub, caches, threads): settings, never secrets."""
 FORWARDED_PREFIX = "MARFT_"
 """marft's own settings and test hooks (``MARFT_CACHE``, ``MARFT_RAY_TEST_FAULT``), unless their name looks secret."""
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "PASS", "CREDENTIAL", "AUTH", "COOKIE", "PRIVATE", "CERT")
+SECRET_WORDS = (
+    "TOKEN",
+    "KEY",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "PASS",
+    "CREDENTIAL",
+    "AUTH",
+    "COOKIE",
+    "PRIVATE",
+    "CERT",
+)
 """A ``MARFT_*`` name holding any of these (in any case) is never handed on."""
 
 
@@ -43,7 +55,8 @@ def looks_secret(name: str) -> bool:
 
 
 def worker_env_vars(environ: Mapping[str, str]) -> dict[str, str]:
-    """What of ``environ`` the workers' ``runtime_env`` carries: :data:`FORWARDED`, and ``MARFT_*`` names that do not look secret."""
+    """What of ``environ`` the workers' ``runtime_env`` carries: :data:`FORWARDED`, and ``MARFT_*`` names that do not
+    look secret."""
     return {
         name: value
         for name, value in environ.items()

@@ -31,8 +31,8 @@ from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.environment import worker_env_vars
 from marft_agents.distributed.worker import RolloutWorker, WorkerSpec
 from marft_agents.models.policy import LaMASPolicy
+from marft_agents.rollout.episode import Episode
 from marft_agents.rollout.evaluation import HELDOUT_SEED, episode_options, eval_plan, eval_result
-from marft_agents.rollout.layered import Episode
 
 _open_pools: list[WorkerPool] = []
 
@@ -259,7 +259,11 @@ class PendingBatch:
         self._blocks = split(indices, len(pool.workers))
         position = {i: k for k, i in enumerate(indices)}
         self._args = [
-            (block, [seeds[position[i]] for i in block], None if options is None else [options[position[i]] for i in block])
+            (
+                block,
+                [seeds[position[i]] for i in block],
+                None if options is None else [options[position[i]] for i in block],
+            )
             for block in self._blocks
         ]
         self._env_kwargs, self._greedy, self._max_new_tokens = env_kwargs, greedy, max_new_tokens
@@ -304,7 +308,9 @@ class PendingBatch:
             for k, (ref, started) in list(running.items()):
                 if ref not in ready and now - started >= pool.settings.timeout_s:
                     ray.kill(pool.workers[k], no_restart=False)  # Ray restarts it; the late result is dropped
-                    running[k] = pool._retry(k, self._submit, f"did not finish within distributed.timeout_s={pool.settings.timeout_s:g}")
+                    running[k] = pool._retry(
+                        k, self._submit, f"did not finish within distributed.timeout_s={pool.settings.timeout_s:g}"
+                    )
         t1 = time.perf_counter()
         out: list[Episode] = []
         for k in sorted(results):
@@ -314,7 +320,9 @@ class PendingBatch:
                 pool.timings[name] = pool.timings.get(name, 0.0) + seconds
         out.sort(key=lambda e: e.index)
         if [e.index for e in out] != sorted(self.indices):
-            raise WorkerError(f"the workers returned episodes {[e.index for e in out][:8]}..., not {self.indices[:8]}...")
+            raise WorkerError(
+                f"the workers returned episodes {[e.index for e in out][:8]}..., not {self.indices[:8]}..."
+            )
         pool.timings["collect"] += t1 - self._t0 - fetching
         pool.timings["gather"] += fetching + time.perf_counter() - t1
         return out

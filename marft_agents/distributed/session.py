@@ -39,7 +39,8 @@ STOP_WAIT_S = 5.0
 
 
 def start_time(pid: int) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, ``/proc/PID/stat``), or None if there is no such process."""
+    """When process ``pid`` started (clock ticks since boot, ``/proc/PID/stat``), or None if there is no such
+    process."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
@@ -104,7 +105,8 @@ def _own_session_folders(base: str) -> list[Path]:
 def end_leftovers(base: str | None = None) -> list[str]:
     """End the processes and remove the session folders of local clusters whose run is gone; returns those folders.
 
-    ``base``: where the session folders are (default: where :func:`marft_agents.distributed.cluster.connect` makes them).
+    ``base``: where the session folders are (default: where :func:`marft_agents.distributed.cluster.connect` makes
+    them).
     """
     if not os.path.isdir("/proc"):  # not Linux: nothing to find them by
         return []

@@ -94,7 +94,8 @@ class RolloutWorker:
             lora_targets=tuple(spec.lora_targets),
         )
         self.engine = None
-        """Built at the first :meth:`load`, on the trainer's weights (vLLM must start on them: its versions only increase)."""
+        """Built at the first :meth:`load`, on the trainer's weights (vLLM must start on them: its versions only
+        increase)."""
         self.version = -1
         """The version of the adapter weights loaded (-1: none yet, the fresh adapters are not the trainer's)."""
         self.envs: dict[str, list] = {json.dumps(spec.env_kwargs, sort_keys=True, default=str): [probe]}
@@ -163,8 +164,7 @@ class RolloutWorker:
         ``max_new_tokens`` and ``agent_max_new_tokens`` override the spec's.
         """
         from marft_agents.engines.seeded import episode_seed
-        from marft_agents.models.policy import Sampling
-        from marft_agents.models.sampling import agent_sampling
+        from marft_agents.models.sampling import Sampling, agent_sampling
         from marft_agents.rollout.layered import RolloutEngine
 
         self.load(version, weights)
@@ -174,7 +174,9 @@ class RolloutWorker:
             self.engine.seed_episodes({i: episode_seed(self.spec.seed, version, i) for i in indices})
         sampling = Sampling(0.0 if greedy else self.spec.temperature, max_new_tokens or self.spec.max_new_tokens)
         limits = values(self.spec.agents, "max_new_tokens") if agent_max_new_tokens is None else agent_max_new_tokens
-        own = agent_sampling(sampling, temperature=values(self.spec.agents, "temperature"), max_new_tokens=limits)  # greedy stays greedy
+        own = agent_sampling(
+            sampling, temperature=values(self.spec.agents, "temperature"), max_new_tokens=limits
+        )  # greedy stays greedy
         rollout = RolloutEngine(
             self.policy,
             sampling,
@@ -185,7 +187,9 @@ class RolloutWorker:
         )
         seed_of = dict(zip(indices, seeds)).__getitem__
         option_of = dict(zip(indices, options or [None] * len(indices))).__getitem__
-        episodes = rollout.collect(envs, indices, seed_of=seed_of, options_of=option_of, progress=None if greedy else _fault_hook())
+        episodes = rollout.collect(
+            envs, indices, seed_of=seed_of, options_of=option_of, progress=None if greedy else _fault_hook()
+        )
         return episodes, dict(rollout.timings)
 
     def _envs(self, env_kwargs: dict, n: int) -> list:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from marft_agents.engines.base import Engine, Request
+from marft_agents.engines.base import Engine
 from marft_agents.models.policy import LaMASPolicy
 
 ENGINES = ("hf", "vllm")
 
-__all__ = ["ENGINES", "Engine", "Request", "make_engine"]
+__all__ = ["ENGINES", "Engine", "make_engine"]
 
 
 def make_engine(name: str, policy: LaMASPolicy, *, merge_lora: bool = False, **vllm_options: Any) -> Engine:

@@ -1,11 +1,12 @@
 """The seam between the rollout engine and whatever samples tokens: one layer of requests in, one answer out.
 
-A *request* is one agent's prompt (token ids) and the name of that agent's adapter, and the agent's
-own :class:`Sampling` where it has one (``agents.<agent_id>.temperature`` / ``.max_new_tokens``). An
-engine answers a whole layer of requests (every ready agent of every live env) under the layer's
-:class:`Sampling` for the requests without their own, with each response's token ids and the
-per-token log-probs of the distribution that sampled it (``softmax(logits / T)`` at the request's
-``T``; none when greedy), so the learner's PPO ratio has the right denominator.
+A *request* (:class:`~marft_agents.models.sampling.Request`) is one agent's prompt (token ids), the name
+of that agent's adapter, and the agent's own :class:`Sampling` where it has one
+(``agents.<agent_id>.temperature`` / ``.max_new_tokens``). An engine answers a whole layer of
+requests (every ready agent of every live env) under the layer's :class:`Sampling` for the requests
+without their own, with each response's token ids and the per-token log-probs of the distribution
+that sampled it (``softmax(logits / T)`` at the request's ``T``; none when greedy), so the learner's
+PPO ratio has the right denominator.
 
 Adapter weights live in the policy, which the learner trains. After each update the trainer calls
 :meth:`Engine.sync` with the number of updates applied so far; an engine that keeps its own copy of
@@ -17,23 +18,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from marft_agents.models.policy import Generation, Sampling
-
-
-@dataclass(frozen=True)
-class Request:
-    """One agent's prompt in a layer, with the adapter that must answer it."""
-
-    prompt: list[int]
-    """Prompt token ids, exactly as the response will be scored after them."""
-    adapter: str
-    """The policy's adapter name for the agent (``LaMASPolicy.adapter_of[agent]``)."""
-    episode: int | None = None
-    """The episode the request belongs to (an engine that samples each episode with its own generator reads it)."""
-    sampling: Sampling | None = None
-    """This request's own sampling (its agent's temperature and token limit); None: the layer's."""
+from marft_agents.models.sampling import Generation, Request, Sampling
 
 
 def groups(requests: Sequence[Request], sampling: Sampling) -> dict[tuple[str, Sampling], list[int]]:

@@ -16,8 +16,9 @@ from collections.abc import Sequence
 
 import torch
 
-from marft_agents.engines.base import Engine, Request, groups
-from marft_agents.models.policy import Generation, LaMASPolicy, Sampling
+from marft_agents.engines.base import Engine, groups
+from marft_agents.models.protocol import RolloutPolicy
+from marft_agents.models.sampling import Generation, Request, Sampling
 
 
 class HFEngine(Engine):
@@ -25,7 +26,7 @@ class HFEngine(Engine):
 
     name = "hf"
 
-    def __init__(self, policy: LaMASPolicy, *, merge_lora: bool = False):
+    def __init__(self, policy: RolloutPolicy, *, merge_lora: bool = False):
         super().__init__()
         self.policy = policy
         self.merge_lora = merge_lora
@@ -37,10 +38,7 @@ class HFEngine(Engine):
         texts: list[str] = ["" for _ in requests]
         for (adapter, own), indices in groups(requests, sampling).items():
             prompts = [requests[i].prompt for i in indices]
-            # other policies (e.g. the pretraining's) have no merge keyword: pass it only when asked for
-            gen = (
-                self.policy.generate(prompts, adapter, own, merge=True) if self.merge_lora else self.policy.generate(prompts, adapter, own)
-            )
+            gen = self.policy.generate(prompts, adapter, own, merge=self.merge_lora)
             self.calls += 1
             for k, i in enumerate(indices):
                 responses[i], token_logps[i], texts[i] = gen.responses[k], gen.token_logps[k], gen.texts[k]

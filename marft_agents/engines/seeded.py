@@ -22,9 +22,10 @@ import numpy as np
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from marft_agents.engines.base import Engine, Request, groups
+from marft_agents.engines.base import Engine, groups
 from marft_agents.models import lm
-from marft_agents.models.policy import Generation, LaMASPolicy, Sampling
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Generation, Request, Sampling
 
 
 def episode_seed(seed: int, update: int, episode: int) -> int:
@@ -87,7 +88,9 @@ class EpisodeSeededEngine(Engine):
                 generators = [self.generators[requests[i].episode] for i in indices]
             except KeyError as err:
                 raise KeyError(f"episode {err.args[0]} has no sampling generator: call seed_episodes first") from None
-            sampler = EpisodeSampler(generators, own.temperature, max(len(p) for p in prompts), self.policy.eos_token_id)
+            sampler = EpisodeSampler(
+                generators, own.temperature, max(len(p) for p in prompts), self.policy.eos_token_id
+            )
             with torch.no_grad(), self.policy.active(adapter) as model:
                 out, logps = lm.generate(
                     model,

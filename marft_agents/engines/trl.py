@@ -18,12 +18,13 @@ from typing import Any
 
 import torch
 
-from marft_agents.engines.base import Engine, Request
-from marft_agents.models.policy import Generation, Sampling
+from marft_agents.engines.base import Engine
+from marft_agents.models.sampling import Generation, Request, Sampling
 
 
 def config_sampling(config: Any) -> Sampling:
-    """The :class:`Sampling` a ``GenerationConfig`` stands for: its temperature (1.0 when unset) and ``max_new_tokens``."""
+    """The :class:`Sampling` a ``GenerationConfig`` stands for: its temperature (1.0 when unset) and
+    ``max_new_tokens``."""
     temperature = config.temperature if config.temperature is not None else 1.0
     return Sampling(temperature=float(temperature), max_new_tokens=int(config.max_new_tokens))
 
@@ -33,7 +34,9 @@ class TRLEngine(Engine):
 
     name = "trl"
 
-    def __init__(self, model: Any, tokenizer: Any, generation_config: Any, eos_token_ids: Iterable[int], device: Any = None):
+    def __init__(
+        self, model: Any, tokenizer: Any, generation_config: Any, eos_token_ids: Iterable[int], device: Any = None
+    ):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
@@ -48,12 +51,18 @@ class TRLEngine(Engine):
 
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
         if sampling != self.sampling or any(r.sampling not in (None, self.sampling) for r in requests):
-            other = next((s for s in [sampling, *(r.sampling for r in requests)] if s not in (None, self.sampling)), sampling)
-            raise ValueError(f"TRLEngine samples with its generation config's {self.sampling}, not {other}: pass engine.sampling")
+            other = next(
+                (s for s in [sampling, *(r.sampling for r in requests)] if s not in (None, self.sampling)), sampling
+            )
+            raise ValueError(
+                f"TRLEngine samples with its generation config's {self.sampling}, not {other}: pass engine.sampling"
+            )
         prompts = [r.prompt for r in requests]
         width = max(map(len, prompts))
         pad = self.tokenizer.pad_token_id
-        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)  # (B, P), left-padded
+        input_ids = torch.tensor(
+            [[pad] * (width - len(p)) + p for p in prompts], device=self.device
+        )  # (B, P), left-padded
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)  # (B, P)
         with torch.no_grad():
             out = self.model.generate(input_ids=input_ids, attention_mask=mask, generation_config=self.config)
@@ -65,7 +74,9 @@ class TRLEngine(Engine):
         responses, token_logps, texts = [], [], []
         for row in range(len(prompts)):
             ids = completion[row].tolist()
-            end = next((t + 1 for t, tok in enumerate(ids) if tok in self.eos_token_ids), len(ids))  # keep the first EOS
+            end = next(
+                (t + 1 for t, tok in enumerate(ids) if tok in self.eos_token_ids), len(ids)
+            )  # keep the first EOS
             responses.append(ids[:end])
             token_logps.append(logps[row, :end])
             texts.append(self.tokenizer.decode(ids[:end], skip_special_tokens=True))

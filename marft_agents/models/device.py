@@ -33,12 +33,15 @@ def resolve_device(name: str, *, cuda_available: bool | None = None, cuda_count:
         return torch.device("cpu")
     if not available:
         raise ValueError(
-            f"device={name}: torch sees no CUDA device on this machine (torch {torch.__version__}); use device=cpu or device=auto"
+            f"device={name}: torch sees no CUDA device on this machine (torch {torch.__version__}); use device=cpu or "
+            "device=auto"
         )
     count = torch.cuda.device_count() if cuda_count is None else cuda_count
     index = int(name.split(":")[1]) if ":" in name else 0
     if index >= count:
-        raise ValueError(f"device={name}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}; use one of them")
+        raise ValueError(
+            f"device={name}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}; use one of them"
+        )
     return torch.device("cuda", index)
 
 

@@ -3,8 +3,8 @@
 bfloat16 halves the memory a base model's weights take, and on CPUs with native bf16 arithmetic
 (AVX-512 BF16, AMX) it also runs faster; elsewhere PyTorch emulates it and it is several times
 *slower* than float32 (measured on an AMD EPYC with AVX2 only: an evaluation 3.3 vs 1.2 min, a
-first update 672 vs 102 s; docs/real-models.md). So ``dtype=auto`` picks bfloat16 only where the CPU has it, and an explicit
-``dtype=bfloat16`` on a CPU without it warns once. On a GPU, ``auto`` is bfloat16 where the GPU
+first update 672 vs 102 s; docs/real-models.md). So ``dtype=auto`` picks bfloat16 only where the CPU has it, and an
+explicit ``dtype=bfloat16`` on a CPU without it warns once. On a GPU, ``auto`` is bfloat16 where the GPU
 computes it natively (``marft_agents.models.device.bf16_native``: Ampere and later), float32 elsewhere.
 """
 

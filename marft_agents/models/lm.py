@@ -34,8 +34,11 @@ def device_of(model) -> torch.device:
     return next(model.parameters()).device
 
 
-def left_pad(seqs: Sequence[Sequence[int]], pad_token_id: int, device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(ids, attention_mask)`` on ``device`` (None: torch's default), both ``(B, W)`` with ``W`` the longest sequence: padding first."""
+def left_pad(
+    seqs: Sequence[Sequence[int]], pad_token_id: int, device: torch.device | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, attention_mask)`` on ``device`` (None: torch's default), both ``(B, W)`` with ``W`` the longest sequence:
+    padding first."""
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long, device=device)  # (B, W)
     mask = torch.zeros((len(seqs), width), dtype=torch.long, device=device)  # (B, W)
@@ -59,7 +62,10 @@ def common_prefix_length(seqs: Sequence[Sequence[int]], min_length: int = MIN_SH
 
 
 def score_layout(
-    prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_token_id: int, device: torch.device | None = None
+    prompts: Sequence[Sequence[int]],
+    responses: Sequence[Sequence[int]],
+    pad_token_id: int,
+    device: torch.device | None = None,
 ) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``[shared prefix | left-padded rest of prompt | right-padded response]``, to score responses.
 
@@ -108,22 +114,33 @@ def forward_after_prefix(model, prefix: Sequence[int] | torch.Tensor, ids: torch
     ``ids``/``attn`` ``(B, S)`` may hold padding anywhere; positions count real tokens only. The
     prefix's keys and values are broadcast over the batch, and gradients flow back through the
     broadcast: the outputs equal those of a plain forward pass over each full sequence. Under activation
-    checkpointing with gradients on (:func:`~marft_agents.models.recompute.recomputes`), whose layers drop a KV cache, the prefix runs
-    with every row: the same numbers, and the outputs then have ``P`` more columns at the front (read
+    checkpointing with gradients on (:func:`~marft_agents.models.recompute.recomputes`), whose layers drop a KV cache,
+    the prefix runs with every row: the same numbers, and the outputs then have ``P`` more columns at the front (read
     them from the end, as ``logits_to_keep`` does).
     """
     B, P = ids.shape[0], len(prefix)
     if P and recomputes(model):  # checkpointed layers drop a KV cache: the prefix runs with every row instead
-        ids = torch.cat([torch.as_tensor(prefix, dtype=torch.long, device=ids.device).expand(B, P), ids], dim=1)  # (B, P + S)
+        ids = torch.cat(
+            [torch.as_tensor(prefix, dtype=torch.long, device=ids.device).expand(B, P), ids], dim=1
+        )  # (B, P + S)
         attn = torch.cat([torch.ones(B, P, dtype=attn.dtype, device=attn.device), attn], dim=1)  # (B, P + S)
         return model(input_ids=ids, attention_mask=attn, position_ids=position_ids(attn), **kwargs)
     positions = position_ids(attn, offset=P)  # (B, S)
     cache = None
     if P:
-        out = model(input_ids=torch.as_tensor(prefix, dtype=torch.long, device=ids.device)[None], use_cache=True)  # (1, P), once
+        out = model(
+            input_ids=torch.as_tensor(prefix, dtype=torch.long, device=ids.device)[None], use_cache=True
+        )  # (1, P), once
         cache = broadcast_cache(out[CACHE_ARG] if CACHE_ARG in out else out["past_key_values"], B)
         attn = torch.cat([torch.ones(B, P, dtype=attn.dtype, device=attn.device), attn], dim=1)  # (B, P + S)
-    return model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=cache is not None, **{CACHE_ARG: cache}, **kwargs)
+    return model(
+        input_ids=ids,
+        attention_mask=attn,
+        position_ids=positions,
+        use_cache=cache is not None,
+        **{CACHE_ARG: cache},
+        **kwargs,
+    )
 
 
 def sampling_config(
@@ -161,7 +178,9 @@ def response_lengths(new: torch.Tensor, eos_token_id: int) -> list[int]:
     anything generated after the end-of-turn token, must not change them.
     """
     is_eos = new == eos_token_id  # (B, L)
-    first = torch.where(is_eos.any(1), is_eos.float().argmax(1) + 1, torch.full((new.shape[0],), new.shape[1], device=new.device))
+    first = torch.where(
+        is_eos.any(1), is_eos.float().argmax(1) + 1, torch.full((new.shape[0],), new.shape[1], device=new.device)
+    )
     return first.tolist()
 
 
@@ -170,8 +189,8 @@ class ChosenLogps(LogitsProcessor):
 
     Put first in ``generate``'s processors, it sees every step's raw float32 logits ``(B, V)`` (what
     ``output_logits`` would keep; processors that a checkpoint's ``generation_config`` switches on run
-    before it, see the xfail in ``tests/agents/test_lm.py``) and changes nothing. Which token a step drew is known only at the
-    next step, from ``input_ids``, so it holds one step's log-softmax until then and keeps the
+    before it, see the xfail in ``tests/agents/test_lm.py``) and changes nothing. Which token a step drew is known only
+    at the next step, from ``input_ids``, so it holds one step's log-softmax until then and keeps the
     ``(B,)`` log-probs of the drawn tokens: memory of one step's vocabulary, not of every step's.
     """
 
@@ -199,7 +218,11 @@ class ChosenLogps(LogitsProcessor):
         """``(B, L)`` log-probs of the ``L`` tokens generated after the prompts in ``sequences`` ``(B, W + L)``."""
         self._settle(sequences)
         L = sequences.shape[1] - self.prompt_width
-        return torch.stack(self.steps[:L], dim=1) if L else sequences.new_zeros((sequences.shape[0], 0), dtype=torch.float32)
+        return (
+            torch.stack(self.steps[:L], dim=1)
+            if L
+            else sequences.new_zeros((sequences.shape[0], 0), dtype=torch.float32)
+        )
 
 
 @torch.no_grad()
@@ -228,7 +251,9 @@ def generate(
     if recorder is not None:
         logits_processor = LogitsProcessorList([recorder, *(logits_processor or [])])
     config = sampling_config(max_new_tokens, temperature, pad_token_id, eos_token_id)
-    out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=logits_processor)
+    out = model.generate(
+        input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=logits_processor
+    )
     new = out.sequences[:, ids.shape[1] :]  # (B, L)
     lengths = response_lengths(new, eos_token_id)
     if recorder is not None:

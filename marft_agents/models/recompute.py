@@ -22,7 +22,9 @@ def checkpoint_activations(models: Iterable) -> None:
     for model in {id(m): m for m in models}.values():
         core = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft: the transformers model
         kwargs = {"use_reentrant": False}
-        if hasattr(core, "activation_checkpointing_enable"):  # its newer name (gradient_checkpointing_enable is deprecated)
+        if hasattr(
+            core, "activation_checkpointing_enable"
+        ):  # its newer name (gradient_checkpointing_enable is deprecated)
             core.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
         else:
             core.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
@@ -36,4 +38,6 @@ def recomputes(model) -> bool:
 
     Its checkpointed layers then take no KV cache (``lm.forward_after_prefix`` runs a shared prefix with every row).
     """
-    return torch.is_grad_enabled() and any(getattr(m, "gradient_checkpointing", False) and m.training for m in model.modules())
+    return torch.is_grad_enabled() and any(
+        getattr(m, "gradient_checkpointing", False) and m.training for m in model.modules()
+    )

@@ -21,7 +21,8 @@ from contextlib import contextmanager
 import torch
 
 from marft_agents.models import lm
-from marft_agents.models.policy import REFERENCE_SUFFIX, Generation, LaMASPolicy, Sampling
+from marft_agents.models.policy import REFERENCE_SUFFIX, LaMASPolicy
+from marft_agents.models.sampling import Generation, Sampling
 
 BASE_REFERENCE = "@base"
 """``kl_reference`` of a fresh adapter ``a`` is ``a + BASE_REFERENCE``: ``a``'s own base with adapters off."""
@@ -36,6 +37,8 @@ class TeamPolicy:
     """Agents on several base models: one LaMASPolicy per model, every call routed by its adapter's name."""
 
     mode = "lora"
+    is_team = True
+    """Several base models: each agent's features come from its own (:meth:`features`, :meth:`width_of`)."""
 
     def __init__(self, members: dict[str, LaMASPolicy], agents: list[str]):
         self.members = dict(members)
@@ -45,7 +48,9 @@ class TeamPolicy:
         """Agent -> the model it acts with."""
         missing = [a for a in self.agents if a not in self.model_of]
         if missing or len(self.model_of) != len(self.agents):
-            raise ValueError(f"every agent must be in exactly one member policy: agents {self.agents}, members hold {self.model_of}")
+            raise ValueError(
+                f"every agent must be in exactly one member policy: agents {self.agents}, members hold {self.model_of}"
+            )
         self.adapter_of = {a: self.members[self.model_of[a]].adapter_of[a] for a in self.agents}
         self.adapters = list(dict.fromkeys(self.adapter_of.values()))
         self._member = {self.adapter_of[a]: self.members[self.model_of[a]] for a in self.agents}
@@ -120,11 +125,16 @@ class TeamPolicy:
     def prompt(self, observation: dict, agent: str | None = None) -> list[int]:
         """Token ids of ``agent``'s chat prompt, with its own model's tokenizer and chat template."""
         if agent not in self.model_of:
-            raise ValueError(f"a team of models builds each prompt with its agent's tokenizer: name one of {self.agents}, got {agent!r}")
+            raise ValueError(
+                f"a team of models builds each prompt with its agent's tokenizer: name one of {self.agents}, got "
+                f"{agent!r}"
+            )
         return self.members[self.model_of[agent]].prompt(observation)
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False) -> Generation:
+    def generate(
+        self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False
+    ) -> Generation:
         """:meth:`LaMASPolicy.generate` on ``adapter``'s model, with its tokenizer's end and padding tokens."""
         member = self.member(adapter)
         with member.merged(adapter) if merge else member.active(adapter) as model:
@@ -140,17 +150,24 @@ class TeamPolicy:
         return Generation(responses=responses, token_logps=token_logps, texts=texts)
 
     def score(
-        self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float | torch.Tensor
+        self,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        adapter: str | None,
+        temperature: float | torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """:meth:`LaMASPolicy.score` on ``adapter``'s model; ``<adapter>@base`` scores under that model's base."""
         if adapter is None:
-            raise ValueError("a team of models has no one base to score under: pass an adapter, or kl_reference(adapter)")
+            raise ValueError(
+                "a team of models has no one base to score under: pass an adapter, or kl_reference(adapter)"
+            )
         base = adapter.endswith(BASE_REFERENCE) and adapter.removesuffix(BASE_REFERENCE) in self._member
         return self.member(adapter).score(prompts, responses, None if base else adapter, temperature)
 
     @torch.no_grad()
     def features(self, prompts: list[list[int]], agent: str | None = None) -> torch.Tensor:
-        """``agent``'s frozen base features (:meth:`LaMASPolicy.features`), zero-padded to :attr:`hidden_size`: ``(B, D)``.
+        """``agent``'s frozen base features (:meth:`LaMASPolicy.features`), zero-padded to :attr:`hidden_size`:
+        ``(B, D)``.
 
         A value head of the agent's own reads the first :meth:`width_of` columns (IPPO's ``ValueHeads``)."""
         if agent not in self.model_of:

@@ -35,7 +35,10 @@ def decoder_and_head(model) -> tuple[torch.nn.Module, torch.nn.Module]:
     config = getattr(model, "config", None)
     for field in LOGIT_TRANSFORMS:
         if getattr(config, field, None) not in (None, 1, 1.0):
-            raise ValueError(f"the model's config sets {field}: scoring supports causal LMs whose logits are their output layer's alone")
+            raise ValueError(
+                f"the model's config sets {field}: scoring supports causal LMs whose logits are their output layer's "
+                "alone"
+            )
     return model.get_decoder(), model.get_output_embeddings()
 
 

@@ -36,7 +36,16 @@ from marft_agents.models.policy import EMBEDDED, embedded_model_path, load_base
 from marft_agents.models.tiny import build_model, build_tokenizer, count_parameters
 from marft_agents.pretraining.pretrain_config import BUILD_FIELDS, PretrainConfig
 from marft_agents.pretraining.sft import sft_loss, train
-from marft_agents.pretraining.sft_data import ROLES, Batch, SFTData, collate, last_value, role_examples, tokenizer_corpus, unfinished
+from marft_agents.pretraining.sft_data import (
+    ROLES,
+    Batch,
+    SFTData,
+    collate,
+    last_value,
+    role_examples,
+    tokenizer_corpus,
+    unfinished,
+)
 from marft_agents.pretraining.sft_eval import evaluate_chain, evaluate_solo
 from marft_agents.runs import files as run_files
 from marft_envs.tasks.math.synthetic import LEVELS
@@ -104,7 +113,9 @@ def pretrain(
     if config.init is not None:
         fixed = [k for k in BUILD_FIELDS if getattr(config, k) != getattr(PretrainConfig, k)]
         if fixed:
-            raise ValueError(f"{', '.join(fixed)} cannot be set with init: the model and tokenizer come from {config.init}")
+            raise ValueError(
+                f"{', '.join(fixed)} cannot be set with init: the model and tokenizer come from {config.init}"
+            )
     check_out_dir(Path(out_dir), overwrite=overwrite)
     threads = torch.get_num_threads()
     if config.threads is not None:
@@ -126,7 +137,11 @@ def check_out_dir(out: Path, *, overwrite: bool) -> None:
         return
     entries = sorted(e.name for e in os.scandir(out))
     if entries and not overwrite:
-        run = " (a `marft train` run folder)" if (out / "metrics.jsonl").exists() or (out / "checkpoints").exists() else ""
+        run = (
+            " (a `marft train` run folder)"
+            if (out / "metrics.jsonl").exists() or (out / "checkpoints").exists()
+            else ""
+        )
         raise ValueError(
             f"--out {out} is not empty{run}: it holds {', '.join(entries[:3])}{', ...' if len(entries) > 3 else ''}; "
             "pick a new folder, or pass --overwrite to replace the model files in it"
@@ -137,13 +152,17 @@ def check_out_dir(out: Path, *, overwrite: bool) -> None:
 
 def _save(out: Path, model, tokenizer, summary: dict) -> None:
     """Save the model, tokenizer and ``pretrain.json`` into ``out`` through ``run_files`` (atomic, no link followed)."""
-    with tempfile.TemporaryDirectory(prefix="marft-pretrain-") as tmp:  # transformers writes where it is told: not into ``out``
+    with tempfile.TemporaryDirectory(
+        prefix="marft-pretrain-"
+    ) as tmp:  # transformers writes where it is told: not into ``out``
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         for path in sorted(Path(tmp).rglob("*")):
             if path.is_file():
                 with path.open("rb") as source:
-                    run_files.write_file(out, path.relative_to(tmp), lambda f, source=source: shutil.copyfileobj(source, f))
+                    run_files.write_file(
+                        out, path.relative_to(tmp), lambda f, source=source: shutil.copyfileobj(source, f)
+                    )
     run_files.write_text(out, "pretrain.json", json.dumps(summary, indent=2) + "\n")
 
 
@@ -171,7 +190,9 @@ def _pretrain(out: Path, config: PretrainConfig, progress_bar: bool, command: st
         "command": command,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "settings": {
-            k: (dict(v) if isinstance(v, Mapping) else v) for k, v in asdict(config).items() if config.init is None or k not in BUILD_FIELDS
+            k: (dict(v) if isinstance(v, Mapping) else v)
+            for k, v in asdict(config).items()
+            if config.init is None or k not in BUILD_FIELDS
         },
         "model": {
             "architecture": type(model).__name__,
@@ -209,18 +230,20 @@ def _pretrain(out: Path, config: PretrainConfig, progress_bar: bool, command: st
 
 def _level_weights(text: str) -> dict[int, float]:
     """``"1,1,2,2"`` -> ``{1: 1.0, 2: 1.0, 3: 2.0, 4: 2.0}`` (weights of levels 1-4)."""
-    parts = [float(x) for x in text.split(",")]
-    if len(parts) != len(LEVELS):
-        raise argparse.ArgumentTypeError(f"give {len(LEVELS)} comma-separated weights, one per level {LEVELS}")
-    return dict(zip(LEVELS, parts))
+    return _weights(text, LEVELS, f"one per level {LEVELS}")
 
 
 def _role_weights(text: str) -> dict[str, float]:
     """``"1,1,0.5"`` -> weights of reasoner, actor, solver."""
+    return _weights(text, ROLES, f"for {', '.join(ROLES)}")
+
+
+def _weights(text: str, names: Sequence, which: str) -> dict:
+    """``text``, comma-separated numbers, as a weight per name (argparse names the option type by its caller)."""
     parts = [float(x) for x in text.split(",")]
-    if len(parts) != len(ROLES):
-        raise argparse.ArgumentTypeError(f"give {len(ROLES)} comma-separated weights, for {', '.join(ROLES)}")
-    return dict(zip(ROLES, parts))
+    if len(parts) != len(names):
+        raise argparse.ArgumentTypeError(f"give {len(names)} comma-separated weights, {which}")
+    return dict(zip(names, parts))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -228,19 +251,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="marft pretrain", description=__doc__.split("\n")[0])
     d = PretrainConfig()
     p.add_argument("--out", required=True, help="directory to write the checkpoint and pretrain.json to (new or empty)")
-    p.add_argument("--overwrite", action="store_true", help="write into a non-empty --out, replacing the files pre-training writes")
     p.add_argument(
-        "--init", default=None, help="continue from this checkpoint (embedded, a folder or a Hub id) instead of building a new model"
+        "--overwrite", action="store_true", help="write into a non-empty --out, replacing the files pre-training writes"
     )
-    p.add_argument("--max-steps", type=int, default=d.max_steps, help="optimizer steps (default %(default)s; 0: train for --seconds only)")
-    p.add_argument("--seconds", type=float, default=d.seconds, help="wall-clock cap of the training loop (default %(default)s)")
+    p.add_argument(
+        "--init",
+        default=None,
+        help="continue from this checkpoint (embedded, a folder or a Hub id) instead of building a new model",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=d.max_steps,
+        help="optimizer steps (default %(default)s; 0: train for --seconds only)",
+    )
+    p.add_argument(
+        "--seconds", type=float, default=d.seconds, help="wall-clock cap of the training loop (default %(default)s)"
+    )
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--lr", type=float, default=d.lr, help="peak learning rate (default %(default)s)")
     p.add_argument("--batch-size", type=int, default=d.batch_size)
     p.add_argument("--warmup-steps", type=int, default=d.warmup_steps)
     p.add_argument("--level-weights", type=_level_weights, default=None, help="weights of levels 1-4, e.g. 1,1,1,1")
     p.add_argument(
-        "--role-weights", type=_role_weights, default=None, help="weights of the reasoner, actor and solver examples, e.g. 1,1,1"
+        "--role-weights",
+        type=_role_weights,
+        default=None,
+        help="weights of the reasoner, actor and solver examples, e.g. 1,1,1",
     )
     p.add_argument(
         "--unfinished-rate",
@@ -261,43 +298,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="evaluate the greedy chain every this many training seconds (default: only at the end)",
     )
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar (default: yes)")
+    p.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=True, help="show a progress bar (default: yes)"
+    )
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> dict:
     """Pre-train with command-line options and print the key figures of the summary."""
     args = build_parser().parse_args(argv)
-    overrides = {
-        k: getattr(args, k)
-        for k in (
-            "init",
-            "max_steps",
-            "lr",
-            "batch_size",
-            "warmup_steps",
-            "unfinished_rate",
-            "hidden_size",
-            "num_layers",
-            "num_heads",
-            "intermediate_size",
-            "vocab_size",
-            "eval_n",
-            "eval_every",
-            "threads",
-        )
-    }
-    if args.level_weights is not None:
-        overrides["level_weights"] = args.level_weights
-    if args.role_weights is not None:
-        overrides["role_weights"] = args.role_weights
-    overrides["max_steps"] = overrides["max_steps"] or None
+    # every option that is a PretrainConfig field; an unset one (None) keeps the field's default
+    settings = {k: v for k, v in vars(args).items() if k in PretrainConfig.__dataclass_fields__ and v is not None}
+    settings["max_steps"] = args.max_steps or None  # 0: train for --seconds only
     command = "marft pretrain " + shlex.join(sys.argv[1:] if argv is None else list(argv))
-    summary = pretrain(
-        args.out, seconds=args.seconds, seed=args.seed, progress_bar=args.progress, command=command, overwrite=args.overwrite, **overrides
-    )
+    summary = pretrain(args.out, progress_bar=args.progress, command=command, overwrite=args.overwrite, **settings)
     keys = ("model", "training", "eval_greedy_chain", "eval_greedy_solo", "eval_sampled_chain")
-    report = {k: {f: v for f, v in summary[k].items() if f not in ("examples", "loss_history")} for k in keys if k in summary}
+    report = {
+        k: {f: v for f, v in summary[k].items() if f not in ("examples", "loss_history")} for k in keys if k in summary
+    }
     print(json.dumps(report, indent=2))
     return summary
 

@@ -50,23 +50,9 @@ def _lr_at(config: PretrainConfig, step: int, progress: float) -> float:
 def train(model, tokenizer, config: PretrainConfig, *, progress_bar: bool = True) -> dict:
     """The SFT loop: AdamW, answer-only loss, warm-up + cosine over the time (or step) budget."""
     model.train()
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.lr,
-        betas=(0.9, 0.95),
-        eps=1e-8,
-    )
+    opt = _optimizer(model, config)
     data = SFTData(tokenizer, config, seed=config.seed + 1)
-    bar = tqdm(
-        total=100,
-        unit="%",
-        disable=not progress_bar,
-        desc="pretrain",
-        dynamic_ncols=True,
-        bar_format="{l_bar}{bar}| {n:.0f}% [{elapsed}<{remaining}{postfix}]",
-    )
+    bar = _progress_bar(progress_bar)
     start = time.perf_counter()
     step, tokens, response_tokens, ema, shown = 0, 0, 0, None, 0
     bar.set_postfix(step=0)
@@ -77,18 +63,7 @@ def train(model, tokenizer, config: PretrainConfig, *, progress_bar: bool = True
         elapsed = time.perf_counter() - start
         if elapsed >= next_eval:
             t = time.perf_counter()
-            result = evaluate_chain(model, tokenizer, n=config.eval_every_n, seed=1)
-            evals.append(
-                {
-                    "step": step,
-                    "seconds": round(elapsed, 1),
-                    **{k: result[k] for k in ("accuracy", "accuracy_by_level", "reasoner_finished", "roles")},
-                }
-            )
-            bar.write(
-                f"step {step} ({elapsed:.0f}s): accuracy {result['accuracy']:.3f}, "
-                f"reasoner finished {result['reasoner_finished']:.3f}, by level {result['accuracy_by_level']}"
-            )
+            evals.append(_periodic_eval(model, tokenizer, config.eval_every_n, step, elapsed, bar))
             start += time.perf_counter() - t
             next_eval += config.eval_every
             elapsed = time.perf_counter() - start
@@ -96,17 +71,10 @@ def train(model, tokenizer, config: PretrainConfig, *, progress_bar: bool = True
         if progress >= 1.0:
             break
         lr = _lr_at(config, step, progress)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        loss = sft_loss(model, batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        opt.step()
+        value = _sft_step(model, opt, batch, lr, config.grad_clip)
         step += 1
         tokens += int(batch.attention_mask.sum()) + len(batch.prefix) * len(batch.input_ids)
         response_tokens += int((batch.labels != -100).sum())
-        value = loss.item()
         ema = value if ema is None else 0.98 * ema + 0.02 * value
         if step % 50 == 0:
             history.append([step, round(time.perf_counter() - start, 1), round(ema, 4)])
@@ -129,4 +97,54 @@ def train(model, tokenizer, config: PretrainConfig, *, progress_bar: bool = True
         "final_loss_ema": round(ema or float("nan"), 4),
         "loss_history": history,
         "periodic_evals": evals,
+    }
+
+
+def _optimizer(model, config: PretrainConfig) -> torch.optim.AdamW:
+    """AdamW with weight decay on the matrices only (not on norms and biases)."""
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    return torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+    )
+
+
+def _progress_bar(shown: bool) -> tqdm:
+    """A bar of the budget used, in percent (steps or seconds, whichever runs out first)."""
+    return tqdm(
+        total=100,
+        unit="%",
+        disable=not shown,
+        desc="pretrain",
+        dynamic_ncols=True,
+        bar_format="{l_bar}{bar}| {n:.0f}% [{elapsed}<{remaining}{postfix}]",
+    )
+
+
+def _sft_step(model, opt: torch.optim.Optimizer, batch: Batch, lr: float, grad_clip: float) -> float:
+    """One optimizer step at learning rate ``lr``, gradients clipped to norm ``grad_clip``; returns the loss."""
+    for group in opt.param_groups:
+        group["lr"] = lr
+    loss = sft_loss(model, batch)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    opt.step()
+    return loss.item()
+
+
+def _periodic_eval(model, tokenizer, n: int, step: int, elapsed: float, bar: tqdm) -> dict:
+    """The greedy chain on ``n`` held-out problems, written above the bar; its record in ``periodic_evals``."""
+    result = evaluate_chain(model, tokenizer, n=n, seed=1)
+    bar.write(
+        f"step {step} ({elapsed:.0f}s): accuracy {result['accuracy']:.3f}, "
+        f"reasoner finished {result['reasoner_finished']:.3f}, by level {result['accuracy_by_level']}"
+    )
+    return {
+        "step": step,
+        "seconds": round(elapsed, 1),
+        **{k: result[k] for k in ("accuracy", "accuracy_by_level", "reasoner_finished", "roles")},
     }

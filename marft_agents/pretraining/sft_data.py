@@ -122,7 +122,9 @@ class SFTData:
             level = self.levels[self.rng.choice(len(self.levels), p=self.level_p)]
             problem = self.sources[level].sample(self.rng)
             role = self.roles[self.rng.choice(len(self.roles), p=self.role_p)]
-            for o, t in role_examples(problem, self.chain, self.solo, [role], unfinished_rate=self.config.unfinished_rate, rng=self.rng):
+            for o, t in role_examples(
+                problem, self.chain, self.solo, [role], unfinished_rate=self.config.unfinished_rate, rng=self.rng
+            ):
                 obs.append(o)
                 targets.append(t)
                 roles.append(role)

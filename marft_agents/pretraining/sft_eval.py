@@ -18,9 +18,10 @@ import torch
 
 from marft_agents.engines.hf import HFEngine
 from marft_agents.models.bare import ModelAsPolicy
-from marft_agents.models.policy import Sampling
+from marft_agents.models.sampling import Sampling
+from marft_agents.rollout.episode import Episode
 from marft_agents.rollout.evaluation import summarize
-from marft_agents.rollout.layered import Episode, RolloutEngine
+from marft_agents.rollout.layered import RolloutEngine
 from marft_envs.tasks.math.chain import MathChain
 from marft_envs.tasks.math.problems import Problem
 from marft_envs.tasks.math.solo import MathSolo
@@ -31,7 +32,9 @@ def _rate(xs: Sequence[bool]) -> float | None:
     return round(float(np.mean(xs)), 4) if len(xs) else None
 
 
-def play(model, tokenizer, env_class, problems: Sequence[Problem], *, temperature: float = 0.0, max_new_tokens: int = 48) -> list[Episode]:
+def play(
+    model, tokenizer, env_class, problems: Sequence[Problem], *, temperature: float = 0.0, max_new_tokens: int = 48
+) -> list[Episode]:
     """One single-pass episode of ``env_class`` (test split) per problem, all envs stepped together.
 
     Each layer (the chain's reasoners, then its actors) is one batch over every episode, generated
@@ -39,7 +42,9 @@ def play(model, tokenizer, env_class, problems: Sequence[Problem], *, temperatur
     """
     envs = [env_class(split="test") for _ in problems]
     policy = ModelAsPolicy(model, tokenizer)
-    rollout = RolloutEngine(policy, Sampling(temperature=temperature, max_new_tokens=max_new_tokens), engine=HFEngine(policy))
+    rollout = RolloutEngine(
+        policy, Sampling(temperature=temperature, max_new_tokens=max_new_tokens), engine=HFEngine(policy)
+    )
     return rollout.collect(envs, range(len(problems)), options_of=lambda i: {"problem": problems[i]})
 
 
@@ -65,7 +70,14 @@ def chain_breakdown(episodes: Sequence[Episode], problems: Sequence[Problem]) ->
 
 @torch.no_grad()
 def evaluate_chain(
-    model, tokenizer, n: int = 200, seed: int = 0, *, temperature: float = 0.0, samples: int = 1, max_new_tokens: int = 48
+    model,
+    tokenizer,
+    n: int = 200,
+    seed: int = 0,
+    *,
+    temperature: float = 0.0,
+    samples: int = 1,
+    max_new_tokens: int = 48,
 ) -> dict:
     """The 2-agent MathChain on ``n`` held-out (test-split) problems: greedy by default.
 
@@ -87,7 +99,12 @@ def evaluate_chain(
         out["pass@1"] = _rate([e.solved for e in episodes])
         out[f"pass@{samples}"] = _rate(solved)
     out["examples"] = [
-        {"gold": played[e.index].answer, "reasoner_0": _text(e, "reasoner_0"), "actor_0": _text(e, "actor_0"), "solved": e.solved}
+        {
+            "gold": played[e.index].answer,
+            "reasoner_0": _text(e, "reasoner_0"),
+            "actor_0": _text(e, "actor_0"),
+            "solved": e.solved,
+        }
         for e in episodes[:3]
     ]
     return out
@@ -104,4 +121,8 @@ def evaluate_solo(model, tokenizer, n: int = 200, seed: int = 0, *, max_new_toke
     by_level = defaultdict(list)
     for e in episodes:
         by_level[problems[e.index].level].append(e.solved)
-    return {"n": len(problems), **summarize(episodes), "accuracy_by_level": {str(k): _rate(v) for k, v in sorted(by_level.items())}}
+    return {
+        "n": len(problems),
+        **summarize(episodes),
+        "accuracy_by_level": {str(k): _rate(v) for k, v in sorted(by_level.items())},
+    }

@@ -37,9 +37,10 @@ import numpy as np
 
 import marft_envs
 from marft_agents.engines.base import Engine
-from marft_agents.models.policy import LaMASPolicy, Sampling
-from marft_agents.models.sampling import agent_sampling
-from marft_agents.rollout.layered import Episode, RolloutEngine
+from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.sampling import Sampling, agent_sampling
+from marft_agents.rollout.episode import Episode
+from marft_agents.rollout.layered import RolloutEngine
 from marft_envs.outcomes import ANSWER, OWN_CORRECT, REWARD_COMPONENTS
 
 HELDOUT_SEED = 20_251_130  # fixed: every run evaluates on the same held-out problems
@@ -112,8 +113,12 @@ def evaluate(
     envs = [marft_envs.make(env_id, **plan.env_kwargs) for _ in range(min(n, n_envs))]
     options = episode_options(plan, envs[0], n)
     greedy = Sampling(temperature=0.0, max_new_tokens=max_new_tokens)
-    rollout = RolloutEngine(policy, greedy, engine=engine, agent_sampling=agent_sampling(greedy, max_new_tokens=agent_max_new_tokens))
-    episodes = rollout.collect(envs, range(len(options)), seed_of=lambda i: HELDOUT_SEED + i, options_of=options.__getitem__)
+    rollout = RolloutEngine(
+        policy, greedy, engine=engine, agent_sampling=agent_sampling(greedy, max_new_tokens=agent_max_new_tokens)
+    )
+    episodes = rollout.collect(
+        envs, range(len(options)), seed_of=lambda i: HELDOUT_SEED + i, options_of=options.__getitem__
+    )
     return eval_result(episodes, plan, samples)
 
 
@@ -234,7 +239,8 @@ def role_diagnostics(episodes: list[Episode]) -> dict:
 
 
 def same_answer(a: object, b: object) -> bool:
-    """Whether two reported answers are the same: equal, or equivalent as math answers; no answer (None) matches none."""
+    """Whether two reported answers are the same: equal, or equivalent as math answers; no answer (None) matches
+    none."""
     if a is None or b is None:
         return False
     if a == b:

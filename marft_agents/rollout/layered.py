@@ -28,87 +28,15 @@ from typing import Any
 
 import torch
 
-from marft_agents.engines.base import Engine, Request
-from marft_agents.models.policy import LaMASPolicy, Sampling
+from marft_agents.engines.base import Engine
+from marft_agents.models.protocol import RolloutPolicy
+from marft_agents.models.sampling import Generation, Request, Sampling
+from marft_agents.rollout.episode import AgentStep, Episode, text_fields
 from marft_envs.core import FlexEnv
-from marft_envs.outcomes import SHARED_REWARD, SOLVED
+from marft_envs.outcomes import SOLVED
 
-
-@dataclass
-class AgentStep:
-    """One agent's action in one round of one episode, with everything training needs."""
-
-    episode: int
-    """Global episode index (also the seed offset the env was reset with)."""
-    round: int
-    agent: str
-    prompt: list[int]
-    """Prompt token ids exactly as generated from."""
-    response: list[int]
-    """Response token ids exactly as sampled (including the end-of-turn token if produced)."""
-    token_logps: torch.Tensor
-    """Behaviour log-prob of each response token, ``(len(response),)``."""
-    text: str
-    """The decoded action the env received."""
-    reward: float = 0.0
-    round_end: bool = False
-    """True for the last agent to act in its round."""
-    done: bool = False
-    """True for the last agent-step of its episode."""
-    info: dict[str, Any] = field(default_factory=dict)
-    state: str | None = None
-    """The env's global state (``state_text()``) when the agent acted; recorded only on request."""
-    version: int = 0
-    """Updates applied to the adapter weights that sampled this action (the engine's version)."""
-    observation: dict[str, str] | None = None
-    """What the env showed the agent (its text fields), for transcripts; the prompt holds it tokenised."""
-    engine_logps: torch.Tensor | None = None
-    """The engine's own log-probs of the response tokens, once the trainer has recomputed ``token_logps``
-    with its model for the truncated importance-sampling correction (``marft_agents/algorithms/tis.py``); else None."""
-    group: tuple | None = None
-    """Tree sampling (``marft_agents/rollout/tree.py``): the sibling group ``(problem, round, agent, node)``, or
-    ``(problem, round, agent, node, k)`` for a continuation of node's candidate k, whose members share this exact
-    prompt; None in a plain rollout."""
-    score: float | None = None
-    """Tree sampling: the value the sibling group compares (its round's team reward, or the mean of its
-    continuations'); None in a plain rollout."""
-    skipped: bool = False
-    """The env said this action would not be read (``FlexEnv.needs_action``): nothing was generated, the
-    response is empty, and learners take no policy loss on it (its reward and value still count)."""
-    parents: tuple[str, ...] = ()
-    """The agents whose same-round actions this agent saw (a FlexEnv's ``info(agent)["parents"]``; empty
-    for other envs): the copy-rate diagnostics compare an agent's answer with its parents'."""
-
-    @property
-    def shared(self) -> float:
-        """The part of ``reward`` that every agent of the round received alike (``info[SHARED_REWARD]``; 0 without one)."""
-        return float(self.info.get(SHARED_REWARD) or 0.0)
-
-    @property
-    def chain_reward(self) -> float:
-        """What this step adds to the team's return: its own part of the reward, plus the round's shared
-        reward once, on the round's last agent (every agent holds a copy; summing them counts it twice)."""
-        return self.reward if self.round_end else self.reward - self.shared
-
-
-@dataclass
-class Episode:
-    """A finished episode: its agent-steps in acting order."""
-
-    index: int
-    steps: list[AgentStep]
-    solved: bool | None
-    """Whether the env reported success (``info[marft_envs.outcomes.SOLVED]``); None when it does not say."""
-    branches: list[AgentStep] = field(default_factory=list)
-    """Tree sampling: the candidates that were sampled but not continued from (``steps`` is the chosen path), and the
-    kept continuation samples."""
-    extra_tokens: int = 0
-    """Tree sampling: tokens generated for continuations which no agent-step holds (past the continuations' first layer)."""
-
-    @property
-    def team_return(self) -> float:
-        """The team's return: every reward once (a round's shared reward once, not once per agent)."""
-        return float(sum(s.chain_reward for s in self.steps))
+Playing = tuple[int, list[AgentStep], list[AgentStep]]
+"""An env slot's episode in play: its index, its finished rounds' agent-steps, and the current round's."""
 
 
 class AECAsLayered:
@@ -151,8 +79,23 @@ class AECAsLayered:
         return result
 
     def _skip_dead(self):
-        while self.env.agents and (self.env.terminations[self.env.agent_selection] or self.env.truncations[self.env.agent_selection]):
+        while self.env.agents and (
+            self.env.terminations[self.env.agent_selection] or self.env.truncations[self.env.agent_selection]
+        ):
             self.env.step(None)
+
+
+@dataclass
+class _Layer:
+    """One layer of the live envs: a request per agent to generate for, and the agents whose actions the env ignores."""
+
+    asked: list[tuple[int, str, Any, tuple[str, ...]]] = field(default_factory=list)
+    """(env slot, agent, observation, parents) of each request."""
+    requests: list[Request] = field(default_factory=list)
+    ignored: list[tuple[int, str, Any, list[int]]] = field(default_factory=list)
+    """(env slot, agent, observation, prompt) of each agent nothing is generated for."""
+    states: dict[int, str] = field(default_factory=dict)
+    """Env slot -> the env's global state, when the rollout records it."""
 
 
 class RolloutEngine:
@@ -160,7 +103,7 @@ class RolloutEngine:
 
     def __init__(
         self,
-        policy: LaMASPolicy,
+        policy: RolloutPolicy,
         sampling: Sampling,
         record_state: bool = False,
         engine: Engine | None = None,
@@ -193,6 +136,16 @@ class RolloutEngine:
         """The generation request for ``agent``'s ``prompt``: its adapter, and its own sampling where it has one."""
         return Request(prompt, self.policy.adapter_of[agent], episode=episode, sampling=self.agent_sampling.get(agent))
 
+    def generate_layer(self, requests: Sequence[Request]) -> Generation:
+        """The engine's answer to one layer of ``requests`` under this rollout's sampling, its calls counted and
+        timed."""
+        t0 = time.perf_counter()
+        calls = self.engine.calls
+        gen = self.engine.generate(requests, self.sampling)
+        self.generate_calls += self.engine.calls - calls
+        self.timings["generate"] += time.perf_counter() - t0
+        return gen
+
     def collect(
         self,
         envs: Sequence[Any],
@@ -204,7 +157,7 @@ class RolloutEngine:
     ) -> list[Episode]:
         """Play the episodes with indices ``episodes`` on ``envs`` (reset with ``seed_of(index)``)."""
         queue = list(episodes)
-        live: dict[int, tuple[int, list[AgentStep], list[AgentStep]]] = {}  # env slot -> (episode, steps, round)
+        live: dict[int, Playing] = {}  # env slot -> its episode in play
         finished: list[Episode] = []
 
         def start(slot: int) -> None:
@@ -216,89 +169,14 @@ class RolloutEngine:
         for slot in range(min(len(envs), len(queue))):
             start(slot)
         while live:
-            # One layer: every ready agent of every live env, each request with its agent's adapter.
-            batch: list[tuple[int, str, Any, tuple[str, ...]]] = []  # (env slot, agent, observation, parents) of each request
-            requests: list[Request] = []
-            ignored: list[tuple[int, str, Any, list[int]]] = []  # (slot, agent, observation, prompt): not generated
-            states: dict[int, str] = {}
+            layer = self._ask(envs, live)
+            gen = self.generate_layer(layer.requests) if layer.requests else None
+            acted = self._agent_steps(envs, live, layer, gen)
             t0 = time.perf_counter()
-            for slot in live:
-                env = envs[slot]
-                if self.record_state:
-                    states[slot] = env.state()  # valid text, whatever the task's state_text() holds
-                for agent in env.ready_agents():
-                    observation = env.observe(agent)
-                    prompt = self.policy.prompt(observation, agent)  # kept when skipped too: the critic values it
-                    if self.skip_ignored and not _needs_action(env, agent):
-                        ignored.append((slot, agent, observation, prompt))
-                        continue
-                    batch.append((slot, agent, observation, _parents(env, agent)))
-                    requests.append(self.request(prompt, agent, episode=live[slot][0]))
-            self.timings["prompts"] += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            calls = self.engine.calls
-            gen = self.engine.generate(requests, self.sampling) if requests else None
-            self.generate_calls += self.engine.calls - calls
-            self.timings["generate"] += time.perf_counter() - t0
-            # Envs step in adapter-group order (each adapter's requests, adapters in order of first
-            # appearance), the order rollouts used before engines existed: another order hands episodes
-            # to other env slots, hence other generate batches and other samples.
-            rank: dict[str, int] = {}
-            order = sorted(range(len(requests)), key=lambda i: rank.setdefault(requests[i].adapter, len(rank)))
-            layer: dict[int, list[AgentStep]] = defaultdict(list)
-            for i in order:
-                slot, agent, observation, parents = batch[i]
-                layer[slot].append(
-                    AgentStep(
-                        episode=live[slot][0],
-                        round=envs[slot].round,
-                        agent=agent,
-                        prompt=requests[i].prompt,
-                        response=gen.responses[i],
-                        token_logps=gen.token_logps[i],
-                        text=gen.texts[i],
-                        state=states.get(slot),
-                        version=self.engine.version,
-                        observation=_text_fields(observation),
-                        parents=parents,
-                    )
-                )
-            for slot, agent, observation, prompt in ignored:
-                layer[slot].append(
-                    AgentStep(
-                        episode=live[slot][0],
-                        round=envs[slot].round,
-                        agent=agent,
-                        prompt=prompt,
-                        response=[],
-                        token_logps=torch.zeros(0, device=self.policy.device),
-                        text="",
-                        state=states.get(slot),
-                        version=self.engine.version,
-                        observation=_text_fields(observation),
-                        skipped=True,
-                    )
-                )
-            t0 = time.perf_counter()
-            for slot, new_steps in layer.items():
-                env = envs[slot]
-                # Inside a layer, the acting order is the env's agent order (ties in the topological order).
-                new_steps.sort(key=lambda s: env.possible_agents.index(s.agent))
-                live[slot][2].extend(new_steps)
-                result = env.step({s.agent: s.text for s in new_steps})
-                if result is None:
-                    continue
-                index, steps, round_steps = live[slot]
-                for s in round_steps:
-                    s.reward = result.rewards.get(s.agent, 0.0)
-                    s.info = result.infos.get(s.agent, {})
-                round_steps[-1].round_end = True
-                steps.extend(round_steps)
-                round_steps.clear()
-                if not env.agents:
-                    steps[-1].done = True
-                    solved = steps[-1].info.get(SOLVED)
-                    finished.append(Episode(index=index, steps=steps, solved=None if solved is None else bool(solved)))
+            for slot, new_steps in acted.items():
+                episode = _step(envs[slot], live[slot], new_steps)
+                if episode is not None:
+                    finished.append(episode)
                     del live[slot]
                     if progress:
                         progress(1)
@@ -307,21 +185,97 @@ class RolloutEngine:
         finished.sort(key=lambda e: e.index)
         return finished
 
+    def _ask(self, envs: Sequence[Any], live: dict[int, Playing]) -> _Layer:
+        """One layer: every ready agent of every live env, each request with its agent's adapter."""
+        layer = _Layer()
+        t0 = time.perf_counter()
+        for slot in live:
+            env = envs[slot]
+            if self.record_state:
+                layer.states[slot] = env.state()  # valid text, whatever the task's state_text() holds
+            for agent in env.ready_agents():
+                observation = env.observe(agent)
+                prompt = self.policy.prompt(observation, agent)  # kept when skipped too: the critic values it
+                if self.skip_ignored and not _needs_action(env, agent):
+                    layer.ignored.append((slot, agent, observation, prompt))
+                    continue
+                layer.asked.append((slot, agent, observation, _parents(env, agent)))
+                layer.requests.append(self.request(prompt, agent, episode=live[slot][0]))
+        self.timings["prompts"] += time.perf_counter() - t0
+        return layer
 
-def to_device(episodes: Sequence[Episode], device: torch.device) -> None:
-    """Move every agent-step's log-probs to ``device`` (the learner's), in place.
+    def _agent_steps(
+        self, envs: Sequence[Any], live: dict[int, Playing], layer: _Layer, gen: Generation | None
+    ) -> dict[int, list[AgentStep]]:
+        """The layer's agent-steps by env slot: the generated ones, then the skipped ones."""
+        # Envs step in adapter-group order (each adapter's requests, adapters in order of first
+        # appearance), the order rollouts used before engines existed: another order hands episodes
+        # to other env slots, hence other generate batches and other samples.
+        requests = layer.requests
+        rank: dict[str, int] = {}
+        order = sorted(range(len(requests)), key=lambda i: rank.setdefault(requests[i].adapter, len(rank)))
+        acted: dict[int, list[AgentStep]] = defaultdict(list)
+        for i in order:
+            slot, agent, observation, parents = layer.asked[i]
+            acted[slot].append(
+                AgentStep(
+                    episode=live[slot][0],
+                    round=envs[slot].round,
+                    agent=agent,
+                    prompt=requests[i].prompt,
+                    response=gen.responses[i],
+                    token_logps=gen.token_logps[i],
+                    text=gen.texts[i],
+                    state=layer.states.get(slot),
+                    version=self.engine.version,
+                    observation=text_fields(observation),
+                    parents=parents,
+                )
+            )
+        for slot, agent, observation, prompt in layer.ignored:
+            acted[slot].append(
+                AgentStep(
+                    episode=live[slot][0],
+                    round=envs[slot].round,
+                    agent=agent,
+                    prompt=prompt,
+                    response=[],
+                    token_logps=torch.zeros(0, device=self.policy.device),
+                    text="",
+                    state=layer.states.get(slot),
+                    version=self.engine.version,
+                    observation=text_fields(observation),
+                    skipped=True,
+                )
+            )
+        return acted
 
-    The hf engine already makes them there; a vllm engine or a rollout worker hands CPU tensors.
-    """
-    for e in episodes:
-        for s in (*e.steps, *e.branches):
-            s.token_logps = s.token_logps.to(device)
-            if s.engine_logps is not None:
-                s.engine_logps = s.engine_logps.to(device)
+
+def _step(env: Any, playing: Playing, new_steps: list[AgentStep]) -> Episode | None:
+    """Step ``env`` with one layer's actions; a finished round gets its rewards, a finished episode is returned."""
+    # Inside a layer, the acting order is the env's agent order (ties in the topological order).
+    new_steps.sort(key=lambda s: env.possible_agents.index(s.agent))
+    index, steps, round_steps = playing
+    round_steps.extend(new_steps)
+    result = env.step({s.agent: s.text for s in new_steps})
+    if result is None:
+        return None
+    for s in round_steps:
+        s.reward = result.rewards.get(s.agent, 0.0)
+        s.info = result.infos.get(s.agent, {})
+    round_steps[-1].round_end = True
+    steps.extend(round_steps)
+    round_steps.clear()
+    if env.agents:
+        return None
+    steps[-1].done = True
+    solved = steps[-1].info.get(SOLVED)
+    return Episode(index=index, steps=steps, solved=None if solved is None else bool(solved))
 
 
 def _parents(env: Any, agent: str) -> tuple[str, ...]:
-    """The agents whose same-round actions ``agent`` sees (a FlexEnv's ``info(agent)["parents"]``); () for other envs."""
+    """The agents whose same-round actions ``agent`` sees (a FlexEnv's ``info(agent)["parents"]``); () for other
+    envs."""
     return tuple(env.info(agent).get("parents", ())) if isinstance(env, FlexEnv) else ()
 
 
@@ -329,20 +283,3 @@ def _needs_action(env: Any, agent: str) -> bool:
     """The env's ``needs_action(agent)``; True for envs without the query (plain AEC envs)."""
     query = getattr(env, "needs_action", None)
     return True if query is None else bool(query(agent))
-
-
-def check_on_policy(episodes: Sequence[Episode], version: int) -> None:
-    """Refuse agent-steps sampled with adapter weights other than ``version``: they are not on-policy."""
-    stale = [(s.episode, s.version) for e in episodes for s in (*e.steps, *e.branches) if s.version != version]
-    if stale:
-        raise RuntimeError(
-            f"{len(stale)} agent-steps were sampled with other adapter weights than version {version} "
-            f"(episode, version: {stale[:3]}); refusing to train on them as on-policy"
-        )
-
-
-def _text_fields(observation: Any) -> dict[str, str] | None:
-    """The text fields of an observation (a dict of strings, or one string)."""
-    if isinstance(observation, dict):
-        return {k: v for k, v in observation.items() if isinstance(v, str)}
-    return {"text": observation} if isinstance(observation, str) else None

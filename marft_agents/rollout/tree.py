@@ -23,9 +23,9 @@ questions. A tree rollout plays one *trunk* per problem and branches it at every
    ``"random_upstream"`` takes the best closing candidate but a uniformly random upstream one (the
    upstream choice stays a sample of the policy); ``"sample"`` always takes a random one.
 
-Every candidate and kept continuation becomes an :class:`~marft_agents.rollout.layered.AgentStep` with its
+Every candidate and kept continuation becomes an :class:`~marft_agents.rollout.episode.AgentStep` with its
 exact token ids and behaviour log-probs, tagged with its sibling group — siblings share the exact prompt —
-and its ``score``. A tree is returned as one :class:`~marft_agents.rollout.layered.Episode`: ``steps`` is
+and its ``score``. A tree is returned as one :class:`~marft_agents.rollout.episode.Episode`: ``steps`` is
 the chosen path (rewards and infos from the env, as a plain rollout records them) and ``branches`` the
 candidates that were not chosen and the kept continuations; ``extra_tokens`` counts the continuation
 tokens no agent-step holds. Later rounds are played from the chosen candidate only, so a sibling's score
@@ -44,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from marft_agents.engines.base import Request
-from marft_agents.models.policy import Generation
-from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine, _text_fields
+from marft_agents.models.sampling import Generation, Request
+from marft_agents.rollout.episode import AgentStep, Episode, text_fields
+from marft_agents.rollout.layered import RolloutEngine
 from marft_envs.branching import checked_branch, require_branching
 from marft_envs.outcomes import SOLVED
 
@@ -57,7 +57,8 @@ PICKS = ("best", "random_upstream", "sample")
 
 
 def is_continuation(step: AgentStep) -> bool:
-    """Whether ``step`` is a kept continuation sample (its group names the upstream candidate), not a node's candidate."""
+    """Whether ``step`` is a kept continuation sample (its group names the upstream candidate), not a node's
+    candidate."""
     return step.group is not None and len(step.group) == 5
 
 
@@ -101,7 +102,8 @@ class TreeRollout:
             raise ValueError(f"tree sampling needs at least 2 candidates per node (grpo.group_size), got {width}")
         if continuations < 1:
             raise ValueError(
-                f"grpo.tree_continuations must be at least 1 (an upstream candidate is scored by its continuations), got {continuations}"
+                "grpo.tree_continuations must be at least 1 (an upstream candidate is scored by its continuations), "
+                f"got {continuations}"
             )
         if pick not in PICKS:
             raise ValueError(f"grpo.tree_pick must be one of {list(PICKS)}, got {pick!r}")
@@ -166,7 +168,7 @@ class TreeRollout:
                     nodes.append(_Node(tree, agent, observation, prompt, state, len(requests)))
                     requests += [self.rollout.request(prompt, agent, episode=tree.index)] * self.width
             self.timings["prompts"] += time.perf_counter() - t0
-            gen = self._generate(requests)
+            gen = self.rollout.generate_layer(requests)
             # Agents of one layer do not see each other: expand the j-th node of every tree together,
             # so the j+1-th branches from a trunk that holds the j-th's chosen action.
             slot: dict[int, int] = {}
@@ -209,7 +211,7 @@ class TreeRollout:
                     text=gen.texts[k],
                     state=node.state,
                     version=version,
-                    observation=_text_fields(node.observation),
+                    observation=text_fields(node.observation),
                     group=key,
                 )
                 result = branch.step({node.agent: step.text})
@@ -283,7 +285,7 @@ class TreeRollout:
                     batch.append((c, agent, prompt, observation, state))
                     requests.append(self.rollout.request(prompt, agent, episode=owners[i].index))
             self.timings["prompts"] += time.perf_counter() - t0
-            gen = self._generate(requests)
+            gen = self.rollout.generate_layer(requests)
             t0 = time.perf_counter()
             actions: dict[int, dict[str, str]] = {}
             for k, (c, agent, prompt, observation, state) in enumerate(batch):
@@ -304,7 +306,7 @@ class TreeRollout:
                         text=gen.texts[k],
                         state=state,
                         version=version,
-                        observation=_text_fields(observation),
+                        observation=text_fields(observation),
                         group=(problem, round_, agent, node, candidate),
                     )
                 )
@@ -313,7 +315,8 @@ class TreeRollout:
                 i, env = copies[c]
                 if c not in actions:  # would loop forever: the env broke the layered contract
                     raise RuntimeError(
-                        f"tree sampling: a continuation of {type(env).__name__} has no ready agent but its round has not ended"
+                        f"tree sampling: a continuation of {type(env).__name__} has no ready agent but its round has "
+                        "not ended"
                     )
                 result = env.step(actions[c])
                 if result is None:
@@ -330,15 +333,6 @@ class TreeRollout:
         for c, (i, _) in enumerate(copies):
             owners[i].branches += kept[c]
         return list(totals / self.continuations)
-
-    def _generate(self, requests: list[Request]) -> Generation:
-        t0 = time.perf_counter()
-        engine = self.rollout.engine
-        calls = engine.calls
-        gen = engine.generate(requests, self.rollout.sampling)
-        self.rollout.generate_calls += engine.calls - calls
-        self.timings["generate"] += time.perf_counter() - t0
-        return gen
 
     def _finish(self, tree: _Tree) -> Episode:
         if tree.steps:

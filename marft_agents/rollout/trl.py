@@ -21,8 +21,9 @@ agent-steps; with shuffling, slots of one seed may land in different batches and
 played again (correct, but more generation).
 
 Generation goes through the engine interface like every other sampler here: a
-:class:`~marft_agents.engines.trl.TRLEngine` over the trainer's model. Log-probs are the sampling
-distribution's (``output_scores`` of ``generate`` with the trainer's own ``generation_config``:
+:class:`~marft_agents.engines.trl.TRLEngine` over the trainer's model, from the prompts the policies
+build too (:func:`marft_agents.models.chat.prompt_ids`: the chat template, or plain text without one). Log-probs are the
+sampling distribution's (``output_scores`` of ``generate`` with the trainer's own ``generation_config``:
 temperature, top-k/top-p after scaling), as TRL's importance-sampling correction expects.
 
 **One agent: a reward function.** :func:`solo_reward` grades completions with a one-agent marft env
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import marft_envs
+from marft_agents.models.chat import prompt_ids
 
 SLOT_KEYS = ("seed", "agent", "round")
 REWARD_KEY = "marft_reward"
@@ -65,7 +67,9 @@ def parse_slot(prompt: Any) -> tuple[int, str, int]:
         ) from None
 
 
-def agent_step_dataset(env_id: str, seeds: Iterable[int], *, rounds: int = 1, env_kwargs: Mapping[str, Any] | None = None):
+def agent_step_dataset(
+    env_id: str, seeds: Iterable[int], *, rounds: int = 1, env_kwargs: Mapping[str, Any] | None = None
+):
     """A ``datasets.Dataset`` with one ``prompt`` (a slot) per seed, round ``< rounds`` and agent, seed by seed."""
     import datasets
 
@@ -178,31 +182,25 @@ def generate(trainer: Any, observations: Sequence[Mapping[str, str]]) -> list[St
     """
     from trl.models import unwrap_model_for_generation
 
-    from marft_agents.engines.base import Request
     from marft_agents.engines.trl import TRLEngine
+    from marft_agents.models.sampling import Request
 
     if getattr(trainer, "use_vllm", False):
         raise ValueError("MarftRollout generates with transformers: set GRPOConfig(use_vllm=False)")
     tokenizer = trainer.processing_class
     prompts = [prompt_ids(tokenizer, obs) for obs in observations]
     requests = [Request(prompt=p, adapter=TRL_ADAPTER) for p in prompts]
-    with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator, generation_kwargs=trainer.generation_kwargs) as model:
-        engine = TRLEngine(model, tokenizer, trainer.generation_config, trainer.eos_token_ids, device=trainer.accelerator.device)
+    with unwrap_model_for_generation(
+        trainer.model_wrapped, trainer.accelerator, generation_kwargs=trainer.generation_kwargs
+    ) as model:
+        engine = TRLEngine(
+            model, tokenizer, trainer.generation_config, trainer.eos_token_ids, device=trainer.accelerator.device
+        )
         gen = engine.generate(requests, engine.sampling)
     return [
         Step(prompt_ids=p, completion_ids=ids, logprobs=logps.tolist(), text=text)
         for p, ids, logps, text in zip(prompts, gen.responses, gen.token_logps, gen.texts)
     ]
-
-
-def prompt_ids(tokenizer: Any, observation: Mapping[str, str]) -> list[int]:
-    """An observation as chat messages (instructions as system, text as user) through the tokenizer's template."""
-    messages = [{"role": "system", "content": observation["instructions"]}] if observation.get("instructions") else []
-    messages.append({"role": "user", "content": observation["text"]})
-    if getattr(tokenizer, "chat_template", None) is None:  # a base model: plain text
-        return tokenizer("\n\n".join(m["content"] for m in messages), add_special_tokens=True)["input_ids"]
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 # -- one agent: TRL generates, a marft env grades -------------------------------------------------
@@ -225,7 +223,8 @@ def solo_dataset(env_id: str, seeds: Iterable[int], *, env_kwargs: Mapping[str, 
 
 
 def solo_reward(env_id: str, *, env_kwargs: Mapping[str, Any] | None = None) -> Callable[..., list[float]]:
-    """A TRL reward function ``(completions, seed, **kwargs) -> rewards``: each completion stepped in the env reset with its seed."""
+    """A TRL reward function ``(completions, seed, **kwargs) -> rewards``: each completion stepped in the env reset with
+    its seed."""
     env = _solo_env(env_id, env_kwargs)
     (agent,) = env.possible_agents
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from marft_agents.models.protocol import Policy
 from marft_agents.runs import files as run_files
 
 LATEST = "latest"
@@ -188,6 +189,34 @@ def adapters_of(state: dict[str, Any], path: str | Path) -> dict[str, Any]:
     if not isinstance(adapters, dict) or not all(isinstance(a, str) for a in adapters):
         raise CheckpointError(f"{path} is not a marft checkpoint: its 'algo.adapters' is not a dict of adapter names to weights")
     return adapters
+
+
+class AdaptersMismatch(ValueError):
+    """A checkpoint's adapters that do not fit a policy: one it needs is missing, or weights of another shape."""
+
+    def __init__(self, message: str, *, held: list[str], cause: BaseException | None = None):
+        super().__init__(message)
+        self.held = held
+        """The adapters the checkpoint holds, sorted."""
+        self.cause = cause
+        """What loading an adapter's weights raised (KeyError or RuntimeError); None: an adapter was missing."""
+
+
+def load_adapters(policy: Policy, path: Path) -> None:
+    """Load every one of ``policy``'s adapters from the checkpoint at ``path`` (``init_from``, ``marft eval --run``).
+
+    Raises :class:`CheckpointError` for a file that is not a marft checkpoint and :class:`AdaptersMismatch`
+    when an adapter of the policy is missing or its weights do not fit the model: each caller says what to do.
+    """
+    adapters = adapters_of(load_checkpoint(path), path)
+    missing = [a for a in policy.adapters if a not in adapters]
+    if missing:
+        raise AdaptersMismatch(f"{path} has no adapter {missing[0]!r}", held=sorted(adapters))
+    try:
+        for adapter in policy.adapters:
+            policy.load_adapter_state(adapter, adapters[adapter])
+    except (KeyError, RuntimeError) as err:
+        raise AdaptersMismatch(f"{path}: its adapters do not fit the model", held=sorted(adapters), cause=err) from None
 
 
 def _previous_hint(path: Path) -> str:

@@ -17,7 +17,6 @@ import os
 from pathlib import Path
 
 from marft_agents.runs import files as run_files
-from marft_agents.rollout.layered import Episode
 from marft_envs.outcomes import REWARD_COMPONENTS
 
 SAMPLES = "samples"

@@ -7,8 +7,8 @@ or, in a TOML file, ``[agents.actor_0]`` with ``temperature = 0.3``. A key an ag
 without the section runs as before. ``train`` (default true) has no run-wide twin: ``agents.actor_0.train=false``
 freezes that agent (:func:`frozen_agents`; it acts, its adapter is never updated); ``model`` gives it a base model of
 its own (:func:`models`; ``marft_agents.models.team``). The agent ids are the env's
-(``possible_agents``): a run refuses an id its env does not have before any model loads (:func:`check_ids`). Each field carries its check
-(``ranged``), so ``marft_agents.training.config.validate`` checks ``agents.actor_0.temperature`` as
+(``possible_agents``): a run refuses an id its env does not have before any model loads (:func:`check_ids`). Each field
+carries its check (``ranged``), so ``marft_agents.training.config.validate`` checks ``agents.actor_0.temperature`` as
 it checks ``temperature``. A new per-agent key is a new field of :class:`AgentSettings` with its
 one-line docstring; parsing, ``--help-config``, validation and the run's ``config.json`` follow.
 """
@@ -36,13 +36,15 @@ class AgentSettings:
     """One agent's own settings; a field left None takes the run's value of the same name."""
 
     temperature: float | None = ranged(None, TEMPERATURE, "training samples; greedy decoding is for evaluation")
-    """This agent's sampling temperature in training, >= 0.001; its log-probs use the same (None: the run's ``temperature``)."""
+    """This agent's sampling temperature in training, >= 0.001; its log-probs use the same (None: the run's
+    ``temperature``)."""
     max_new_tokens: int | None = ranged(None, AT_LEAST_ONE)
     """This agent's longest response in tokens, in training and evaluation (None: the run's ``max_new_tokens``)."""
     train: bool = True
     """Whether this agent learns; false freezes it: it still acts with its adapter, which no update changes."""
     model: str | None = None
-    """This agent's base model, any value ``model`` takes (None: the run's ``model``); agents naming one model share it."""
+    """This agent's base model, any value ``model`` takes (None: the run's ``model``); agents naming one model share
+    it."""
 
 
 def field_names() -> list[str]:
@@ -88,10 +90,15 @@ def check_ids(agents: Mapping[str, AgentSettings], possible_agents: Sequence[str
     """ConfigError (one line) unless every agent ``agents`` names is one of the env's ``possible_agents``."""
     for agent in agents:
         if agent not in possible_agents:
-            raise ConfigError(f"{SECTION}.{cut(agent)}: env {cut(env)} has no agent {shown(agent)}; its agents are {list(possible_agents)}")
+            raise ConfigError(
+                f"{SECTION}.{cut(agent)}: env {cut(env)} has no agent {shown(agent)}; its agents are "
+                f"{list(possible_agents)}"
+            )
 
 
-def frozen_agents(agents: Mapping[str, AgentSettings], possible_agents: Sequence[str], *, shared_adapter: bool) -> list[str]:
+def frozen_agents(
+    agents: Mapping[str, AgentSettings], possible_agents: Sequence[str], *, shared_adapter: bool
+) -> list[str]:
     """The agents with ``train=false``, in the env's order; ConfigError (one line) when none would train, or when
     ``shared_adapter`` (one adapter serves every agent, ``adapter_mode=shared``) and only some are frozen."""
     frozen = [a for a in possible_agents if a in agents and not agents[a].train]
@@ -99,18 +106,20 @@ def frozen_agents(agents: Mapping[str, AgentSettings], possible_agents: Sequence
         return []
     if len(frozen) == len(possible_agents):
         raise ConfigError(
-            f"{SECTION}.<agent_id>.train=false freezes every agent of the env ({list(possible_agents)}): leave at least one training"
+            f"{SECTION}.<agent_id>.train=false freezes every agent of the env ({list(possible_agents)}): leave at "
+            "least one training"
         )
     if shared_adapter:
         raise ConfigError(
-            f"{SECTION}.{cut(frozen[0])}.train=false: with adapter_mode=shared one adapter serves every agent, so one agent "
-            "cannot be frozen alone: use adapter_mode=lora (or copies)"
+            f"{SECTION}.{cut(frozen[0])}.train=false: with adapter_mode=shared one adapter serves every agent, so one "
+            "agent cannot be frozen alone: use adapter_mode=lora (or copies)"
         )
     return frozen
 
 
 def models(agents: Mapping[str, AgentSettings], default: str, agent_ids: Sequence[str]) -> dict[str, str] | None:
-    """Each agent's base model when some agent names a model other than ``default`` (the run's); None: one model for all."""
+    """Each agent's base model when some agent names a model other than ``default`` (the run's); None: one model for
+    all."""
     own = per_agent(agents, "model", default, agent_ids)
     return own if any(m != default for m in own.values()) else None
 
@@ -132,7 +141,8 @@ def to_plain(agents: Mapping[str, AgentSettings]) -> dict[str, dict[str, Any]]:
 
 
 def rows(agents: Mapping[str, AgentSettings]) -> list[tuple[str, Any, dataclasses.Field, type]]:
-    """``(key, value, field, AgentSettings)`` of every agent's every key; with no agent, one template agent (``--help-config``)."""
+    """``(key, value, field, AgentSettings)`` of every agent's every key; with no agent, one template agent
+    (``--help-config``)."""
     section = agents or {TEMPLATE_ID: AgentSettings()}
     return [
         (f"{SECTION}.{agent}.{f.name}", getattr(s, f.name), f, AgentSettings)

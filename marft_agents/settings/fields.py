@@ -1,4 +1,5 @@
-"""Config fields that carry their own check: ``lr: float = ranged(3e-4, LR)``, ``order: str = choice("random", ORDERS)``.
+"""Config fields that carry their own check: ``lr: float = ranged(3e-4, LR)``,
+``order: str = choice("random", ORDERS)``.
 
 A field made with :func:`ranged` (a number's range), :func:`choice` (its allowed values) or
 :func:`spelled` (a string's allowed spellings, e.g. ``cuda:N``) holds its
@@ -62,7 +63,8 @@ _RANGE, _CHOICES, _SPELLING, _WHY = "marft.range", "marft.choices", "marft.spell
 
 @dataclasses.dataclass(frozen=True)
 class Spelling:
-    """A string field's allowed spellings: a regular expression the whole value must match, and how an error names them."""
+    """A string field's allowed spellings: a regular expression the whole value must match, and how an error names
+    them."""
 
     pattern: re.Pattern
     text: str
@@ -83,7 +85,8 @@ def ranged(default: Any, rule: str, why: str | None = None) -> Any:
 
 
 def choice(default: Any, options: Sequence[Any], why: str | None = None) -> Any:
-    """A dataclass field whose value must be one of ``options`` (``None`` allowed, as for :func:`ranged`); ``why`` joins the error."""
+    """A dataclass field whose value must be one of ``options`` (``None`` allowed, as for :func:`ranged`); ``why`` joins
+    the error."""
     options = tuple(options)
     if not options or (default is not None and default not in options):
         raise ValueError(f"choice default {default!r} must be one of the options {list(options)}")

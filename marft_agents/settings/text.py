@@ -55,7 +55,9 @@ def read_file(path: Path) -> dict[str, Any]:
     except RecursionError:  # the parsers recurse once per level of nesting
         raise ConfigError(f"cannot parse {path}: {_TOO_DEEP}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a config must be a mapping of keys to values at the top level, got {type(data).__name__}")
+        raise ConfigError(
+            f"{path}: a config must be a mapping of keys to values at the top level, got {type(data).__name__}"
+        )
     check_depth(data, str(path))
     return data
 
@@ -97,7 +99,8 @@ def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def coerce(key: str, current: Any, value: Any) -> Any:
-    """``value`` for key ``key`` whose current value is ``current``: of its type (an int becomes a float), else ConfigError."""
+    """``value`` for key ``key`` whose current value is ``current``: of its type (an int becomes a float), else
+    ConfigError."""
     if current is None or value is None:
         return value
     if isinstance(current, bool):

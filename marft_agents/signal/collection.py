@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from marft_agents.engines.seeded import EpisodeSeededEngine, episode_seed
-from marft_agents.rollout.layered import Episode
+from marft_agents.rollout.episode import Episode
 from marft_agents.settings.text import ConfigError
 from marft_agents.signal.config import SignalConfig
 from marft_agents.signal.curriculum import DifficultySampler, check_levels, sampler_rng
@@ -57,7 +57,8 @@ def rank_share(indices: range, group_size: int, rank: int, world: int) -> range:
 def declared_levels(env: Any, *, strict: bool = True) -> tuple:
     """The env's ``difficulties()``, checked (:func:`check_levels`); ``strict=False``: () where they are unusable.
 
-    ``strict``: a ``difficulties()`` that raises, or levels a curriculum cannot use, is a :class:`ConfigError` naming it.
+    ``strict``: a ``difficulties()`` that raises, or levels a curriculum cannot use, is a :class:`ConfigError` naming
+    it.
     """
     if not hasattr(env, "difficulties"):
         return ()
@@ -68,7 +69,9 @@ def declared_levels(env: Any, *, strict: bool = True) -> tuple:
         if not strict:
             return ()
         reason = f"{type(err).__name__}: {str(err).splitlines()[0][:160] if str(err).strip() else ''}".rstrip(": ")
-        raise ConfigError(f"signal.curriculum: {source} failed ({reason}); fix it, or turn signal.curriculum off") from None
+        raise ConfigError(
+            f"signal.curriculum: {source} failed ({reason}); fix it, or turn signal.curriculum off"
+        ) from None
     try:
         return check_levels(levels, source)
     except ValueError as err:
@@ -82,9 +85,9 @@ class BatchCollector:
 
     def __init__(
         self,
-        engine: Any,
+        rollout: Any,
         envs: Sequence[Any],
-        generator: Any,
+        engine: Any,
         settings: SignalConfig,
         *,
         seed: int,
@@ -97,12 +100,14 @@ class BatchCollector:
         rank: int = 0,
         world: int = 1,
     ):
-        """``stopping()``: whether the run was asked to stop (a signal); dynamic sampling then draws no more.
+        """``rollout`` plays the episodes on ``envs`` (the rollout engine or the worker pool); ``engine`` samples
+        their tokens (an episode-seeded one is told each batch's seeds). ``stopping()``: whether the run was
+        asked to stop (a signal); dynamic sampling then draws no more.
 
         ``rank`` of ``world`` data-parallel ranks plays only its share of each batch (:func:`rank_share`).
         """
         levels = check(settings, envs[0], group_size=group_size, workers=workers, algo=algo)
-        self.engine, self.envs, self.generator = engine, envs, generator
+        self.rollout, self.envs, self.engine = rollout, envs, engine
         self.settings = settings
         self.stopping = stopping
         self.seed, self.episodes_per_update, self.updates, self.group = seed, episodes_per_update, updates, group_size
@@ -141,18 +146,19 @@ class BatchCollector:
         return episodes, metrics
 
     def start(self, update: int) -> Any:
-        """Start playing ``update``'s batch on the rollout workers now (``distributed.overlap``); ``.result()`` waits for it."""
+        """Start playing ``update``'s batch on the rollout workers now (``distributed.overlap``); ``.result()`` waits
+        for it."""
         indices = draw_indices(0, update, self.episodes_per_update, self.updates)
-        return self.engine.start_collect(self.envs, indices, seed_of=self._env_seed)
+        return self.rollout.start_collect(self.envs, indices, seed_of=self._env_seed)
 
     def _play(self, indices: range, update: int, draw: int) -> list[Episode]:
         options = {}  # rollout workers take no reset options; they are refused with the signal options
         if self.sampler is not None:
             levels = self.sampler.assign(indices, self.group, sampler_rng(self.seed, update, draw))
             options["options_of"] = lambda i: {"difficulty": levels[i]}
-        if isinstance(self.generator, EpisodeSeededEngine):  # the seeds a worker would use for these episodes
-            self.generator.seed_episodes({i: episode_seed(self.seed, update, i) for i in indices})
-        episodes = self.engine.collect(self.envs, indices, seed_of=self._env_seed, **options)
+        if isinstance(self.engine, EpisodeSeededEngine):  # the seeds a worker would use for these episodes
+            self.engine.seed_episodes({i: episode_seed(self.seed, update, i) for i in indices})
+        episodes = self.rollout.collect(self.envs, indices, seed_of=self._env_seed, **options)
         if self.sampler is not None:
             self.sampler.record(episodes)
         return episodes

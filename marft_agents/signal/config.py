@@ -40,14 +40,21 @@ class SignalConfig:
 
 def check(settings: SignalConfig) -> None:
     """Refuse values no run can use, in one line naming the key."""
-    if isinstance(settings.max_draws, bool) or not HOLDS[DRAWS](settings.max_draws):  # also where the config layer did not check
+    if isinstance(settings.max_draws, bool) or not HOLDS[DRAWS](
+        settings.max_draws
+    ):  # also where the config layer did not check
         raise ValueError(f"signal.max_draws must be {DRAWS}, got {shown(settings.max_draws)}")
     value = settings.curriculum_window
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"signal.curriculum_window must be an integer >= 1, got {value!r}")
     for key in ("curriculum_low", "curriculum_high", "curriculum_floor"):
         value = getattr(settings, key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value <= 1:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or not 0 <= value <= 1
+        ):
             raise ValueError(f"signal.{key} must be in [0, 1], got {value!r}")
     if settings.curriculum_low >= settings.curriculum_high:
         raise ValueError(

@@ -29,14 +29,15 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
-from marft_agents.rollout.layered import Episode
+from marft_agents.rollout.episode import Episode
 
 PLAIN_LEVEL_TYPES = (int, float, str, bool)
 """Types a level's plain form (:func:`level_key`) may have: what ``torch.load(weights_only=True)`` reads."""
 
 
 def level_key(level: Hashable) -> Hashable:
-    """A level as plain data for checkpoints and metric names: NumPy scalars as their Python value, Enum members as ``Class.NAME``."""
+    """A level as plain data for checkpoints and metric names: NumPy scalars as their Python value, Enum members as
+    ``Class.NAME``."""
     if isinstance(level, enum.Enum):
         return f"{type(level).__name__}.{level.name}"
     if isinstance(level, np.generic):
@@ -56,10 +57,15 @@ def check_levels(levels: Sequence, source: str) -> tuple:
         try:
             hash(level)
         except Exception:
-            raise ValueError(f"{source} gave the level {shown}, which is not hashable: give plain int, float or str levels") from None
+            raise ValueError(
+                f"{source} gave the level {shown}, which is not hashable: give plain int, float or str levels"
+            ) from None
         key = level_key(level)
         if type(key) not in PLAIN_LEVEL_TYPES:
-            raise ValueError(f"{source} gave the level {shown}: levels must be plain int, float or str (or NumPy scalars, Enum members)")
+            raise ValueError(
+                f"{source} gave the level {shown}: levels must be plain int, float or str (or NumPy scalars, Enum "
+                "members)"
+            )
         if isinstance(key, float) and not math.isfinite(key):
             raise ValueError(f"{source} gave the level {shown}, which is not finite: give finite or non-float levels")
         if key in seen or any(level == other for other in seen.values()):
@@ -73,7 +79,9 @@ def running_success(outcomes: Sequence[bool]) -> float | None:
     return sum(outcomes) / len(outcomes) if outcomes else None
 
 
-def level_weights(rates: dict[Hashable, float | None], *, low: float, high: float, floor: float) -> dict[Hashable, float]:
+def level_weights(
+    rates: dict[Hashable, float | None], *, low: float, high: float, floor: float
+) -> dict[Hashable, float]:
     """Draw probabilities of the levels from their running success rates (see the module docstring)."""
     raw = {level: 1.0 if rate is None or low < rate < high else floor for level, rate in rates.items()}
     total = sum(raw.values())
@@ -139,7 +147,10 @@ class DifficultySampler:
 
     def state_dict(self) -> dict:
         """The windows, for checkpoints (levels in their plain form, :func:`level_key`)."""
-        return {"levels": [level_key(level) for level in self.levels], "outcomes": [list(self.outcomes[level]) for level in self.levels]}
+        return {
+            "levels": [level_key(level) for level in self.levels],
+            "outcomes": [list(self.outcomes[level]) for level in self.levels],
+        }
 
     def load_state_dict(self, state: dict) -> None:
         ours = [level_key(level) for level in self.levels]

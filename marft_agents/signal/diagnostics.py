@@ -8,7 +8,8 @@ weak model most episodes score 0 (SmolLM2-135M solves ~4 % of its training episo
 
 - ``signal/rewarded_frac``: the share of the batch's episodes with some non-zero reward;
 - ``signal/zero_spread_frac``: the share of groups (consecutive ``group_size`` episodes, one problem)
-  whose episode returns are all equal; for a learner without groups (``group_size`` 1) the batch is
+  whose episode returns are all equal — the team's, and each agent's own (in a zero-sum game the team's
+  return is always 0 while each player's differ); for a learner without groups (``group_size`` 1) the batch is
   one group, so this is 1 exactly when every episode returned the same; for tree rollouts
   (``grpo.grouping=tree``: one episode per problem) the groups are the sibling groups and their scores;
 - ``signal/<agent>/reward``: the mean reward of each agent's steps;
@@ -24,7 +25,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from marft_agents.rollout.layered import Episode
+from marft_agents.rollout.episode import Episode
 
 RECIPE_DOC = 'docs/real-models.md, "When the reward is zero"'
 """Where the recipe is written down."""
@@ -55,6 +56,23 @@ def has_spread(returns: Sequence[float]) -> bool:
     return len(returns) > 1 and max(returns) != min(returns)
 
 
+def own_returns(episode: Episode) -> dict[str, float]:
+    """Each agent's own return in an episode: the rewards paid to it."""
+    out: dict[str, float] = defaultdict(float)
+    for s in episode.steps:
+        out[s.agent] += s.reward
+    return dict(out)
+
+
+def group_has_spread(group: Sequence[Episode]) -> bool:
+    """Whether a group's episodes differ in the team's return or in some agent's own return."""
+    if has_spread([episode_return(e) for e in group]):
+        return True
+    own = [own_returns(e) for e in group]
+    agents = {a for o in own for a in o}
+    return any(has_spread([o.get(a, 0.0) for o in own]) for a in agents)
+
+
 def signal_metrics(episodes: Sequence[Episode], group_size: int) -> dict[str, float]:
     """The ``signal/*`` diagnostics of one batch (see the module docstring); empty for an empty batch."""
     if not episodes:
@@ -64,12 +82,12 @@ def signal_metrics(episodes: Sequence[Episode], group_size: int) -> dict[str, fl
         for e in episodes:
             for s in (*e.steps, *e.branches):
                 siblings[s.group].append(s.score)
-        scores = list(siblings.values())
+        flat = [not has_spread(g) for g in siblings.values()]
     else:
-        scores = [[episode_return(e) for e in g] for g in groups_of(episodes, group_size)]
+        flat = [not group_has_spread(g) for g in groups_of(episodes, group_size)]
     out = {
         "signal/rewarded_frac": sum(any(s.reward != 0 for s in e.steps) for e in episodes) / len(episodes),
-        "signal/zero_spread_frac": sum(not has_spread(g) for g in scores) / len(scores),
+        "signal/zero_spread_frac": sum(flat) / len(flat),
     }
     rewards: dict[str, list[float]] = defaultdict(list)
     for e in episodes:
@@ -131,7 +149,9 @@ def no_signal_warning(update: int, metrics: dict[str, float], options: list[str]
         effect = "yet the policy took a step on the critic's advantages (skip_equal_returns=false)"
     else:
         effect = "but its returns differed, so the policy took a step on the critic's advantages"
-    return f"warning: update {update} had no reward signal ({what}), {effect}; try, in this order: {todo} ({RECIPE_DOC})"
+    return (
+        f"warning: update {update} had no reward signal ({what}), {effect}; try, in this order: {todo} ({RECIPE_DOC})"
+    )
 
 
 def summary_of(rows: Sequence[dict[str, float]]) -> dict[str, float]:
@@ -140,7 +160,9 @@ def summary_of(rows: Sequence[dict[str, float]]) -> dict[str, float]:
         return {}
     keys = ("signal/rewarded_frac", "signal/zero_spread_frac", "signal/advantage_std")
     out = {
-        k.split("/", 1)[1]: sum(r[k] for r in rows if k in r) / max(sum(k in r for r in rows), 1) for k in keys if any(k in r for r in rows)
+        k.split("/", 1)[1]: sum(r[k] for r in rows if k in r) / max(sum(k in r for r in rows), 1)
+        for k in keys
+        if any(k in r for r in rows)
     }
     out["updates_without_signal"] = sum(no_signal(r) for r in rows)
     out["updates"] = len(rows)

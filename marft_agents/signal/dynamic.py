@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from marft_agents.rollout.layered import Episode
-from marft_agents.signal.diagnostics import episode_return, groups_of, has_spread
+from marft_agents.rollout.episode import Episode
+from marft_agents.signal.diagnostics import group_has_spread, groups_of
 
 
 def draw_indices(draw: int, update: int, episodes_per_update: int, updates: int) -> range:
@@ -29,16 +29,16 @@ def draw_indices(draw: int, update: int, episodes_per_update: int, updates: int)
     return range(first, first + episodes_per_update)
 
 
-def pick_groups(returns: list[list[float]], wanted: int) -> tuple[list[int], int]:
-    """Which groups make the batch: ``(indices into returns, how many of them are informative)``.
+def pick_groups(spread: list[bool], wanted: int) -> tuple[list[int], int]:
+    """Which groups make the batch: ``(indices into spread, how many of them are informative)``.
 
-    ``returns`` holds each drawn group's episode returns, in draw order. The batch takes the first
-    ``wanted`` groups whose returns differ, then, if there are too few, the first groups whose
-    returns are all equal; the result is in draw order.
+    ``spread`` says, for each drawn group in draw order, whether its returns differ (``group_has_spread``). The
+    batch takes the first ``wanted`` groups whose returns differ, then, if there are too few, the first groups
+    whose returns are all equal; the result is in draw order.
     """
-    informative = [k for k, r in enumerate(returns) if has_spread(r)]
+    informative = [k for k, s in enumerate(spread) if s]
     kept = informative[:wanted]
-    fill = [k for k, r in enumerate(returns) if not has_spread(r)][: wanted - len(kept)]
+    fill = [k for k, s in enumerate(spread) if not s][: wanted - len(kept)]
     return sorted(kept + fill), len(kept)
 
 
@@ -65,8 +65,12 @@ def collect_informative(
     while draws < max_draws and informative < wanted and not (draws and stopping()):
         new = groups_of(collect(draw_indices(draws, update, episodes_per_update, updates)), group_size)
         drawn += new
-        informative += sum(has_spread([episode_return(e) for e in g]) for g in new)
+        informative += sum(group_has_spread(g) for g in new)
         draws += 1
-    picked, kept = pick_groups([[episode_return(e) for e in g] for g in drawn], wanted)
+    picked, kept = pick_groups([group_has_spread(g) for g in drawn], wanted)
     batch = [e for k in picked for e in drawn[k]]
-    return batch, {"signal/draws": float(draws), "signal/groups_drawn": float(len(drawn)), "signal/informative_groups": float(kept)}
+    return batch, {
+        "signal/draws": float(draws),
+        "signal/groups_drawn": float(len(drawn)),
+        "signal/informative_groups": float(kept),
+    }

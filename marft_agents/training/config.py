@@ -74,7 +74,9 @@ class TrainConfig:
     """LoRA rank (at most the model's hidden size)."""
     lora_alpha: int = ranged(16, POSITIVE)
     """LoRA alpha."""
-    lora_targets: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    lora_targets: list[str] = field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
     """Module names that get LoRA adapters (every linear layer: on the embedded model, q/v alone barely moved it)."""
     algo: str = "marft"
     """Training algorithm (``marft train --help-config --algo NAME`` lists its keys)."""
@@ -162,7 +164,11 @@ def from_dict(data: dict[str, Any], *, other_sections: str = "error") -> TrainCo
 
 
 def load(
-    path: str | Path | None = None, overrides: list[str] = (), preset: str = "default", algo: str | None = None, imports: list[str] = ()
+    path: str | Path | None = None,
+    overrides: list[str] = (),
+    preset: str = "default",
+    algo: str | None = None,
+    imports: list[str] = (),
 ) -> TrainConfig:
     """Defaults, then the preset, then the file, then ``key=value`` overrides, then ``algo`` (``--algo``).
 
@@ -248,7 +254,9 @@ def validate(config: TrainConfig) -> None:
             "generation.merge_lora merges adapters for the in-process hf engine: use it with generation.engine=hf "
             "and distributed.workers=0, or set generation.merge_lora=false"
         )
-    if config.dtype == "bfloat16" and config.adapter_mode == "copies":  # bf16 copies would round Adam's small steps away
+    if (
+        config.dtype == "bfloat16" and config.adapter_mode == "copies"
+    ):  # bf16 copies would round Adam's small steps away
         raise ConfigError(
             f"dtype={config.dtype} is for LoRA on a frozen base: use adapter_mode=lora or shared with it, "
             "or dtype=float32 with adapter_mode=copies"

@@ -27,7 +27,9 @@ def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
         if name not in params:
             close = difflib.get_close_matches(name[:100], list(params), n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(f"env_kwargs.{cut(name)}: {env_id} has no option {shown(name)}; {hint}its options: {sorted(params)}")
+            raise ConfigError(
+                f"env_kwargs.{cut(name)}: {env_id} has no option {shown(name)}; {hint}its options: {sorted(params)}"
+            )
         default, param = params[name].default, params[name]
         if value is None:
             continue
@@ -40,7 +42,9 @@ def check_env_kwargs(env_id: str, env_kwargs: dict[str, Any]) -> None:
         # takes ``levels=1`` too).
         kinds = (bool if isinstance(default, bool) else type(default), *(annotated or ()))
         if not _is(value, _widened(kinds)):
-            raise ConfigError(f"env_kwargs.{name} must be {_kind(kinds)} (its default is {shown(default)}), got {shown(value)}")
+            raise ConfigError(
+                f"env_kwargs.{name} must be {_kind(kinds)} (its default is {shown(default)}), got {shown(value)}"
+            )
 
 
 def _is(value: Any, expected: tuple[type, ...]) -> bool:
@@ -68,9 +72,14 @@ _SIMPLE = (bool, int, float, str, list, tuple, dict)
 
 
 def _annotated_kinds(param: inspect.Parameter) -> tuple[type, ...] | None:
-    """The simple types (``int``, ``str``, ``tuple``, ...) an annotation names, ``None`` left out; None if it names others."""
+    """The simple types (``int``, ``str``, ``tuple``, ...) an annotation names, ``None`` left out; None if it names
+    others."""
     hint = param.annotation  # a string where the signature's annotations could not be evaluated: not checked
-    args = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union else (hint,)
+    args = (
+        typing.get_args(hint)
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
+        else (hint,)
+    )
     kinds = tuple(typing.get_origin(a) or a for a in args if a is not type(None))
     if not kinds or not all(k in _SIMPLE for k in kinds):
         return None

@@ -70,33 +70,32 @@ def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] =
     agents = marft_envs.make(config.env, **config.env_kwargs).possible_agents
     check_ids(config.agents, agents, config.env)  # agents.<agent_id>.* of an agent the env has, before the model loads
     policy = build_policy(config, agents)
-    state = ckpt.adapters_of(ckpt.load_checkpoint(latest), latest)
-    missing = [a for a in policy.adapters if a not in state]
-    if missing:
-        raise ValueError(
-            f"{latest} has adapters {sorted(state)}, but {config.env} needs {policy.adapters}: "
-            "evaluate the run on its own env (drop --env) or on one with the same agents"
-        )
     try:
-        for adapter in policy.adapters:  # evaluate the trained adapters, not the untuned base
-            policy.load_adapter_state(adapter, state[adapter])
-    except (KeyError, RuntimeError) as err:
-        raise ValueError(f"{latest}: its adapters do not fit {config.model} ({_line(err)})") from None
+        ckpt.load_adapters(policy, latest)  # evaluate the trained adapters, not the untuned base
+    except ckpt.AdaptersMismatch as err:
+        if err.cause is not None:
+            raise ValueError(f"{latest}: its adapters do not fit {config.model} ({_line(err.cause)})") from None
+        raise ValueError(
+            f"{latest} has adapters {err.held}, but {config.env} needs {policy.adapters}: "
+            "evaluate the run on its own env (drop --env) or on one with the same agents"
+        ) from None
     return policy, config
 
 
 def _refuse_run_code(env_id: str, saved: Path) -> None:
-    """Refuse a ``module:Class`` env id from a run's config whose module is not imported yet: importing it would run its code."""
+    """Refuse a ``module:Class`` env id from a run's config whose module is not imported yet: importing it would run its
+    code."""
     module = env_id.partition(":")[0] if ":" in env_id else None
     if module and module not in sys.modules:
         raise ValueError(
-            f"{saved} names env={env_id!r}, code in module {module!r}, which marft eval does not import from a run folder: "
-            f"pass --import {module} if you trust it, or --env ID"
+            f"{saved} names env={env_id!r}, code in module {module!r}, which marft eval does not import from a run "
+            f"folder: pass --import {module} if you trust it, or --env ID"
         )
 
 
 def check_env_id(env_id: str) -> None:
-    """Raise KeyError (naming the closest id) unless ``env_id`` is a known env, after entry points and ``module:Class`` ids."""
+    """Raise KeyError (naming the closest id) unless ``env_id`` is a known env, after entry points and ``module:Class``
+    ids."""
     import marft_envs
     from marft_envs.plugins import resolve
 

@@ -53,7 +53,8 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
         raise ConfigError(f"init_from: cannot read {saved_path}: {err}") from None
     if not isinstance(saved, dict):
         raise ConfigError(
-            f"init_from: {saved_path} holds {type(saved).__name__}, not a run's config (a JSON object): give a `marft train` run_dir"
+            f"init_from: {saved_path} holds {type(saved).__name__}, not a run's config (a JSON object): give a "
+            "`marft train` run_dir"
         )
     ours = to_dict(config)
     for key in MATCHING_KEYS:
@@ -75,20 +76,19 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
             )
     latest = ckpt.latest_checkpoint(run / "checkpoints")
     if latest is None:
-        raise ConfigError(f"init_from={run} has no checkpoint in {run / 'checkpoints'}: let that run finish (it writes one at its end)")
-    adapters = ckpt.adapters_of(ckpt.load_checkpoint(latest), latest)
-    missing = [a for a in policy.adapters if a not in adapters]
-    if missing:
         raise ConfigError(
-            f"init_from={run} has adapters {sorted(adapters)}, this run's env needs {policy.adapters}: "
-            "start from a run of an env with the same agents"
+            f"init_from={run} has no checkpoint in {run / 'checkpoints'}: let that run finish (it writes one at its "
+            "end)"
         )
     try:
-        for adapter in policy.adapters:
-            policy.load_adapter_state(adapter, adapters[adapter])
-    except (KeyError, RuntimeError) as err:
+        ckpt.load_adapters(policy, latest)
+    except ckpt.AdaptersMismatch as err:
+        if err.cause is not None:
+            cause = f"{type(err.cause).__name__}: {str(err.cause).splitlines()[0][:120]}"
+            raise ConfigError(f"init_from={run}: the adapters of {latest} do not fit this model ({cause})") from None
         raise ConfigError(
-            f"init_from={run}: the adapters of {latest} do not fit this model ({type(err).__name__}: {str(err).splitlines()[0][:120]})"
+            f"init_from={run} has adapters {err.held}, this run's env needs {policy.adapters}: "
+            "start from a run of an env with the same agents"
         ) from None
     policy.freeze_reference()  # the KL penalty keeps the policy near these adapters, not near the untuned base
     return {"run": str(run), "checkpoint": latest.name}

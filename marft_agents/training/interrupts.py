@@ -75,7 +75,8 @@ class StopOnSignal:
         if self.deferring and self.requested is None:
             self.requested = signum
             print(
-                f"marft train: {name}: finishing this update and writing its checkpoint (send it again to stop at once)",
+                f"marft train: {name}: finishing this update and writing its checkpoint (send it again to stop at "
+                "once)",
                 file=sys.stderr,
                 flush=True,
             )

@@ -25,7 +25,8 @@ from marft_agents.training.config import ConfigError, TrainConfig
 
 
 def ranks_from_env(environ: Mapping[str, str] = os.environ, device: str = "cpu") -> Ranks:
-    """This process's rank and the number of ranks, as torchrun sets them (``RANK``, ``WORLD_SIZE``); rank 0 of 1 without.
+    """This process's rank and the number of ranks, as torchrun sets them (``RANK``, ``WORLD_SIZE``); rank 0 of 1
+    without.
 
     ``device``: the run's ``device`` setting; the rank's learner lives on :func:`rank_device`.
     """
@@ -35,7 +36,8 @@ def ranks_from_env(environ: Mapping[str, str] = os.environ, device: str = "cpu")
         world, rank = int(environ["WORLD_SIZE"]), int(environ.get("RANK", "0"))
     except ValueError:
         raise ConfigError(
-            f"WORLD_SIZE={environ['WORLD_SIZE']!r} and RANK={environ.get('RANK')!r} must be integers: launch with torchrun"
+            f"WORLD_SIZE={environ['WORLD_SIZE']!r} and RANK={environ.get('RANK')!r} must be integers: launch with "
+            "torchrun"
         ) from None
     if world < 1 or not 0 <= rank < world:
         raise ConfigError(f"RANK={rank} must lie in [0, WORLD_SIZE={world}): launch with torchrun")
@@ -43,11 +45,14 @@ def ranks_from_env(environ: Mapping[str, str] = os.environ, device: str = "cpu")
 
 
 def rank_device(name: str, environ: Mapping[str, str] = os.environ) -> torch.device:
-    """Where this rank's learner lives: the ``device`` setting's device, and on CUDA the rank's own GPU, ``cuda:LOCAL_RANK``."""
+    """Where this rank's learner lives: the ``device`` setting's device, and on CUDA the rank's own GPU,
+    ``cuda:LOCAL_RANK``."""
     try:
         device = resolve_device(name)
         if device.type == "cuda":
-            return resolve_device(f"cuda:{int(environ.get('LOCAL_RANK', '0'))}")  # refused when this machine has fewer GPUs
+            return resolve_device(
+                f"cuda:{int(environ.get('LOCAL_RANK', '0'))}"
+            )  # refused when this machine has fewer GPUs
     except ValueError as err:
         raise ConfigError(f"{err} (data-parallel rank {environ.get('RANK')} of {environ.get('WORLD_SIZE')})") from None
     return device
@@ -59,21 +64,29 @@ def backend_for(device: torch.device) -> str:
 
 
 def check(config: TrainConfig, ranks: Ranks) -> None:
-    """Refuse, in one line, a config a run of ``ranks.world`` data-parallel ranks cannot train (nothing with one rank)."""
+    """Refuse, in one line, a config a run of ``ranks.world`` data-parallel ranks cannot train (nothing with one
+    rank)."""
     if not ranks.parallel:
         return
     where = f"a data-parallel run ({ranks.world} ranks under torchrun)"
     if config.device.startswith("cuda:"):
-        raise ConfigError(f"{where} gives each rank its own GPU (cuda:LOCAL_RANK), not device={config.device}: use device=cuda or auto")
+        raise ConfigError(
+            f"{where} gives each rank its own GPU (cuda:LOCAL_RANK), not device={config.device}: use device=cuda or "
+            "auto"
+        )
     if config.distributed.workers:
-        raise ConfigError(f"{where} plays its episodes in its ranks, not on Ray rollout workers: set distributed.workers=0")
+        raise ConfigError(
+            f"{where} plays its episodes in its ranks, not on Ray rollout workers: set distributed.workers=0"
+        )
     if config.generation.engine != "hf":
         raise ConfigError(
-            f"{where} samples each episode from its own seeded generator, which generation.engine={config.generation.engine} "
-            "does not do: use generation.engine=hf"
+            f"{where} samples each episode from its own seeded generator, which "
+            f"generation.engine={config.generation.engine} does not do: use generation.engine=hf"
         )
     if config.signal.dynamic_sampling or config.signal.curriculum:
-        raise ConfigError(f"{where} cannot draw signal.dynamic_sampling or signal.curriculum across ranks yet: turn them off")
+        raise ConfigError(
+            f"{where} cannot draw signal.dynamic_sampling or signal.curriculum across ranks yet: turn them off"
+        )
     try:
         lookup(config.algo)[1].check_data_parallel(config.algo_args)
     except ValueError as err:
@@ -81,8 +94,9 @@ def check(config: TrainConfig, ranks: Ranks) -> None:
     group = getattr(config.algo_args, "group_size", 1)
     if config.episodes_per_update // group < ranks.world:
         raise ConfigError(
-            f"{where} gives each rank whole groups of {group} episodes, but episodes_per_update={config.episodes_per_update} "
-            f"holds {config.episodes_per_update // group}: set episodes_per_update to at least {ranks.world * group}"
+            f"{where} gives each rank whole groups of {group} episodes, but "
+            f"episodes_per_update={config.episodes_per_update} holds {config.episodes_per_update // group}: set "
+            f"episodes_per_update to at least {ranks.world * group}"
         )
 
 

@@ -3,7 +3,7 @@
 Two rules hold here. Every check (config values, the run folder, env options, model, learner,
 checkpoint, workers) runs before the first file is written, so a refused run leaves ``run_dir`` as it
 was. And the parts are built in a fixed order (seeds, the probe env, the model, the learner, the
-workers, the other envs, the engines, the first evaluation), so a run draws the same random numbers
+workers, the other envs, the engine and the rollout, the first evaluation), so a run draws the same random numbers
 whatever else changes, and a resumed run plays on as one that was never stopped.
 """
 
@@ -22,20 +22,24 @@ import torch
 
 import marft_envs
 from marft_agents.algorithms import build_learner, lookup
+from marft_agents.algorithms.base import Learner
 from marft_agents.algorithms.data_parallel import SINGLE, Ranks
+from marft_agents.distributed.pool import WorkerPool
+from marft_agents.engines.base import Engine
 from marft_agents.engines.seeded import EpisodeSeededEngine
 from marft_agents.models.device import resolve_device
-from marft_agents.models.policy import LaMASPolicy
+from marft_agents.models.protocol import Policy
 from marft_agents.rollout.evaluation import evaluate
 from marft_agents.rollout.layered import RolloutEngine
+from marft_agents.rollout.tree import TreeRollout
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import files as run_files
 from marft_agents.runs import folder as run_folder
 from marft_agents.runs import report
 from marft_agents.runs.lock import RunLock
 from marft_agents.runs.metrics import MetricsLog
+from marft_agents.runs.trackers import WandbTracker, open_tracker
 from marft_agents.runs.trackers import check_available as check_trackers
-from marft_agents.runs.trackers import open_tracker
 from marft_agents.settings import agents as agent_section
 from marft_agents.signal.collection import BatchCollector
 from marft_agents.signal.collection import check as check_signal_options
@@ -57,6 +61,8 @@ from marft_agents.training.setup import (
     start_workers,
     training_sampling,
 )
+from marft_envs.core import FlexEnv
+from marft_envs.outcomes import reward_structure
 from marft_envs.plugins import resolve as resolve_env
 
 
@@ -65,17 +71,19 @@ class Evaluation:
     """How this run evaluates its policy: in this process or on the workers, on the env options the learner asks for."""
 
     run: Callable[..., dict]
-    """:func:`marft_agents.rollout.evaluation.evaluate`, or the worker pool's ``evaluate`` (same signature and result)."""
-    policy: LaMASPolicy
+    """:func:`marft_agents.rollout.evaluation.evaluate`, or the worker pool's ``evaluate`` (same signature and
+    result)."""
+    policy: Policy
     args: dict[str, Any]
-    """``env_id``, ``env_kwargs``, ``n``, ``max_new_tokens``, ``agent_max_new_tokens``, ``engine``: what every evaluation shares."""
+    """``env_id``, ``env_kwargs``, ``n``, ``max_new_tokens``, ``agent_max_new_tokens``, ``engine``: what every
+    evaluation shares."""
     run_dir: Path
     """Where the transcripts go."""
     transcripts: int
     """Transcripts written per full evaluation (``eval_transcripts``)."""
     rounds: int
     """Attempts of the feedback protocol, where the env declares one (``eval_rounds``; 1 or less: none)."""
-    tracker: Any = None
+    tracker: WandbTracker | None = None
     """The run's experiment tracker (``runs/trackers.py``), told each full evaluation; None: none."""
 
     def accuracy(self) -> float:
@@ -97,21 +105,25 @@ class Evaluation:
 
 @dataclass
 class RunParts:
-    """What one run is made of, checked and built by :func:`build_run`; the update loop drives these."""
+    """What one run is made of, checked and built by :func:`build_run`; the update loop drives these.
+
+    The *rollout* plays the episodes and the *engine* samples their tokens; the worker pool is both."""
 
     run_dir: Path
-    policy: LaMASPolicy
-    algo: Any
+    policy: Policy
+    algo: Learner
     """The learner (:class:`marft_agents.algorithms.base.Learner`)."""
     rng: np.random.Generator
     """The generator the learner's updates draw from (checkpointed with Python's and torch's)."""
-    envs: list
+    envs: list[FlexEnv]
     """The trainer's envs (one when rollout workers play: they have their own)."""
-    generator: Any
-    """The engine whose weights follow the learner's (``sync``, ``close``): the worker pool or an in-process engine."""
-    engine: Any
-    """What plays the episodes and times them: the worker pool, or the learner's rollout engine."""
-    collector: BatchCollector
+    engine: Engine | WorkerPool
+    """What samples tokens, its weights following the learner's (``sync``, ``close``): an in-process engine, or the
+    worker pool."""
+    rollout: RolloutEngine | TreeRollout | WorkerPool
+    """What plays the episodes and times them: the rollout engine (tree sampling wraps it), or the worker pool."""
+    batches: BatchCollector
+    """What draws each update's batch through ``rollout`` (the ``signal.*`` options: dynamic sampling, curriculum)."""
     evaluation: Evaluation
     signal_options: list[str]
     """The ways to get a reward signal this run does not use yet (named by the warnings)."""
@@ -125,17 +137,24 @@ class RunParts:
     """The metrics log (None on a data-parallel rank other than 0: rank 0 alone writes the run's files)."""
     started: float
     """``time.perf_counter()`` once the config and folder checks had passed (the run's wall time counts from it)."""
-    tracker: Any = None
-    """The experiment tracker (``log.wandb``; :class:`marft_agents.runs.trackers.WandbTracker`), ended with the run; None: none."""
+    tracker: WandbTracker | None = None
+    """The experiment tracker (``log.wandb``; :class:`marft_agents.runs.trackers.WandbTracker`), ended with the run;
+    None: none."""
 
 
 def build_run(
-    config: TrainConfig, stop: StopOnSignal, held: contextlib.ExitStack, *, resume: bool, overwrite: bool, ranks: Ranks = SINGLE
+    config: TrainConfig,
+    stop: StopOnSignal,
+    held: contextlib.ExitStack,
+    *,
+    resume: bool,
+    overwrite: bool,
+    ranks: Ranks = SINGLE,
 ) -> RunParts:
     """Check everything, then open ``run_dir`` (its lock stays in ``held``) and build the run's parts.
 
-    On resume the learner, the collector and the RNG states come from the latest checkpoint and the
-    first evaluation from ``eval_before.json``; otherwise the first evaluation runs and is written.
+    On resume the learner, the batch collector (its curriculum) and the RNG states come from the latest
+    checkpoint and the first evaluation from ``eval_before.json``; otherwise the first evaluation runs and is written.
     Data-parallel (``ranks``): every rank checks and builds; rank 0 alone checks and opens the folder,
     reads the checkpoint (sent to the others), evaluates and writes; a refusal on any rank is raised on all.
     """
@@ -156,23 +175,75 @@ def build_run(
         if ranks.lead:
             # -- every check passed: from here on the run writes into run_dir -----------------------------
             _open_run_dir(run_dir, held, config, resume=resume, overwrite=overwrite, latest=latest)
-            tracker = open_tracker(config.log, run_dir, to_dict(config), resume=latest is not None, step=state.get("update", 0))
+            tracker = open_tracker(
+                config.log, run_dir, to_dict(config), resume=latest is not None, step=state.get("update", 0)
+            )
             if tracker is not None:  # ended with the run, marked failed when it raises
                 held.push(lambda kind, *_: tracker.close(failed=kind is not None))
     if ranks.parallel:
         latest, state = _same_start(ranks, algo, latest, state)
-    start = state.get("update", 0)
+    start, resumed = state.get("update", 0), latest is not None
+    envs, engine, rollout, batches = _collection_parts(
+        config, policy, algo, probe, pool, run_dir, stop, ranks, state if resumed else None
+    )
+    options = signal_options(config, probe, algo.group_size)
+    evaluation = _evaluation(config, policy, algo, engine, run_dir)
+    evaluation.tracker = tracker
+    if resumed:
+        ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
+    if not ranks.lead:  # rank 0 evaluates and writes
+        eval_before = {}
+    elif resumed:
+        eval_before = json.loads((run_dir / "eval_before.json").read_text())
+    else:
+        eval_before = evaluation.full("eval_before")
+        run_files.write_text(run_dir, "eval_before.json", json.dumps(eval_before, indent=2))
+    log = MetricsLog(run_dir, resume_from=start if resumed else None, tracker=tracker) if ranks.lead else None
+    return RunParts(
+        run_dir=run_dir,
+        policy=policy,
+        algo=algo,
+        rng=rng,
+        envs=envs,
+        engine=engine,
+        rollout=rollout,
+        batches=batches,
+        evaluation=evaluation,
+        signal_options=options,
+        start=start,
+        resumed=resumed,
+        ranks=ranks,
+        eval_before=eval_before,
+        log=log,
+        started=started,
+        tracker=tracker,
+    )
+
+
+def _collection_parts(
+    config: TrainConfig,
+    policy: Policy,
+    algo: Learner,
+    probe: FlexEnv,
+    pool: WorkerPool | None,
+    run_dir: Path,
+    stop: StopOnSignal,
+    ranks: Ranks,
+    resumed: dict | None,
+) -> tuple[list[FlexEnv], Engine | WorkerPool, RolloutEngine | TreeRollout | WorkerPool, BatchCollector]:
+    """The run's envs, its engine, its rollout, and the collector of its batches (``resumed``: the checkpoint's
+    state)."""
     n_envs = 1 if pool else min(config.episodes_per_update // ranks.world, 128)  # workers have their own envs
     envs = [probe] + [marft_envs.make(config.env, **config.env_kwargs) for _ in range(n_envs - 1)]
     # closed at the end of the run; a run that fails midway leaves it to the engine's finalizer
-    generator = _generation_engine(config, policy, pool, run_dir, seeded=ranks.parallel)
-    if latest is not None:
-        generator.sync(start)  # the resumed adapter weights
-    engine = pool if pool else algo.collector(_rollout_engine(config, policy, algo, generator))
-    collector = BatchCollector(
-        engine,
+    engine = _engine(config, policy, pool, run_dir, seeded=ranks.parallel)
+    if resumed is not None:
+        engine.sync(resumed.get("update", 0))  # the resumed adapter weights
+    rollout = pool if pool else algo.collector(_rollout(config, policy, algo, engine))
+    batches = BatchCollector(
+        rollout,
         envs,
-        generator,
+        engine,
         config.signal,
         seed=config.seed,
         episodes_per_update=config.episodes_per_update,
@@ -184,44 +255,14 @@ def build_run(
         rank=ranks.rank,
         world=ranks.world,
     )
-    if latest is not None:
-        collector.load_state_dict(state.get("signal", {}))
-    options = signal_options(config, probe, algo.group_size)
-    evaluation = _evaluation(config, policy, algo, pool, generator, run_dir)
-    evaluation.tracker = tracker
-    if latest is not None:
-        ckpt.set_rng_state(state["rng"], rng)  # after everything above that draws random numbers
-    if not ranks.lead:  # rank 0 evaluates and writes
-        eval_before = {}
-    elif latest is not None:
-        eval_before = json.loads((run_dir / "eval_before.json").read_text())
-    else:
-        eval_before = evaluation.full("eval_before")
-        run_files.write_text(run_dir, "eval_before.json", json.dumps(eval_before, indent=2))
-    log = MetricsLog(run_dir, resume_from=start if latest is not None else None, tracker=tracker) if ranks.lead else None
-    return RunParts(
-        run_dir=run_dir,
-        policy=policy,
-        algo=algo,
-        rng=rng,
-        envs=envs,
-        generator=generator,
-        engine=engine,
-        collector=collector,
-        evaluation=evaluation,
-        signal_options=options,
-        start=start,
-        resumed=latest is not None,
-        ranks=ranks,
-        eval_before=eval_before,
-        log=log,
-        started=started,
-        tracker=tracker,
-    )
+    if resumed is not None:
+        batches.load_state_dict(resumed.get("signal", {}))
+    return envs, engine, rollout, batches
 
 
 def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool, folder: bool = True) -> Path:
-    """The checks that need no model: config values, vLLM's presence, the run folder (``folder``), ``--resume``, the env and its options."""
+    """The checks that need no model: config values, vLLM's presence, the run folder (``folder``), ``--resume``, the env
+    and its options."""
     validate(config)
     try:
         resolve_device(config.device)  # a device that is not there is named before any model loads
@@ -254,37 +295,53 @@ def _same_start(ranks: Ranks, algo, latest: Path | None, state: dict) -> tuple[P
 
 
 def _probe_env(config: TrainConfig):
-    """The run's first env (its agents name the adapters and the ``agents.*`` sections), checked against the learner's needs."""
+    """The run's first env (its agents name the adapters and the ``agents.*`` sections), checked against the learner's
+    needs."""
     try:
         probe = marft_envs.make(config.env, **config.env_kwargs)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"env {config.env} refused env_kwargs {shown(config.env_kwargs)}: {err}") from None
     agent_section.check_ids(config.agents, probe.possible_agents, config.env)  # before any model loads
-    agent_section.frozen_agents(config.agents, probe.possible_agents, shared_adapter=config.adapter_mode == "shared")  # one trains
+    agent_section.frozen_agents(
+        config.agents, probe.possible_agents, shared_adapter=config.adapter_mode == "shared"
+    )  # one trains
     lookup(config.algo)[1].check_env(config.algo_args, probe, workers=config.distributed.workers)
     return probe
 
 
-def _load_policy(config: TrainConfig, agents: list[str], *, resume: bool) -> LaMASPolicy:
-    """The model and its adapters (those of ``init_from`` on a fresh run), refused if ``max_new_tokens`` does not fit."""
+def _load_policy(config: TrainConfig, agents: list[str], *, resume: bool) -> Policy:
+    """The model and its adapters (those of ``init_from`` on a fresh run), refused if ``max_new_tokens`` does not
+    fit."""
     policy = build_policy(config, agents)
     context = context_length(policy)
     longest = longest_response(config)  # the run's max_new_tokens, or an agent's own
     if context is not None and longest >= context:
         own = agent_section.values(config.agents, "max_new_tokens")
-        key = next((f"agents.{a}.max_new_tokens" for a, n in own.items() if n == longest > config.max_new_tokens), "max_new_tokens")
-        raise ConfigError(f"{key}={longest} does not fit the model's context of {context} tokens: use at most {context // 2}")
+        key = next(
+            (f"agents.{a}.max_new_tokens" for a, n in own.items() if n == longest > config.max_new_tokens),
+            "max_new_tokens",
+        )
+        raise ConfigError(
+            f"{key}={longest} does not fit the model's context of {context} tokens: use at most {context // 2}"
+        )
     if config.init_from is not None and not resume:  # on resume the checkpoint holds the adapters
         load_init_adapters(config, policy)
     return policy
 
 
-def _build_learner(config: TrainConfig, policy: LaMASPolicy, probe) -> Any:
+def _build_learner(config: TrainConfig, policy: Policy, probe: FlexEnv) -> Learner:
     """The learner, refused where its groups would split across updates or the ``signal.*`` options cannot work."""
-    temperature = learner_temperature(config, probe.possible_agents)  # each agent's log-probs at its own sampling temperature
-    frozen = agent_section.frozen_agents(config.agents, probe.possible_agents, shared_adapter=config.adapter_mode == "shared")
-    adapters = frozenset(policy.adapter_of[a] for a in frozen)  # agents.<agent_id>.train=false: adapters no update changes
+    temperature = learner_temperature(
+        config, probe.possible_agents
+    )  # each agent's log-probs at its own sampling temperature
+    frozen = agent_section.frozen_agents(
+        config.agents, probe.possible_agents, shared_adapter=config.adapter_mode == "shared"
+    )
+    adapters = frozenset(
+        policy.adapter_of[a] for a in frozen
+    )  # agents.<agent_id>.train=false: adapters no update changes
     algo = build_learner(config.algo, policy, config.algo_args, temperature, config.generation.tis_cap, frozen=adapters)
+    algo.reward_structure = reward_structure(probe)  # opponents are scored by their own rewards (GRPO)
     group = algo.group_size
     if config.episodes_per_update % group:
         raise ValueError(
@@ -296,7 +353,8 @@ def _build_learner(config: TrainConfig, policy: LaMASPolicy, probe) -> Any:
 
 
 def _load_resume_state(run_dir: Path, algo) -> tuple[Path, dict]:
-    """``--resume``: the latest checkpoint and its state, loaded into ``algo``; refused in one line if it does not fit."""
+    """``--resume``: the latest checkpoint and its state, loaded into ``algo``; refused in one line if it does not
+    fit."""
     latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
     if latest is None:
         raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; start again with --overwrite")
@@ -314,7 +372,13 @@ def _load_resume_state(run_dir: Path, algo) -> tuple[Path, dict]:
 
 
 def _open_run_dir(
-    run_dir: Path, held: contextlib.ExitStack, config: TrainConfig, *, resume: bool, overwrite: bool, latest: Path | None
+    run_dir: Path,
+    held: contextlib.ExitStack,
+    config: TrainConfig,
+    *,
+    resume: bool,
+    overwrite: bool,
+    latest: Path | None,
 ) -> None:
     """Take the folder's lock (held until the run ends), check it again, clear it if asked, write config.json."""
     try:
@@ -338,7 +402,9 @@ def _open_run_dir(
         raise ConfigError(f"cannot write run_dir {run_dir}: {err.strerror or err}") from None
 
 
-def _generation_engine(config: TrainConfig, policy: LaMASPolicy, pool, run_dir: Path, seeded: bool = False) -> Any:
+def _engine(
+    config: TrainConfig, policy: Policy, pool: WorkerPool | None, run_dir: Path, seeded: bool = False
+) -> Engine | WorkerPool:
     """The engine that samples the adapters: the worker pool, the episode-seeded engine, or ``generation.engine``.
 
     ``seeded``: episode-seeded whatever ``distributed.episode_seeds`` says (data-parallel ranks: an
@@ -346,28 +412,37 @@ def _generation_engine(config: TrainConfig, policy: LaMASPolicy, pool, run_dir: 
     """
     if config.generation.engine == "vllm":  # vllm writes its adapters and cache there: not through a link
         run_files.ensure_folder(run_dir, "engine")
-    generator = pool if pool else build_engine(config, policy, run_dir / "engine")
+    engine = pool if pool else build_engine(config, policy, run_dir / "engine")
     if not pool and (config.distributed.episode_seeds or seeded):  # the workers' sampling, in this process
-        generator = EpisodeSeededEngine(policy)
-    return generator
+        engine = EpisodeSeededEngine(policy)
+    return engine
 
 
-def _rollout_engine(config: TrainConfig, policy: LaMASPolicy, algo, generator) -> RolloutEngine:
+def _rollout(config: TrainConfig, policy: Policy, algo: Learner, engine: Engine) -> RolloutEngine:
     """The in-process rollout engine (a learner may wrap it to collect its own way: tree sampling)."""
     sampling, own = training_sampling(config)
     return RolloutEngine(
-        policy, sampling, record_state=algo.needs_state, engine=generator, skip_ignored=algo.skips_ignored, agent_sampling=own
+        policy,
+        sampling,
+        record_state=algo.needs_state,
+        engine=engine,
+        skip_ignored=algo.skips_ignored,
+        agent_sampling=own,
     )
 
 
-def _evaluation(config: TrainConfig, policy: LaMASPolicy, algo, pool, generator, run_dir: Path) -> Evaluation:
-    """The run's evaluation; a learner may evaluate on other env options (CORY: each policy alone, without the reference)."""
+def _evaluation(
+    config: TrainConfig, policy: Policy, algo: Learner, engine: Engine | WorkerPool, run_dir: Path
+) -> Evaluation:
+    """The run's evaluation; a learner may evaluate on other env options (CORY: each policy alone, without the
+    reference)."""
     args = dict(
         env_id=config.env,
         env_kwargs={**config.env_kwargs, **algo.eval_env_kwargs},
         n=config.eval_episodes,
         max_new_tokens=config.max_new_tokens,
         agent_max_new_tokens=agent_section.values(config.agents, "max_new_tokens"),
-        engine=generator,
+        engine=engine,
     )
-    return Evaluation(pool.evaluate if pool else evaluate, policy, args, run_dir, config.eval_transcripts, config.eval_rounds)
+    run = engine.evaluate if isinstance(engine, WorkerPool) else evaluate  # the workers play the evaluation too
+    return Evaluation(run, policy, args, run_dir, config.eval_transcripts, config.eval_rounds)

@@ -21,9 +21,9 @@ from marft_agents.distributed.worker import WorkerSpec
 from marft_agents.engines import Engine, make_engine
 from marft_agents.models.device import bf16_native, resolve_device
 from marft_agents.models.dtype import resolve_dtype
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
 from marft_agents.models.recompute import checkpoint_activations
-from marft_agents.models.sampling import agent_sampling
+from marft_agents.models.sampling import Sampling, agent_sampling
 from marft_agents.models.team import TeamPolicy
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import folder as run_folder
@@ -56,7 +56,10 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy | TeamPo
     if models is None:
         return _model_policy(config, config.model, agents, device)
     check_models(config)
-    members = {m: _model_policy(config, m, [a for a in agents if models[a] == m], device) for m in dict.fromkeys(models.values())}
+    members = {
+        m: _model_policy(config, m, [a for a in agents if models[a] == m], device)
+        for m in dict.fromkeys(models.values())
+    }
     return TeamPolicy(members, agents)
 
 
@@ -65,7 +68,8 @@ def _model_policy(config: TrainConfig, model_name: str, agents: list[str], devic
     # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
     dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
     model, tokenizer = load_base(
-        model_name, dtype=getattr(torch, resolve_dtype(dtype, gpu_bf16=bf16_native(device) if device.type == "cuda" else None))
+        model_name,
+        dtype=getattr(torch, resolve_dtype(dtype, gpu_bf16=bf16_native(device) if device.type == "cuda" else None)),
     )
     policy = LaMASPolicy(
         model,
@@ -89,7 +93,8 @@ def context_length(policy: LaMASPolicy | TeamPolicy) -> int | None:
 
 
 TEAM_ALGOS = ("grpo", "ippo")
-"""The shipped learners that train a team of models (GRPO has no critic, IPPO a value head per agent; the others share one)."""
+"""The shipped learners that train a team of models (GRPO has no critic, IPPO a value head per agent; the others share
+one)."""
 
 
 def check_models(config: TrainConfig) -> None:
@@ -104,9 +109,18 @@ def check_models(config: TrainConfig) -> None:
             config.algo in BUILTIN and config.algo not in TEAM_ALGOS,
             f"algo={config.algo} has a critic for agents of one width: use algo=grpo or algo=ippo",
         ),
-        (config.adapter_mode != "lora", f"adapter_mode={config.adapter_mode}: a team of models takes adapter_mode=lora"),
-        (config.generation.engine != "hf", f"generation.engine={config.generation.engine} serves one base: use generation.engine=hf"),
-        (bool(config.distributed.workers), "distributed.workers: rollout workers load one model: use distributed.workers=0"),
+        (
+            config.adapter_mode != "lora",
+            f"adapter_mode={config.adapter_mode}: a team of models takes adapter_mode=lora",
+        ),
+        (
+            config.generation.engine != "hf",
+            f"generation.engine={config.generation.engine} serves one base: use generation.engine=hf",
+        ),
+        (
+            bool(config.distributed.workers),
+            "distributed.workers: rollout workers load one model: use distributed.workers=0",
+        ),
         (bool(config.distributed.episode_seeds), "distributed.episode_seeds samples one model: leave it off"),
     ]
     for refuse, why in refused:
@@ -185,8 +199,9 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> None:
     changed = run_folder.changed_keys(saved, to_dict(config))
     if changed:
         raise ConfigError(
-            f"--resume: the config differs from the run's in {run_folder.describe_changes(saved, to_dict(config), changed)}; "
-            f"only {', '.join(run_folder.SAFE_ON_RESUME)} may change on resume"
+            "--resume: the config differs from the run's in "
+            f"{run_folder.describe_changes(saved, to_dict(config), changed)}; only "
+            f"{', '.join(run_folder.SAFE_ON_RESUME)} may change on resume"
         )
     latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
     if latest is None:
@@ -210,11 +225,15 @@ def start_workers(config: TrainConfig, policy: LaMASPolicy, algo, version: int):
 
     if type(algo).before_collect is not Learner.before_collect:
         raise ConfigError(
-            f"algo={config.algo} changes the envs before each collection, which rollout workers do not do yet: use distributed.workers=0"
+            f"algo={config.algo} changes the envs before each collection, which rollout workers do not do yet: use "
+            "distributed.workers=0"
         )
     close_open_pools()  # one run at a time: the workers of a run that failed midway in this process end now
     return WorkerPool(
-        worker_spec(config, record_state=algo.needs_state, skip_ignored=algo.skips_ignored), config.distributed, policy, version
+        worker_spec(config, record_state=algo.needs_state, skip_ignored=algo.skips_ignored),
+        config.distributed,
+        policy,
+        version,
     )
 
 

@@ -27,8 +27,8 @@ import torch
 
 from marft_agents.algorithms.data_parallel import Ranks
 from marft_agents.algorithms.tis import recompute_behaviour
+from marft_agents.rollout.episode import check_on_policy, to_device
 from marft_agents.rollout.evaluation import summarize
-from marft_agents.rollout.layered import check_on_policy, to_device
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import files as run_files
 from marft_agents.runs import report
@@ -67,7 +67,11 @@ def train(
         config = dataclasses.replace(config, device=ranks.device)
     if not ranks.lead:
         progress, quiet = False, True
-    with StopOnSignal() as stop, contextlib.ExitStack() as held, process_group(ranks):  # held: the folder's lock, until the end
+    with (
+        StopOnSignal() as stop,
+        contextlib.ExitStack() as held,
+        process_group(ranks),
+    ):  # held: the folder's lock, until the end
         try:
             return _train(config, stop, held, ranks, resume=resume, overwrite=overwrite, progress=progress, quiet=quiet)
         except RunInterrupted as err:
@@ -87,21 +91,25 @@ def _train(
     progress: bool,
     quiet: bool,
 ) -> dict[str, Any]:
-    run = build_run(config, stop, held, resume=resume, overwrite=overwrite, ranks=ranks)  # every check, then the run's parts
+    run = build_run(
+        config, stop, held, resume=resume, overwrite=overwrite, ranks=ranks
+    )  # every check, then the run's parts
     warnings = _run_updates(config, run, stop, progress)
     if not ranks.lead:  # rank 0 evaluates and writes; the others wait for its summary
-        run.generator.close()
+        run.engine.close()
         return ranks.broadcast(None)
     logged = [json.loads(line) for line in run.log.path.read_text().splitlines()]
     signal_summary = reward_signal.summary_of(logged)
     # updates=0: an evaluation-only run, nothing changed since eval_before
     eval_after = run.eval_before if config.updates == 0 else run.evaluation.full("eval_after")
-    run.generator.close()
+    run.engine.close()
     summary = _summary(config, run, eval_after, warnings, signal_summary)
-    summary["agents"] = report.agent_health(logged[-1] if logged else {}, run.policy.adapter_of)  # the last update's, per agent
+    summary["agents"] = report.agent_health(
+        logged[-1] if logged else {}, run.policy.adapter_of
+    )  # the last update's, per agent
     frozen = getattr(run.algo, "frozen", frozenset())  # agents.<agent_id>.train=false
     summary["frozen_agents"] = [agent for agent, adapter in run.policy.adapter_of.items() if adapter in frozen]
-    if hasattr(run.policy, "model_of"):  # a team of models (agents.<agent_id>.model): each agent's
+    if run.policy.is_team:  # a team of models (agents.<agent_id>.model): each agent's
         summary["agent_models"] = dict(run.policy.model_of)
     if run.tracker is not None:
         run.tracker.finish(summary)
@@ -120,31 +128,31 @@ def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progres
     for update in bar:
         timings = Timings()
         t0 = time.perf_counter()
-        run.engine.reset_timings()
+        run.rollout.reset_timings()
         if pending is not None:  # played with the weights of one update before; TIS corrects for it
             episodes, sampling = pending.result(), {"time/waited_s": time.perf_counter() - t0}
             check_on_policy(episodes, update - 1)
         else:
             run.algo.before_collect(run.envs, update)
-            episodes, sampling = run.collector.collect(update)  # signal.* options: marft_agents/signal/collection.py
+            episodes, sampling = run.batches.collect(update)  # signal.* options: marft_agents/signal/collection.py
             check_on_policy(episodes, update)
         due = (config.checkpoint_every and (update + 1) % config.checkpoint_every == 0) or update + 1 == config.updates
         # not across a checkpoint, so a run resumed from it plays on exactly as one that was never stopped
-        pending = run.collector.start(update + 1) if config.distributed.overlap and not due else None
-        timings.generation = run.engine.timings["generate"]
-        timings.prompts = run.engine.timings["prompts"]
-        timings.env = run.engine.timings["env"]
+        pending = run.batches.start(update + 1) if config.distributed.overlap and not due else None
+        timings.generation = run.rollout.timings["generate"]
+        timings.prompts = run.rollout.timings["prompts"]
+        timings.env = run.rollout.timings["env"]
         t1 = time.perf_counter()
         metrics = run.ranks.mean_metrics(_learn(config, run, episodes, update))  # data-parallel: the ranks' mean
         timings.training = time.perf_counter() - t1
         episodes = _whole_batch(run.ranks, episodes)  # what the batch's metrics and warnings read
         t2 = time.perf_counter()
         if pending is not None:  # the workers load them once the batch they are playing is done
-            run.generator.sync(update + 1, wait=False)
+            run.engine.sync(update + 1, wait=False)
         else:
-            run.generator.sync(update + 1)
+            run.engine.sync(update + 1)
         timings.sync = time.perf_counter() - t2
-        metrics.update(_update_metrics(episodes, timings, run.engine.timings, time.perf_counter() - t0))
+        metrics.update(_update_metrics(episodes, timings, run.rollout.timings, time.perf_counter() - t0))
         metrics.update({**reward_signal.signal_metrics(episodes, run.algo.group_size), **sampling})
         evaluate = config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates
         if evaluate and run.ranks.lead:
@@ -190,16 +198,21 @@ def _whole_batch(ranks: Ranks, episodes: list) -> list:
 
 def _light(step):
     """An agent-step without what the batch's metrics do not read (prompt, log-probs, state, observation)."""
-    return dataclasses.replace(step, prompt=[], token_logps=torch.zeros(0, device="cpu"), engine_logps=None, state=None, observation=None)
+    return dataclasses.replace(
+        step, prompt=[], token_logps=torch.zeros(0, device="cpu"), engine_logps=None, state=None, observation=None
+    )
 
 
 def _learn(config: TrainConfig, run: RunParts, episodes: list, update: int) -> dict[str, float]:
-    """The learner's update on ``episodes`` and its metrics, after the TIS recompute when ``generation.tis_cap`` is set."""
+    """The learner's update on ``episodes`` and its metrics, after the TIS recompute when ``generation.tis_cap`` is
+    set."""
     to_device(episodes, run.policy.device)  # a vllm engine's or a worker's are on the CPU
     tis = {}
     if config.generation.tis_cap is not None:  # pi_old^trainer for the ratio and the TIS weights
         steps = [s for e in episodes for s in (*e.steps, *e.branches)]
-        tis = recompute_behaviour(run.policy, steps, run.algo.temperature, run.algo.score_batch_size)  # each agent's own T
+        tis = recompute_behaviour(
+            run.policy, steps, run.algo.temperature, run.algo.score_batch_size
+        )  # each agent's own T
     return {**run.algo.update(episodes, update, run.rng), **tis}
 
 
@@ -228,7 +241,7 @@ class RewardWatch:
 
 def _save_checkpoint(config: TrainConfig, run: RunParts, update: int) -> None:
     """Everything ``--resume`` needs after ``update`` updates: the learner, the RNG, the config, the sampler's state."""
-    signal = run.collector.state_dict()
+    signal = run.batches.state_dict()
     ckpt.save_checkpoint(
         run.run_dir / "checkpoints",
         update,
@@ -241,8 +254,11 @@ def _save_checkpoint(config: TrainConfig, run: RunParts, update: int) -> None:
     )
 
 
-def _summary(config: TrainConfig, run: RunParts, eval_after: dict, warnings: list[str], signal_summary: dict) -> dict[str, Any]:
-    """What ``summary.json`` holds: the run, both evaluations and the change between them, warnings, signal, wall time."""
+def _summary(
+    config: TrainConfig, run: RunParts, eval_after: dict, warnings: list[str], signal_summary: dict
+) -> dict[str, Any]:
+    """What ``summary.json`` holds: the run, both evaluations and the change between them, warnings, signal, wall
+    time."""
     eval_before = run.eval_before
     return {
         "env": config.env,
@@ -276,7 +292,9 @@ def _finish(run_dir: Path, quiet: bool, summary: dict[str, Any]) -> dict[str, An
     return summary
 
 
-def _update_metrics(episodes: list, timings: Timings, engine_timings: dict[str, float], update_s: float) -> dict[str, float]:
+def _update_metrics(
+    episodes: list, timings: Timings, rollout_timings: dict[str, float], update_s: float
+) -> dict[str, float]:
     """An update's ``train/*`` (solve rate, return, tokens, per-role figures) and ``time/*`` metrics.
 
     Per agent (``train/<agent>/*``), where the env reports what they need: its own accuracy, the answering
@@ -295,7 +313,7 @@ def _update_metrics(episodes: list, timings: Timings, engine_timings: dict[str, 
         "time/sync_s": timings.sync,
         "time/update_s": update_s,
     }
-    metrics.update({f"time/{k}_s": engine_timings[k] for k in ("collect", "gather") if k in engine_timings})
+    metrics.update({f"time/{k}_s": rollout_timings[k] for k in ("collect", "gather") if k in rollout_timings})
     for agent, r in train_stats["roles"].items():
         for key in ("own_accuracy", "answer_accuracy_when_right", "answer_accuracy_when_wrong", "copy_rate"):
             if r.get(key) is not None:

@@ -34,6 +34,7 @@ import numpy as np
 from gymnasium.utils.env_checker import data_equivalence
 
 from marft_envs.core import FlexEnv
+from marft_envs.outcomes import SHARED_REWARD, reward_structure
 from marft_envs.views import AECView, GymView, ParallelView
 
 Policy = Callable[[str, dict, np.random.Generator], str]
@@ -97,6 +98,8 @@ def check_env(
 
     check_determinism(make, seeds, policy, max_rounds)
     report.passed.append("marft.determinism")
+    check_reward_structure(make, seeds, policy, max_rounds)
+    report.passed.append("marft.reward_structure")
     check_pure_queries(make, seeds, policy, max_rounds)
     report.passed.append("marft.pure_queries")
     if probe.metadata.get("is_parallelizable", False):
@@ -133,6 +136,29 @@ def rollout_layered(env: FlexEnv, seed: int, policy: Policy, max_rounds: int = 1
         if result is not None:
             trace.append(("round", (result.rewards, result.terminations, result.truncations, result.infos)))
     raise AssertionError(f"{env.name}: episode with seed {seed} did not end within {max_rounds} rounds")
+
+
+def check_reward_structure(make: Callable[[], FlexEnv], seeds: Iterable[int], policy: Policy, max_rounds: int = 1000) -> None:
+    """The env's ``reward_structure`` is a known one and its rounds keep it: a "zero_sum" env's rewards sum to 0 in every
+    round, and a round's ``shared_reward`` (the part every agent received alike) is the same for every agent of it."""
+    env = make()
+    structure = reward_structure(env)
+    for seed in seeds:
+        for kind, item in rollout_layered(env, seed, policy, max_rounds):
+            if kind != "round":
+                continue
+            rewards, _, _, infos = item
+            if structure == "zero_sum" and abs(sum(rewards.values())) > 1e-6:
+                raise AssertionError(
+                    f"{env.name} declares reward_structure='zero_sum' but a round paid {rewards} (sum {sum(rewards.values()):g}, "
+                    f"seed {seed}): pay opponents +r and -r, or declare 'general_sum'"
+                )
+            shared = {float(i.get(SHARED_REWARD) or 0.0) for i in infos.values()}
+            if len(shared) > 1:
+                raise AssertionError(
+                    f"{env.name}: the agents of one round report different shared rewards {sorted(shared)} (seed {seed}): "
+                    "the shared part is what every agent received alike"
+                )
 
 
 def check_determinism(make: Callable[[], FlexEnv], seeds: Iterable[int], policy: Policy, max_rounds: int = 1000) -> None:

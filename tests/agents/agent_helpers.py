@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from marft_agents.rollout.layered import AgentStep, Episode
+from marft_agents.rollout.episode import AgentStep, Episode
 from marft_agents.training.config import TrainConfig
 from marft_agents.training.trainer import train
 from marft_envs.outcomes import SHARED_REWARD

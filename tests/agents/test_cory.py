@@ -3,10 +3,12 @@
 import numpy as np
 import pytest
 import torch
+from agent_helpers import plant_rewards
 
 import marft_envs
 from marft_agents.algorithms.cory import CORY, CORYConfig, adaptive_kl_coef, pioneer_at
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 
 
@@ -57,13 +59,26 @@ def setup(model_dir, **cfg):
     return policy, algo, RolloutEngine(policy, Sampling(1.0, 6)), envs
 
 
-def run(algo, engine, envs, updates):
+def run(algo, engine, envs, updates, planted=True):
+    """``updates`` updates; ``planted``: every other episode paid (a random tiny model earns nothing, and an agent
+    whose returns are all equal takes no policy step)."""
     metrics = {}
     for update in updates:
         algo.before_collect(envs, update)
         episodes = engine.collect(envs, range(4 * update, 4 * update + 4))
-        metrics = algo.update(episodes, update, np.random.default_rng(update))
+        metrics = algo.update(plant_rewards(episodes) if planted else episodes, update, np.random.default_rng(update))
     return metrics
+
+
+def test_an_agent_whose_returns_are_all_equal_takes_no_policy_step(tiny_model_dir):
+    policy, algo, engine, envs = setup(tiny_model_dir)
+    adapters = {a: [p.detach().clone() for p in policy.parameters(a)] for a in policy.adapters}
+    critics = {a: [p.detach().clone() for p in c.parameters()] for a, c in algo.critics.items()}
+    metrics = run(algo, engine, envs, [0], planted=False)  # nothing earned: every return 0
+    assert metrics["policy/skipped_equal_returns"] == 1.0 and not any(k.endswith("/loss") for k in metrics)
+    for a in policy.adapters:
+        assert all(torch.equal(x, y) for x, y in zip(adapters[a], policy.parameters(a)))
+        assert any(not torch.equal(x, y) for x, y in zip(critics[a], algo.critics[a].parameters()))  # it still fits
 
 
 def test_two_updates_change_every_trainable_parameter_and_no_frozen_one(tiny_model_dir):

@@ -203,3 +203,22 @@ def test_a_refusal_only_rank_0_can_see_stops_every_rank_in_one_line(straight, ti
     assert done.returncode != 0
     lines = [line for line in done.stderr.splitlines() if line.startswith("marft train: error:")]
     assert len(lines) == 2 and lines[0] == lines[1] and "--overwrite" in lines[0], done.stderr[-3000:]
+
+
+def test_a_gradient_missing_on_every_rank_stays_missing_after_the_sum():
+    # One gloo process stands for every rank (its all-reduce sums itself alone): what matters is what reduce_gradients
+    # makes of a parameter no rank has a gradient for. A zero there would make Adam step on momentum alone.
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        used, unused = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
+        loss = (used * torch.tensor([1.0, 2.0, 3.0])).sum()
+        loss.backward()
+        total = Ranks(rank=0, world=2).reduce_gradients([used, unused], loss)
+        assert unused.grad is None and used.grad.tolist() == [1.0, 2.0, 3.0] and float(total) == 6.0
+        optimizer = torch.optim.AdamW([used, unused], lr=0.1, weight_decay=0.0)
+        optimizer.step()
+        assert torch.equal(unused.data, torch.ones(2))  # no step for it, as in one process
+    finally:
+        dist.destroy_process_group()

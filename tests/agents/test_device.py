@@ -18,7 +18,8 @@ from marft_agents import algorithms
 from marft_agents.algorithms.tis import recompute_behaviour
 from marft_agents.cli import main as cli
 from marft_agents.models.device import resolve_device
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.training.config import ConfigError, TrainConfig, load, validate
 from marft_agents.training.setup import build_policy

@@ -16,11 +16,10 @@ import torch
 import marft_envs
 from marft_agents.distributed import ClusterError, WorkerError
 from marft_agents.distributed.config import DistributedConfig
-from marft_agents.engines.base import Request
 from marft_agents.engines.seeded import EpisodeSeededEngine, episode_seed
-from marft_agents.models.policy import Sampling
+from marft_agents.models.sampling import Request, Sampling
+from marft_agents.rollout.episode import AgentStep, Episode, check_on_policy
 from marft_agents.rollout.evaluation import evaluate
-from marft_agents.rollout.layered import AgentStep, Episode, check_on_policy
 from marft_agents.training.config import ConfigError, TrainConfig, validate
 from marft_agents.training.trainer import build_policy
 

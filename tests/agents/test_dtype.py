@@ -10,7 +10,7 @@ from agent_helpers import plant_rewards
 import marft_envs
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.cli import main as cli
-from marft_agents.models.policy import Sampling
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.training.config import ConfigError, TrainConfig, load, validate
 from marft_agents.training.trainer import build_policy

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 import marft_envs
-from marft_agents.engines import Request, make_engine
+from marft_agents.engines import make_engine
 from marft_agents.engines.hf import HFEngine
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Request, Sampling
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.training.config import ConfigError, TrainConfig, load, to_dict, validate
 from marft_agents.training.trainer import train

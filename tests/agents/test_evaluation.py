@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import marft_envs
+from marft_agents.rollout.episode import AgentStep, Episode
 from marft_agents.rollout.evaluation import HELDOUT_SEED, PROTOCOLS, eval_plan, evaluate, role_diagnostics, summarize
-from marft_agents.rollout.layered import AgentStep, Episode
 from marft_agents.runs.report import summary_table
 from marft_envs import FlexEnv, RoundResult
 

@@ -23,9 +23,8 @@ import pytest
 import torch
 import transformers
 
-from marft_agents.engines.base import Request
 from marft_agents.engines.trl import TRLEngine
-from marft_agents.models.policy import Sampling
+from marft_agents.models.sampling import Request, Sampling
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "marft_agents"

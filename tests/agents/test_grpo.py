@@ -17,7 +17,8 @@ from torch.testing import assert_close
 import marft_envs
 from marft_agents.algorithms.grpo import GRPO, GRPOConfig, grpo_advantages, reward_to_go
 from marft_agents.algorithms.losses import grpo_loss, sequence_mean
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 
 EPS = 1e-6

@@ -12,7 +12,8 @@ from test_signal_train import config_for, final_adapters
 
 import marft_envs
 from marft_agents.algorithms import build_learner, config_class
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.training.init_from import save_adapters_run

@@ -13,7 +13,8 @@ import marft_envs
 from marft_agents import algorithms
 from marft_agents.algorithms.base import Learner, apply, by_adapter, minibatches
 from marft_agents.algorithms.losses import NonFiniteLossError
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 
 

@@ -10,7 +10,8 @@ import torch
 
 import marft_envs
 from marft_agents.models import lm
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 
 
 def test_left_pad_puts_padding_first():

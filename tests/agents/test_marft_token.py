@@ -13,8 +13,8 @@ from torch.testing import assert_close
 
 import marft_envs
 from marft_agents.algorithms.advantages import token_advantages, token_gae
-from marft_agents.algorithms.base import pack
 from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
+from marft_agents.algorithms.token_ppo import pack
 from marft_agents.models.policy import LaMASPolicy, load_base
 from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine

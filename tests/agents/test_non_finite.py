@@ -11,7 +11,8 @@ import marft_envs
 from marft_agents.algorithms.losses import NonFiniteLossError
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.cli import main as cli
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs import checkpoint as ckpt
 

@@ -14,8 +14,8 @@ from marft_agents.algorithms.tis import recompute_behaviour
 from marft_agents.cli import main as cli
 from marft_agents.engines.hf import HFEngine
 from marft_agents.engines.seeded import EpisodeSeededEngine
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.models.sampling import agent_sampling, row_temperatures
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling, agent_sampling, row_temperatures
 from marft_agents.rollout.evaluation import answer_agreement, copy_rates, evaluate
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs.report import agent_health, summary_table
@@ -115,7 +115,8 @@ def test_agent_sampling_overrides_only_what_an_agent_sets_and_greedy_stays_greed
 
 
 def test_requests_are_grouped_by_adapter_and_sampling_in_order_of_first_appearance():
-    from marft_agents.engines.base import Request, groups
+    from marft_agents.engines.base import groups
+    from marft_agents.models.sampling import Request
 
     run, short = Sampling(1.0, 48), Sampling(1.0, 3)
     layer = [Request([1], "a"), Request([2], "a", sampling=short), Request([3], "b"), Request([4], "a", sampling=run), Request([5], "a")]

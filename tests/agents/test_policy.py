@@ -4,7 +4,8 @@ import pytest
 import torch
 
 import marft_envs
-from marft_agents.models.policy import LaMASPolicy, ModelNotFoundError, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, ModelNotFoundError, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import AECAsLayered, RolloutEngine
 
 

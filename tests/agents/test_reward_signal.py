@@ -82,12 +82,12 @@ def test_summary_counts_updates_without_signal():
 def test_pick_groups_keeps_the_informative_ones_first_then_fills_in_draw_order():
     returns = [[0, 0, 0, 0], [1, 0, 0, 0], [1, 1, 1, 1], [0, 1, 0, 1], [0, 0, 1, 0]]
     # informative: groups 1, 3, 4 ; asked for 2 -> groups 1 and 3, none filled
-    assert pick_groups(returns, 2) == ([1, 3], 2)
+    assert pick_groups([has_spread(r) for r in returns], 2) == ([1, 3], 2)
     # asked for 5: the 3 informative + the first 2 flat ones (0, 2), in draw order
-    assert pick_groups(returns, 5) == ([0, 1, 2, 3, 4], 3)
+    assert pick_groups([has_spread(r) for r in returns], 5) == ([0, 1, 2, 3, 4], 3)
     # asked for 4: 3 informative + flat group 0
-    assert pick_groups(returns, 4) == ([0, 1, 3, 4], 3)
-    assert pick_groups([[0, 0], [2, 2]], 1) == ([0], 0)  # nothing informative: the first group
+    assert pick_groups([has_spread(r) for r in returns], 4) == ([0, 1, 3, 4], 3)
+    assert pick_groups([has_spread([0, 0]), has_spread([2, 2])], 1) == ([0], 0)  # nothing informative: the first group
 
 
 def test_draw_indices_never_collide_and_keep_groups_aligned():

@@ -9,6 +9,7 @@ from agent_helpers import plant_rewards
 from torch.testing import assert_close
 
 import marft_envs
+from marft_agents.algorithms import action_ppo
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
 from marft_agents.algorithms.sequential import (
@@ -20,7 +21,8 @@ from marft_agents.algorithms.sequential import (
     round_index,
     round_robin,
 )
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 
 
@@ -105,10 +107,15 @@ def test_log_ratios_are_zero_before_any_step(tiny_model_dir, cls, config_cls, re
     policy, algo, engine, envs = setup(tiny_model_dir, cls, config_cls(minibatch_size=3, logp_reduction=reduction))
     steps = [s for e in engine.collect(envs, range(4)) for s in e.steps]
     idx = [i for i, s in enumerate(steps) if s.agent == "actor_0"]
-    ratios = algo.log_ratios("actor_0", steps, idx)  # minibatches of 3 in idx order
+
+    def log_ratios():  # what both MARFTs record for the sequential weight after an adapter's step
+        scoring = dict(temperature=1.0, minibatch_size=3, reduction=reduction)
+        return algo.log_ratios("actor_0", steps, idx) if cls is MARFT else action_ppo.log_ratios(policy, "actor_0", steps, idx, **scoring)
+
+    ratios = log_ratios()  # minibatches of 3 in idx order
     assert ratios.shape == (len(idx),) and not ratios.requires_grad
     assert_close(ratios, torch.zeros(len(idx)), rtol=0, atol=1e-4)
     with torch.no_grad():  # after a change to the adapter, the ratio of every step moves
         for p in policy.parameters("actor_0"):
             p.add_(0.05)
-    assert (algo.log_ratios("actor_0", steps, idx).abs() > 1e-4).all()
+    assert (log_ratios().abs() > 1e-4).all()

@@ -5,11 +5,13 @@ import pytest
 import torch
 from agent_helpers import plant_rewards
 
-from marft_agents.algorithms.base import pack, steps_of
+from marft_agents.algorithms.base import steps_of
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.algorithms.marft_token import MARFTToken
+from marft_agents.algorithms.token_ppo import pack
 from marft_agents.engines.base import Engine
-from marft_agents.models.policy import Generation, LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Generation, Sampling
 from marft_agents.rollout.layered import RolloutEngine
 from marft_envs.tasks.booking import Booking
 from marft_envs.tasks.booking.scripted import call

@@ -1,5 +1,6 @@
 """The embedded tiny model: the shipped checkpoint loads and behaves, and ``pretrain`` writes a loadable one."""
 
+import copy
 import importlib.resources as resources
 import json
 
@@ -85,6 +86,16 @@ def test_ascii_round_trip(shipped):
     _, tok = shipped
     text = "Problem: 23 + 15 = 38\n  38-7=31 \\boxed{\\frac{7}{3}} {x}  ~!@#$%^&*()_+`\t end"
     assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+
+
+def test_a_tokenizer_without_a_chat_template_gets_the_observation_as_plain_text(shipped):
+    # A base model's tokenizer has no template: the role prompt and the text, a blank line apart, with its BOS.
+    _, tok = shipped
+    bare = copy.deepcopy(tok)
+    bare.chat_template = None
+    obs = {"instructions": "You add.", "text": "What is 2 + 2?"}
+    assert prompt_ids(bare, obs) == bare("You add.\n\nWhat is 2 + 2?", add_special_tokens=True)["input_ids"]
+    assert prompt_ids(bare, {"instructions": "", "text": "x"}) == bare("x", add_special_tokens=True)["input_ids"]
 
 
 def test_greedy_generation_on_a_real_observation(shipped):

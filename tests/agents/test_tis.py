@@ -12,8 +12,10 @@ import marft_envs
 from marft_agents.algorithms import build_learner, config_class, names
 from marft_agents.algorithms.losses import action_logps, grpo_loss, ppo_clip_loss, reduce_batch, truncated_is_weights
 from marft_agents.algorithms.tis import action_weights, recompute_behaviour, token_weights, weight_stats
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
-from marft_agents.rollout.layered import AgentStep, RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
+from marft_agents.rollout.episode import AgentStep
+from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.training.config import ConfigError, TrainConfig, load, validate
 from marft_agents.training.trainer import train
 
@@ -67,7 +69,7 @@ def step(response, trainer, engine):
 
 
 def action_loss(mb, logp_tok, mask, adv, tis_cap):
-    """MARFT's PPO-clip on whole actions (``MARFT.policy_step``), without entropy and KL."""
+    """MARFT's PPO-clip on whole actions (``action_ppo.step``), without entropy and KL."""
     weights = action_weights(mb, "sum", tis_cap)
     loss, _ = ppo_clip_loss(
         reduce_batch(logp_tok, mask, "sum"), action_logps([s.token_logps for s in mb], "sum"), adv, 0.2, weights=weights
@@ -100,7 +102,7 @@ def test_token_level_loss_with_a_perturbed_engine_log_prob_by_hand():
     logp_tok = torch.tensor([[-1.0, -0.4]])  # ratios 1 and exp(0.1)
     mask = torch.ones(1, 2, dtype=torch.bool)
     adv = torch.tensor([[1.0, 2.0]])
-    weights = token_weights(mb, 2, 1.5)  # as MARFTToken.policy_step weights ppo_clip_loss per token
+    weights = token_weights(mb, 2, 1.5)  # as token_ppo.step weights ppo_clip_loss per token
     loss, _ = ppo_clip_loss(logp_tok, old, adv, 0.2, mask, weights=weights)
     stats = weight_stats(weights, mask)
     # weights 1 and min(exp(0.5) = 1.65, 1.5) = 1.5

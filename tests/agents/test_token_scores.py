@@ -10,7 +10,8 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 import marft_envs
 from marft_agents.models import lm, token_scores
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Sampling
 
 TOL = dict(atol=1e-6, rtol=1e-6)
 

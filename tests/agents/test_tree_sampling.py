@@ -16,8 +16,10 @@ import marft_envs
 from marft_agents.algorithms.advantages import agent_scaled
 from marft_agents.algorithms.grpo import grpo_advantages, training_steps, tree_group_stats, tree_groups
 from marft_agents.engines.base import Engine
-from marft_agents.models.policy import Generation, LaMASPolicy, Sampling, load_base
-from marft_agents.rollout.layered import AgentStep, Episode, RolloutEngine
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Generation, Sampling
+from marft_agents.rollout.episode import AgentStep, Episode
+from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.rollout.tree import TreeRollout
 from marft_envs import DependencyGraph, FlexEnv, RoundResult
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import marft_envs
-from marft_agents.engines import Request
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Request, Sampling
 from marft_agents.rollout.layered import RolloutEngine
 
 pytestmark = [

@@ -14,8 +14,8 @@ from real_model_helpers import REAL, real_model_cache
 
 import marft_envs
 from marft_agents.cli import main as cli
-from marft_agents.engines import Request
-from marft_agents.models.policy import LaMASPolicy, Sampling, load_base
+from marft_agents.models.policy import LaMASPolicy, load_base
+from marft_agents.models.sampling import Request, Sampling
 
 pytestmark = [
     pytest.mark.vllm,

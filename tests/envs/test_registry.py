@@ -27,7 +27,7 @@ def test_each_kind_has_at_least_one_id():
     assert "marft/MathChain-v0" in marft_envs.list_envs("aec")
     assert "marft/MathDebate-v0" in marft_envs.list_envs("parallel")
     assert "marft/MathSolo-v0" in marft_envs.list_envs("gym")
-    assert shipped() == AEC_IDS and len(AEC_IDS) == 11
+    assert shipped() == AEC_IDS and len(AEC_IDS) == 12
 
 
 @pytest.mark.parametrize("env_id", AEC_IDS)
@@ -37,6 +37,7 @@ def test_registered_env_passes_every_checker(env_id):
         "pettingzoo.api_test",
         "pettingzoo.seed_test",
         "marft.determinism",
+        "marft.reward_structure",
         "marft.pure_queries",
         "marft.branching",
     }  # branching: a copy mid-episode, the SQLite world and sandboxed grading included
@@ -71,6 +72,9 @@ def scripted(env_id):
             pytest.skip(f"no contained sandbox here:\n{detect_isolation().describe()}")
 
         return {"rounds": 2}, lambda env: code_oracle(env, slip=0.5, patch_format="mixed")
+    if env_id == "marft/NumberDuel-v0":
+        # a player names a number near the cap (sometimes over it): wins, losses, ties and invalid answers all occur
+        return {}, lambda env: lambda agent, obs, rng: f"\\boxed{{{env.cap + int(rng.integers(-2, 2))}}}"
     raise KeyError(f"no scripted policy for {env_id}: add one to scripted() in this test")
 
 
@@ -141,6 +145,7 @@ EVAL_DECLARATIONS = {
     "marft/Booking-v0": (None, None),
     "marft/BookingFixed-v0": (None, None),
     "marft/BookingDecPOMDP-v0": (None, None),
+    "marft/NumberDuel-v0": (None, None),  # each seed draws a cap: no held-out split, no attempts
 }
 
 
