@@ -79,7 +79,12 @@ def _train_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="a .toml or .json config file")
     p.add_argument("--preset", default="default", help="named starting config (default, demo)")
     p.add_argument("--algo", help="training algorithm (marft, grpo, ppo, ippo, mappo, ...): the same as algo=NAME")
-    p.add_argument("--resume", action="store_true", help="continue from the run folder's latest checkpoint")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue run_dir's run from its latest checkpoint; without --config, from its own config.json "
+        "with the overrides on top",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace the run already in run_dir (default: refuse)")
     p.add_argument(
         "--help-config",
@@ -206,7 +211,7 @@ def _cmd_train(args) -> int:
             if doc:
                 print(f"    {doc}")
         return 0
-    config = cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo, imports=args.imports)
+    config = _train_config(args)
     _check_env(config.env)
     _quiet_loading()
     from marft_agents.runs.files import FULL_DISK, RunWriteError
@@ -224,6 +229,18 @@ def _cmd_train(args) -> int:
         )
         return 1 if failed else err.exit_code
     return 0
+
+
+def _train_config(args):
+    """The run's config: with ``--resume`` and no ``--config``, the run folder's own ``config.json`` with the overrides
+    on top (``config.load_run``); otherwise the preset, ``--config`` and the overrides."""
+    from marft_agents.training import config as cfg
+
+    if args.resume and args.config is None:
+        run_dir = cfg.run_dir_of(args.overrides, args.preset)
+        if run_dir is not None and (Path(run_dir) / "config.json").is_file():  # else check_target names what is missing
+            return cfg.load_run(run_dir, args.overrides, algo=args.algo, imports=args.imports)
+    return cfg.load(args.config, args.overrides, preset=args.preset, algo=args.algo, imports=args.imports)
 
 
 def next_step(argv: list[str], run_dir: str) -> str:
@@ -314,6 +331,7 @@ def _eval_policy(args):
     from marft_agents.training.trainer import build_policy
 
     if args.run:
+        _check_run_imports(Path(args.run), args.env, args.imports)
         return policy_from_run(args.run, env=args.env, overrides=args.overrides, imports=args.imports)
     config = with_overrides(TrainConfig(model=args.model, env=args.env or TrainConfig.env), args.overrides)
     validate(config)
@@ -323,6 +341,27 @@ def _eval_policy(args):
     agents = marft_envs.make(config.env, **config.env_kwargs).possible_agents
     check_ids(config.agents, agents, config.env)  # agents.<agent_id>.* of an agent the env has, before the model loads
     return build_policy(config, agents), config
+
+
+def _check_run_imports(run_dir: Path, env: str | None, imports: list[str]) -> None:
+    """KeyError (one line) naming the exact ``--import`` to add when a run's env id is unknown and its ``config.json``
+    records ``imports`` the user did not name; nothing is imported (a run folder is data: ``from_run``)."""
+    try:
+        saved = json.loads((run_dir / "config.json").read_text())
+        recorded, env = saved["imports"], env or saved["env"]
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        return  # policy_from_run says what is wrong with the folder
+    unnamed = [m for m in recorded if isinstance(m, str) and m not in imports] if isinstance(recorded, list) else []
+    if not unnamed or not isinstance(env, str) or ":" in env:  # a module:Class id: policy_from_run names its module
+        return
+    try:
+        _check_env(env)  # entry points load; no module the run names is imported
+    except KeyError:
+        flags = " ".join(f"--import {shlex.quote(m)}" for m in unnamed)
+        raise KeyError(
+            f"unknown env id {env!r}: {run_dir / 'config.json'} records imports={json.dumps(recorded)[:200]}, which "
+            f"marft eval does not import from a run folder: add {flags} if you trust them"
+        ) from None
 
 
 def _print_eval(args, env: str, result: dict) -> None:

@@ -42,7 +42,8 @@ def _register_builtin() -> None:
     register("marft/MathDebate-v0", f"{math}.debate:MathDebate", parallel=True, **heldout)
     register("marft/MathSolo-v0", f"{math}.solo:MathSolo", parallel=True, gym=True, **attempts)
     register("marft/MathCORY-v0", f"{math}.cory:MathCORY", parallel=False, **attempts)
-    register("marft/MathJigsaw-v0", f"{math}.jigsaw:MathJigsaw", parallel=False, **attempts)
+    register("marft/MathJigsaw-v0", f"{math}.jigsaw_v0:MathJigsawV0", parallel=False, **attempts)  # v1 reads signs
+    register("marft/MathJigsaw-v1", f"{math}.jigsaw:MathJigsaw", parallel=False, **attempts)
     # Booking draws a fresh world from each seed: no held-out split, no attempts.
     register("marft/Booking-v0", f"{booking}.coordinated:Booking", parallel=False)
     register("marft/BookingFixed-v0", f"{booking}.fixed:BookingFixed", parallel=False)

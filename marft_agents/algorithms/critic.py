@@ -34,6 +34,7 @@ from marft_agents.algorithms.losses import clipped_value_loss, ensure_finite, ma
 
 if TYPE_CHECKING:
     from marft_agents.models.policy import LaMASPolicy
+    from marft_agents.models.protocol import Policy
     from marft_agents.rollout.episode import AgentStep
 
 
@@ -180,6 +181,50 @@ class Critic:
         self.optimizer.load_state_dict(state["critic_optimizer"])
 
 
+class ValueHeads(nn.Module):
+    """``n`` independent value heads; row ``b`` of the batch is valued by head ``head[b]``."""
+
+    def __init__(self, in_features: int, n: int, widths: list[int] | None = None):
+        super().__init__()
+        self.widths = [in_features] * n if widths is None else list(widths)
+        """Head ``k`` reads the first ``widths[k]`` feature columns (agents on models of other widths: ``team.py``)."""
+        self.heads = nn.ModuleList(ValueHead(w) for w in self.widths)
+
+    def observe(self, features: torch.Tensor, head: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        """Feed each head the rows it values (:meth:`ValueHead.observe`): ``(N, d)``, or ``(N, R, d)`` with ``mask``."""
+        for k, net in enumerate(self.heads):
+            rows = head == k
+            net.observe(features[rows][..., : self.widths[k]], None if mask is None else mask[rows])
+
+    def forward(self, features: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
+        out = features.new_zeros(features.shape[:-1])  # (B,) or (B, R)
+        for k, net in enumerate(self.heads):
+            rows = head == k
+            if rows.any():
+                out[rows] = net(features[rows][..., : self.widths[k]])  # (b, d_k) or (b, R, d_k)
+        return out
+
+
+def model_heads(policy: Policy) -> tuple[nn.Module, dict[str, int] | None]:
+    """The value head of a critic every agent shares (MARFT, MAPPO), and each agent's head index.
+
+    One model: one :class:`ValueHead` at its width, and no index (None). A team of models (``models/team.py``):
+    one head per model at that model's width (:class:`ValueHeads`; the agents of one model share theirs), since
+    features of bases of different widths are not one space.
+    """
+    if not policy.is_team:
+        return ValueHead(policy.hidden_size), None
+    models = list(dict.fromkeys(policy.model_of[a] for a in policy.agents))
+    width = {policy.model_of[a]: policy.width_of(a) for a in policy.agents}
+    head_of = {a: models.index(policy.model_of[a]) for a in policy.agents}
+    return ValueHeads(policy.hidden_size, len(models), [width[m] for m in models]), head_of
+
+
+def head_rows(head_of: dict[str, int], steps: list[AgentStep], device: torch.device) -> torch.Tensor:
+    """Each step's head index, ``(N,)``."""
+    return torch.tensor([head_of[s.agent] for s in steps], dtype=torch.long, device=device)
+
+
 def features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: int) -> torch.Tensor:
     """Frozen base features of every step's prompt, ``(N, d)``, computed in minibatches."""
     # Chunks of one agent's steps share its role prompt, which the policy then runs only once.
@@ -244,16 +289,48 @@ def fit_critic(
         else:
             ensure_finite(loss, f"{prefix}/value_loss")
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if share.rows > 0:  # a rank with no row of the minibatch leaves its gradients missing, not zero
+            loss.backward()
         total = ranks.reduce_gradients(stepped, loss)  # data-parallel: summed over the ranks
         ensure_finite(total, f"{prefix}/value_loss")
         ensure_finite(torch.nn.utils.clip_grad_norm_(critic.parameters(), max_grad_norm), f"{prefix}/grad_norm")
         optimizer.step()
         losses.append(float(total))
-    return {
+    out = {
         f"{prefix}/value_loss": float(np.mean(losses)) if losses else 0.0,
         f"{prefix}/value_mean": float(masked_mean(values_old, mask)),
     }
+    explained = explained_variance(values_old, returns, mask, ranks=ranks)  # of the values before this fit
+    if explained is not None:  # returns that do not vary leave nothing to explain: no number rather than a made-up 0
+        out[f"{prefix}/explained_variance"] = explained
+    return out
+
+
+FLAT_RETURNS = 1e-12
+"""Returns whose variance is at most this share of their mean square do not vary (float64 rounding leaves such a
+remainder when every return is the same)."""
+
+
+def explained_variance(
+    values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor | None = None, *, ranks: Ranks = SINGLE
+) -> float | None:
+    """``1 - Var(returns - values) / Var(returns)`` over the entries ``mask`` marks (every entry without one).
+
+    The share of the returns' variance the values explain: 1 all of it, 0 no better than one constant, below 0
+    worse than that. None when the returns do not vary (:data:`FLAT_RETURNS`) or there are fewer than two entries.
+    Population variances; ``values``/``returns`` ``(N,)`` or ``(N, R)`` with ``mask``. Data-parallel: over every
+    rank's entries (``ranks.sum`` of five float64 sums: one all-reduce, the same number on every rank).
+    """
+    r = (returns if mask is None else returns[mask]).detach().double()  # (n,)
+    e = r - (values if mask is None else values[mask]).detach().double()  # (n,) the part the values miss
+    sums = torch.stack([r.new_tensor(float(r.numel())), r.sum(), (r * r).sum(), e.sum(), (e * e).sum()])  # (5,)
+    n, r_sum, r_squares, e_sum, e_squares = ranks.sum(sums).tolist()
+    if n < 2:
+        return None
+    r_var = r_squares / n - (r_sum / n) ** 2
+    if r_var <= FLAT_RETURNS * r_squares / n:
+        return None
+    return 1.0 - (e_squares / n - (e_sum / n) ** 2) / r_var
 
 
 def _minibatches(

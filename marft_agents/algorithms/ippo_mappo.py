@@ -29,13 +29,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
 
 from marft_agents.algorithms import action_ppo
 from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
-from marft_agents.algorithms.critic import Critic, ValueHead, features
+from marft_agents.algorithms.critic import Critic, ValueHeads, features
 from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.algorithms.prepare import prepare_advantages
 from marft_agents.algorithms.returns import agent_returns, require_cooperative
@@ -86,29 +85,6 @@ def per_agent_gae(
     return advantages, returns
 
 
-class ValueHeads(nn.Module):
-    """``n`` independent value heads; row ``b`` of the batch is valued by head ``head[b]``."""
-
-    def __init__(self, in_features: int, n: int, widths: list[int] | None = None):
-        super().__init__()
-        self.widths = [in_features] * n if widths is None else list(widths)
-        """Head ``k`` reads the first ``widths[k]`` feature columns (agents on models of other widths: ``team.py``)."""
-        self.heads = nn.ModuleList(ValueHead(w) for w in self.widths)
-
-    def observe(self, features: torch.Tensor, head: torch.Tensor) -> None:
-        """Feed each head the rows it values (:meth:`ValueHead.observe`)."""
-        for k, net in enumerate(self.heads):
-            net.observe(features[head == k][:, : self.widths[k]])
-
-    def forward(self, features: torch.Tensor, head: torch.Tensor) -> torch.Tensor:
-        out = features.new_zeros(features.shape[0])  # (B,)
-        for k, net in enumerate(self.heads):
-            rows = head == k
-            if rows.any():
-                out[rows] = net(features[rows][:, : self.widths[k]])  # (b, d_k)
-        return out
-
-
 class IPPO(Learner):
     """Independent PPO: per-agent policies and per-agent critics on each agent's own observation."""
 
@@ -119,12 +95,18 @@ class IPPO(Learner):
     def __init__(self, policy: LaMASPolicy, config: IPPOConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
         super().__init__(policy, config, temperature, **options)
-        self.head_of = {a: (0 if self.centralised else k) for k, a in enumerate(policy.agents)}
-        # a frozen agent's own head (IPPO) learns nothing either; MAPPO's one head is every agent's and learns from all
+        # IPPO: a head per agent. MAPPO: one head for every agent, or on a team of models (models/team.py) one per
+        # model, reading the state as that model embeds it; each head at its model's width.
+        if not self.centralised:
+            groups = list(policy.agents)
+        else:
+            groups = [policy.model_of[a] for a in policy.agents] if policy.is_team else [0] * len(policy.agents)
+        keys = list(dict.fromkeys(groups))
+        self.head_of = {a: keys.index(g) for a, g in zip(policy.agents, groups)}
+        # a frozen agent's own head (IPPO) learns nothing either; MAPPO's heads are every agent's and learn from all
         self.critic_learns = {a: self.centralised or policy.adapter_of[a] not in self.frozen for a in policy.agents}
-        # a team of models (models/team.py): each agent's head takes its own model's width
-        widths = [policy.width_of(a) for a in policy.agents] if policy.is_team and not self.centralised else None
-        heads = ValueHeads(policy.hidden_size, 1 if self.centralised else len(policy.agents), widths)
+        widths = [policy.width_of(policy.agents[groups.index(k)]) for k in keys] if policy.is_team else None
+        heads = ValueHeads(policy.hidden_size, len(keys), widths)
         learning = dict.fromkeys(self.head_of[a] for a in policy.agents if self.critic_learns[a])
         params = [p for k in learning for p in heads.heads[k].parameters()]
         self.critic = Critic(heads, policy.device, params=params, **config.critic_options())
@@ -189,10 +171,20 @@ class MAPPO(IPPO):
                 "MAPPO needs the env's global state with every agent-step: collect with "
                 "RolloutEngine(..., record_state=True) on an env that implements state_text(), or use algo=ippo"
             )
+        if not self.policy.is_team:
+            return self.state_features([s.state for s in steps])
+        out = torch.empty(len(steps), self.policy.hidden_size, device=self.policy.device)  # (N, D)
+        for agent in dict.fromkeys(s.agent for s in steps):  # each agent reads the state with its own model
+            rows = [i for i, s in enumerate(steps) if s.agent == agent]
+            out[rows] = self.state_features([steps[i].state for i in rows], agent)
+        return out
+
+    def state_features(self, states: list[str], agent: str | None = None) -> torch.Tensor:
+        """Frozen base features of each state, ``(n, d)``; ``agent``: with its model (a team of models)."""
         # Agents of one round share the state: embed each distinct state once.
-        unique = list(dict.fromkeys(s.state for s in steps))
+        unique = list(dict.fromkeys(states))
         row = {text: k for k, text in enumerate(unique)}
-        prompts = [self.policy.prompt({"instructions": "", "text": text}) for text in unique]
+        prompts = [self.policy.prompt({"instructions": "", "text": text}, agent) for text in unique]
         size = self.config.minibatch_size
-        table = torch.cat([self.policy.features(prompts[i : i + size]) for i in range(0, len(prompts), size)])  # (U, d)
-        return table[torch.tensor([row[s.state] for s in steps], device=table.device)]  # (N, d)
+        table = torch.cat([self.policy.features(prompts[i : i + size], agent) for i in range(0, len(prompts), size)])
+        return table[torch.tensor([row[s] for s in states], device=table.device)]  # (n, d)

@@ -177,17 +177,6 @@ def grpo_loss(
     return loss, stats
 
 
-def step_stats(loss: torch.Tensor, entropy: torch.Tensor, stats: dict[str, float]) -> dict[str, float]:
-    """One optimizer step's log row: its loss, mean entropy, and the clip fraction and approx KL of
-    :func:`ppo_clip_loss`."""
-    return {
-        "loss": loss.item(),
-        "entropy": entropy.item(),
-        "clip_frac": stats["clip_frac"],
-        "approx_kl": stats["approx_kl"],
-    }
-
-
 def mean_stats(rows: Sequence[dict[str, float]], prefix: str = "") -> dict[str, float]:
     """An update's numbers from its minibatches' (one dict each; a key may be missing from some).
 

@@ -1,6 +1,7 @@
 """MARFT at action level (the original code's "APPO"); ``docs/algorithms/marft.md``.
 
-1. A critic shared by all agents estimates ``V(o^i)`` from frozen base features; since ``o^i`` holds
+1. A critic shared by all agents estimates ``V(o^i)`` from frozen base features (a team of models,
+   ``agents.<id>.model``: one head per model, at its width, shared by that model's agents); since ``o^i`` holds
    the predecessors' same-round actions, this is the sequential value ``V(o, a^{1:i-1})``.
 2. Chain GAE along each round's acting order (``gamma_agent`` between agents of a round, ``gamma``
    between rounds), over all collected episodes at once (episode ends cut exactly one link).
@@ -27,7 +28,7 @@ from marft_agents.algorithms import action_ppo
 from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import chain_gae
 from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
-from marft_agents.algorithms.critic import Critic, ValueHead, features
+from marft_agents.algorithms.critic import Critic, features, head_rows, model_heads
 from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.prepare import prepare_advantages
 from marft_agents.algorithms.returns import agent_returns, require_cooperative, warn_undeclared_team_reward
@@ -73,7 +74,8 @@ class MARFT(Learner):
     def __init__(self, policy: LaMASPolicy, config: MARFTConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
         super().__init__(policy, config, temperature, **options)
-        self.critic = Critic(ValueHead(policy.hidden_size), policy.device, **config.critic_options())
+        head, self.head_of = model_heads(policy)  # one shared head; a team of models: one per model, at its width
+        self.critic = Critic(head, policy.device, **config.critic_options())
         self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
         self.warned_team_reward = False
 
@@ -87,15 +89,10 @@ class MARFT(Learner):
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d) frozen base features: once per update
-        values_old = self.critic.observe_and_value(feats, ranks=self.ranks)  # (N,), every rank's rows in the statistics
-        advantages, returns = compute_advantages(
-            steps,
-            values_old,
-            gamma=cfg.gamma,
-            gamma_agent=cfg.gamma_agent,
-            lam=cfg.gae_lambda,
-            shared_reward=cfg.shared_reward,
-        )
+        inputs = (feats,) if self.head_of is None else (feats, head_rows(self.head_of, steps, feats.device))
+        values_old = self.critic.observe_and_value(*inputs, ranks=self.ranks)  # (N,); every rank's rows observed
+        chain = dict(gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, lam=cfg.gae_lambda, shared_reward=cfg.shared_reward)
+        advantages, returns = compute_advantages(steps, values_old, **chain)
         self.warned_team_reward = self.warned_team_reward or warn_undeclared_team_reward("marft", steps)
         returns_of = agent_returns(self.policy, episodes, "chain")  # what the chain credits each agent with
         advantages, metrics, informative = prepare_advantages(  # per agent; an agent's equal returns: no step for it
@@ -113,7 +110,7 @@ class MARFT(Learner):
             metrics.update(turn.metrics())
             if turn.needs_ratios and turn.idx:  # data-parallel: this rank may hold none of the adapter's steps
                 turn.record(self.log_ratios(turn.adapter, steps, turn.idx))
-        metrics.update(self.critic.fit((feats,), values_old, returns, rng, ranks=self.ranks))
+        metrics.update(self.critic.fit(inputs, values_old, returns, rng, ranks=self.ranks))
         metrics["advantage_std"] = float(advantages.std()) if len(steps) > 1 else 0.0
         return metrics
 

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms import action_ppo, token_ppo
+from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import at_last_token, token_advantages
 from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
 from marft_agents.algorithms.critic import Critic, ValueHead, token_features
@@ -59,29 +60,27 @@ class MARFTTokenConfig(ChainSettings):
 
 
 def compute_advantages(
-    steps: list[AgentStep], batch: token_ppo.TokenBatch, values: torch.Tensor, config: MARFTTokenConfig
+    steps: list[AgentStep],
+    batch: token_ppo.TokenBatch,
+    values: torch.Tensor,
+    *,
+    shared_reward: str = "once",
+    **discounts: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Token GAE over every episode's tokens in acting order, ``(advantages, returns)`` ``(N, R)``.
 
     A step's reward sits on its last token, a round's shared reward once (on its last agent: ``chain_reward``;
-    ``shared_reward="per_agent"`` puts every copy in, for ablations).
+    ``shared_reward="per_agent"`` puts every copy in, for ablations). ``discounts``: ``gamma``, ``gamma_agent``,
+    ``gamma_token`` and ``lam`` of :func:`~marft_agents.algorithms.advantages.token_advantages`.
     """
     device = values.device
-    paid = [s.chain_reward if config.shared_reward == "once" else s.reward for s in steps]
+    paid = [s.chain_reward if shared_reward == "once" else s.reward for s in steps]
     rewards = at_last_token(torch.tensor(paid, dtype=torch.float32, device=device), batch.lengths, batch.mask.shape[1])
     episode_ids = {e: k for k, e in enumerate(dict.fromkeys(s.episode for s in steps))}
-    return token_advantages(
-        rewards,  # (N, R)
-        values,
-        batch.mask,
-        torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long, device=device),
-        torch.tensor([s.round_end for s in steps], device=device),
-        torch.tensor([s.done for s in steps], device=device),
-        gamma=config.gamma,
-        gamma_agent=config.gamma_agent,
-        gamma_token=config.gamma_token,
-        lam=config.gae_lambda,
-    )
+    episodes = torch.tensor([episode_ids[s.episode] for s in steps], dtype=torch.long, device=device)
+    round_ends = torch.tensor([s.round_end for s in steps], device=device)
+    dones = torch.tensor([s.done for s in steps], device=device)
+    return token_advantages(rewards, values, batch.mask, episodes, round_ends, dones, **discounts)  # (N, R) each
 
 
 class MARFTToken(Learner):
@@ -92,6 +91,11 @@ class MARFTToken(Learner):
     config: MARFTTokenConfig
     critic: Critic
 
+    @classmethod
+    def check_env(cls, config: MARFTTokenConfig, env: Any, *, workers: int = 0) -> None:
+        """Refuse an env whose agents are not one team: the chain would back one player's reward into another's."""
+        require_cooperative("marft_token", env, "its token GAE backs each agent's reward up to the agents before it")
+
     def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
         super().__init__(policy, config, temperature, **options)
@@ -100,20 +104,16 @@ class MARFTToken(Learner):
         self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
         self.warned_team_reward = False
 
-    @classmethod
-    def check_env(cls, config: MARFTTokenConfig, env: Any, *, workers: int = 0) -> None:
-        """Refuse an env whose agents are not one team: the chain would back one player's reward into another's."""
-        require_cooperative("marft_token", env, "its token GAE backs each agent's reward up to the agents before it")
-
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One token-level MARFT update from whole episodes; returns metrics."""
         cfg = self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         batch = token_ppo.pack(steps, self.policy.device)  # (N, R) behaviour log-probs and mask
         feats = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen: once per update
-        self.critic.observe(feats, batch.mask)  # the input statistics first (real tokens only): the old values use them
+        self.critic.observe(feats[batch.mask], ranks=self.ranks)  # statistics first (every rank's real tokens)
         values_old = self.critic.values(feats) * batch.mask  # (N, R)
-        advantages, returns = compute_advantages(steps, batch, values_old, cfg)
+        chain = dict(gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, gamma_token=cfg.gamma_token, lam=cfg.gae_lambda)
+        advantages, returns = compute_advantages(steps, batch, values_old, shared_reward=cfg.shared_reward, **chain)
         self.warned_team_reward = self.warned_team_reward or warn_undeclared_team_reward("marft_token", steps)
         advantages, metrics, informative = prepare_advantages(  # per agent; an agent's equal returns: no step for it
             self.policy, agent_returns(self.policy, episodes, "chain"), steps, idx_of, advantages, batch.mask,
@@ -122,19 +122,23 @@ class MARFTToken(Learner):
         learning = [a for a in self.learning_adapters(update) if informative[a]]
         ppo = dict(clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate)
         ppo.update(max_grad_norm=cfg.max_grad_norm, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs)
-        sampled = dict(temperature=self.temperature, tis_cap=self.tis_cap)
+        sampled = dict(temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
         scoring = dict(temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction)
-        keys = [(s.episode, s.round) for s in steps]
-        for turn in turns(learning, idx_of, keys, cfg.sequential, rng, self.policy.device):
+        keys, held = [(s.episode, s.round) for s in steps], dp.held(self.ranks, idx_of)  # held: any rank's steps
+        for turn in turns(learning, idx_of, keys, cfg.sequential, rng, self.policy.device, held):
             weight = 1.0 if turn.weights is None else turn.weights.view(-1, 1)  # M of a step on all its tokens
             optimizer, old = self.optimizers[turn.adapter], batch.old_logp
             args = (self.policy, optimizer, turn.adapter, steps, turn.idx, old, advantages * weight, rng)
             metrics.update({**token_ppo.step(*args, **ppo, **sampled), **turn.metrics()})
-            if turn.needs_ratios:  # action-level ratios for M; the last adapter's are not needed by anyone
+            if turn.needs_ratios and turn.idx:  # ratios for M, not the last's; a rank may hold none of its steps
                 turn.record(action_ppo.log_ratios(self.policy, turn.adapter, steps, turn.idx, **scoring))
-        metrics.update(self.critic.fit((feats,), values_old, returns, rng, mask=batch.mask))
+        metrics.update(self.critic.fit((feats,), values_old, returns, rng, mask=batch.mask, ranks=self.ranks))
         metrics["advantage_std"] = float(advantages[batch.mask].std()) if batch.mask.sum() > 1 else 0.0
         return metrics
+
+    @classmethod
+    def check_data_parallel(cls, config: MARFTTokenConfig) -> None:
+        """Token-level MARFT splits across ranks: whole episodes stay on one rank (token GAE is local)."""
 
     def learning_adapters(self, update: int) -> list[str]:
         """The trainable adapters that learn in this update (all, or one in turn: the round-robin skips frozen ones)."""

@@ -61,7 +61,7 @@ class PPO(Learner):
 
     def update(self, episodes: list[Episode], update: int, rng: np.random.Generator) -> dict[str, float]:
         """One PPO update from whole episodes; returns metrics."""
-        cfg = self.config
+        (adapter,), cfg = self.policy.adapters, self.config
         steps, idx_of = by_adapter(self.policy, episodes)
         feats = features(self.policy, steps, cfg.minibatch_size)  # (N, d) frozen base features: once per update
         values_old = self.critic.observe_and_value(feats, ranks=self.ranks)  # (N,), every rank's rows in the statistics
@@ -84,7 +84,6 @@ class PPO(Learner):
             **cfg.advantage_options(),
             ranks=self.ranks,
         )
-        (adapter,) = self.policy.adapters
         if dp.held(self.ranks, idx_of)[adapter] and informative[adapter]:  # data-parallel: every rank steps, or none
             sampling = dict(settings=cfg, temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
             optimizer = self.optimizers[adapter]

@@ -46,7 +46,7 @@ def prepare_advantages(
     metrics = {"signal/advantage_std": spread(advantages, mask), **agent_health(steps, idx_of, advantages, mask)}
     if normalize:
         if scope == "agent":
-            groups, n_groups = adapter_ids(policy, steps), len(policy.adapters)
+            groups, n_groups = agent_ids(policy, steps), len(policy.agents)
         else:  # every step in one group: the joint standardisation
             groups, n_groups = torch.zeros(len(steps), dtype=torch.long, device=policy.device), 1
         advantages = dp.normalize_per_agent(ranks, advantages, groups, n_groups, mask)  # over every rank's steps
@@ -59,10 +59,13 @@ def prepare_advantages(
     return advantages, metrics, informative
 
 
-def adapter_ids(policy: LaMASPolicy, steps: list[AgentStep]) -> torch.Tensor:
-    """Each step's adapter as an integer, ``(N,)`` (its place in ``policy.adapters``): to normalise per agent."""
-    number = {a: k for k, a in enumerate(policy.adapters)}
-    return torch.tensor([number[policy.adapter_of[s.agent]] for s in steps], dtype=torch.long, device=policy.device)
+def agent_ids(policy: LaMASPolicy, steps: list[AgentStep]) -> torch.Tensor:
+    """Each step's agent (its role) as an integer, ``(N,)`` (its place in ``policy.agents``): to normalise per agent.
+
+    Per agent, not per adapter: with ``adapter_mode=shared`` one adapter serves every role, and one group would again
+    push each role by the difference of the roles' means."""
+    number = {a: k for k, a in enumerate(policy.agents)}
+    return torch.tensor([number[s.agent] for s in steps], dtype=torch.long, device=policy.device)
 
 
 def agent_health(

@@ -11,6 +11,9 @@ random minibatches (:func:`~marft_agents.algorithms.base.minibatches`):
 - a minibatch whose approx KL to the behaviour policy exceeds ``kl_gate`` is skipped (None: never);
 - one optimizer step per minibatch (:func:`~marft_agents.algorithms.base.apply`).
 
+Data-parallel (``ranks``), every term is a mean over the global minibatch's response tokens: each rank's
+term is scaled by its share of them (``mb.share.tokens``), and the KL gate reads the global statistics.
+
 :func:`pack` lays a batch's behaviour log-probs out per token, ``(N, R)``, for both learners' advantages.
 """
 
@@ -22,7 +25,8 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.base import apply, minibatches
-from marft_agents.algorithms.losses import approx_kl, masked_mean, mean_stats, ppo_clip_loss, step_stats
+from marft_agents.algorithms.data_parallel import SINGLE, Ranks, shared_means
+from marft_agents.algorithms.losses import approx_kl, masked_mean, mean_stats, ppo_clip_loss
 from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
@@ -75,32 +79,39 @@ def step(
     epochs: int,
     temperature: Temperature,
     tis_cap: float | None,
+    ranks: Ranks = SINGLE,
 ) -> dict[str, float]:
     """Epochs of PPO-clip per token over ``adapter``'s steps ``idx``; ``old_logp``, ``advantages`` ``(N, R)`` over
     ``steps``.
 
     Returns the minibatches' mean ``loss``, ``entropy``, ``clip_frac``, ``approx_kl`` (and ``kl_ref``, TIS
-    statistics) under ``<adapter>/``, and ``<adapter>/skipped_minibatches`` (the KL gate's).
+    statistics) under ``<adapter>/``, and ``<adapter>/skipped_minibatches`` (the KL gate's). ``ranks``: this rank's
+    steps of a data-parallel update; the KL gate and the logged statistics are the global minibatch's, so every
+    rank skips the same minibatches.
     """
     log, skipped = [], 0  # per-minibatch stats
-    sizes = dict(minibatch_size=minibatch_size, epochs=epochs)
-    for mb in minibatches(policy, adapter, steps, idx, rng, temperature=temperature, reference=kl_coef > 0, **sizes):
+    sizes = dict(minibatch_size=minibatch_size, epochs=epochs, reference=kl_coef > 0, ranks=ranks)
+    for mb in minibatches(policy, adapter, steps, idx, rng, temperature=temperature, **sizes):
         rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
         weights = token_weights(mb.steps, width, tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
         ppo, stats = ppo_clip_loss(
             mb.logp_tok, old_logp[rows, :width], advantages[rows, :width], clip_eps, mb.mask, weights=weights
         )
         entropy = masked_mean(mb.entropy_tok, mb.mask)
-        loss = ppo - entropy_coef * entropy
-        row = {}
+        tokens = mb.share.tokens  # every term is a mean over tokens: this rank's part of the global one (1.0 alone)
+        loss = tokens * ppo - entropy_coef * tokens * entropy
+        local = {"entropy": entropy.item(), "clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
         if kl_coef > 0:
             kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask)  # per token, to the reference
-            loss = loss + kl_coef * kl
-            row["kl_ref"] = kl.item()  # logged for gated minibatches too
+            loss = loss + kl_coef * tokens * kl
+            local["kl_ref"] = kl.item()
+        stats = shared_means(ranks, local, dict.fromkeys(local, tokens))  # the global minibatch's
+        row = {"kl_ref": stats["kl_ref"]} if kl_coef > 0 else {}  # logged for gated minibatches too
         if kl_gate is not None and stats["approx_kl"] > kl_gate:  # too far from the behaviour policy
             log.append(row)
             skipped += 1
             continue
-        apply(optimizer, loss, policy.parameters(adapter), max_grad_norm, adapter)
-        log.append({**row, **step_stats(loss, entropy, stats), **weight_stats(weights, mb.mask)})
+        total = apply(optimizer, loss, policy.parameters(adapter), max_grad_norm, adapter, ranks)
+        clip = {k: stats[k] for k in ("entropy", "clip_frac", "approx_kl")}
+        log.append({**row, "loss": total, **clip, **weight_stats(weights, mb.mask)})
     return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}

@@ -23,7 +23,6 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from marft_agents.engines.base import Engine, groups
-from marft_agents.models import lm
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Generation, Request, Sampling
 
@@ -76,33 +75,26 @@ class EpisodeSeededEngine(Engine):
     def generate(self, requests: Sequence[Request], sampling: Sampling) -> Generation:
         responses: list[list[int]] = [[] for _ in requests]
         token_logps: list[torch.Tensor] = [None] * len(requests)  # every request's adapter group fills its slot
+        texts: list[str] = [""] * len(requests)
         for (adapter, own), indices in groups(requests, sampling).items():
             prompts = [requests[i].prompt for i in indices]
-            if own.temperature == 0:  # greedy: nothing to draw, the hf engine's own path
-                gen = self.policy.generate(prompts, adapter, own)
-                self.calls += 1
-                for k, i in enumerate(indices):
-                    responses[i], token_logps[i] = gen.responses[k], gen.token_logps[k]
-                continue
-            try:
-                generators = [self.generators[requests[i].episode] for i in indices]
-            except KeyError as err:
-                raise KeyError(f"episode {err.args[0]} has no sampling generator: call seed_episodes first") from None
-            sampler = EpisodeSampler(
-                generators, own.temperature, max(len(p) for p in prompts), self.policy.eos_token_id
-            )
-            with torch.no_grad(), self.policy.active(adapter) as model:
-                out, logps = lm.generate(
-                    model,
-                    prompts,
-                    temperature=own.temperature,
-                    max_new_tokens=own.max_new_tokens,
-                    pad_token_id=self.policy.pad_token_id,
-                    eos_token_id=self.policy.eos_token_id,
-                    logits_processor=LogitsProcessorList([sampler]),
-                )
+            sampler = self._sampler(requests, indices, own, self.policy.eos_token_id_of(adapter))
+            gen = self.policy.generate(prompts, adapter, own, logits_processor=sampler)
             self.calls += 1
             for k, i in enumerate(indices):
-                responses[i], token_logps[i] = out[k], logps[k]
-        texts = self.policy.tokenizer.batch_decode(responses, skip_special_tokens=True)
+                responses[i], token_logps[i], texts[i] = gen.responses[k], gen.token_logps[k], gen.texts[k]
         return Generation(responses=responses, token_logps=token_logps, texts=texts)
+
+    def _sampler(
+        self, requests: Sequence[Request], indices: list[int], own: Sampling, eos_token_id: int
+    ) -> LogitsProcessorList | None:
+        """The :class:`EpisodeSampler` of one group's episodes (``eos_token_id``: the end of its adapter's turns); None
+        when greedy (nothing to draw: the hf engine's own path)."""
+        if own.temperature == 0:
+            return None
+        try:
+            generators = [self.generators[requests[i].episode] for i in indices]
+        except KeyError as err:
+            raise KeyError(f"episode {err.args[0]} has no sampling generator: call seed_episodes first") from None
+        width = max(len(requests[i].prompt) for i in indices)
+        return LogitsProcessorList([EpisodeSampler(generators, own.temperature, width, eos_token_id)])

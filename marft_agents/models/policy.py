@@ -32,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
 
 from marft_agents.models import lm, token_scores
 from marft_agents.models.chat import prompt_ids
@@ -55,7 +55,13 @@ def embedded_model_path() -> Path:
 
 
 def load_base(model: str, dtype: torch.dtype = torch.float32):
-    """Load ``(model, tokenizer)`` from ``"embedded"``, a named model, a local directory, or a Hub id."""
+    """Load ``(model, tokenizer)`` from ``"embedded"``, a named model, a local directory, or a Hub id.
+
+    Weights come from safetensors files only (a pickle can run code); a damaged or unsafe folder, or a chat
+    template that cannot render, is a one-line :class:`~marft_agents.models.folder_checks.ModelFolderError`.
+    """
+    from marft_agents.models import folder_checks  # the checks on a folder that may come from anyone
+
     model = resolve_named(model)  # a named model becomes its verified cached folder (fetched on first use)
     path = embedded_model_path() if model == EMBEDDED else model
     local = Path(path)
@@ -64,13 +70,22 @@ def load_base(model: str, dtype: torch.dtype = torch.float32):
         raise ModelNotFoundError(
             f"no model at {path}: pass a directory saved with save_pretrained, a Hub id, or 'embedded'"
         )
+    source = str(local.expanduser()) if looks_local else model
+    if looks_local:
+        folder_checks.check_weights(local.expanduser())
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(local.expanduser()) if looks_local else model)
-        lm = AutoModelForCausalLM.from_pretrained(str(local.expanduser()) if looks_local else model, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        lm = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True)
     except OSError as err:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         hint = " (HF_HUB_OFFLINE=1: it must already be in the local cache)" if offline else ""
-        raise ModelNotFoundError(f"cannot load model {model!r}{hint}: {str(err).splitlines()[0]}") from None
+        raise ModelNotFoundError(f"cannot load model {model!r}{hint}: {folder_checks.first_line(err)}") from None
+    except folder_checks.DAMAGED as err:  # a malformed JSON file, a damaged weights file
+        raise folder_checks.ModelFolderError(
+            f"cannot load model {model!r} (a damaged file?): {type(err).__name__}: {folder_checks.first_line(err)}"
+        ) from None
+    where = folder_checks.template_file(local.expanduser()) if looks_local else f"model {model!r}"
+    folder_checks.check_chat_template(tokenizer, where)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return lm, tokenizer
@@ -267,6 +282,10 @@ class LaMASPolicy:
             for p in self.parameters(name):
                 p.requires_grad_(False)
 
+    def eos_token_id_of(self, adapter: str) -> int:
+        """The token that ends ``adapter``'s turns: the tokenizer's, every adapter's alike (a team's differ)."""
+        return self.eos_token_id
+
     # -- the KL reference ------------------------------------------------------------------------
 
     def kl_reference(self, adapter: str) -> str | None:
@@ -331,9 +350,18 @@ class LaMASPolicy:
 
     @torch.no_grad()
     def generate(
-        self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False
+        self,
+        prompts: list[list[int]],
+        adapter: str,
+        sampling: Sampling,
+        *,
+        merge: bool = False,
+        logits_processor: LogitsProcessorList | None = None,
     ) -> Generation:
-        """One batched ``generate`` call for ``prompts`` with ``adapter`` active (``merge``: merged, :meth:`merged`)."""
+        """One batched ``generate`` call for ``prompts`` with ``adapter`` active (``merge``: merged, :meth:`merged`).
+
+        ``logits_processor`` runs before the temperature (:func:`~marft_agents.models.lm.generate`): the seeded
+        engine draws each row's token with it (``engines/seeded.py``)."""
         with self.merged(adapter) if merge else self.active(adapter) as model:
             responses, token_logps = lm.generate(
                 model,
@@ -342,6 +370,7 @@ class LaMASPolicy:
                 max_new_tokens=sampling.max_new_tokens,
                 pad_token_id=self.pad_token_id,
                 eos_token_id=self.eos_token_id,
+                logits_processor=logits_processor,
             )
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
         return Generation(responses=responses, token_logps=token_logps, texts=texts)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 import torch
+from torch import Tensor
 
 from marft_agents.models.sampling import Generation, Sampling
 
@@ -71,11 +72,11 @@ class Policy(RolloutPolicy, Protocol):
         """The trainable parameters of one adapter."""
         ...
 
-    def adapter_state(self, adapter: str) -> dict[str, torch.Tensor]:
+    def adapter_state(self, adapter: str) -> dict[str, Tensor]:
         """A copy of one adapter's weights (for checkpoints)."""
         ...
 
-    def load_adapter_state(self, adapter: str, state: dict[str, torch.Tensor]) -> None:
+    def load_adapter_state(self, adapter: str, state: dict[str, Tensor]) -> None:
         """Load weights saved by :meth:`adapter_state`; they stay trainable."""
         ...
 
@@ -83,32 +84,32 @@ class Policy(RolloutPolicy, Protocol):
         """What ``adapter``'s KL penalty compares it with, as :meth:`score` takes it."""
         ...
 
+    def eos_token_id_of(self, adapter: str) -> int:
+        """The token that ends ``adapter``'s turns (its model's tokenizer's)."""
+        ...
+
     def freeze_reference(self) -> None:
         """Make every adapter's current weights its KL reference."""
         ...
 
-    def reference_state(self) -> dict[str, dict[str, torch.Tensor]] | None:
+    def reference_state(self) -> dict[str, dict[str, Tensor]] | None:
         """The frozen reference weights per adapter; None while the base is every adapter's reference."""
         ...
 
-    def load_reference_state(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+    def load_reference_state(self, state: dict[str, dict[str, Tensor]]) -> None:
         """Make ``state`` (from :meth:`reference_state`) the frozen KL reference of every adapter."""
         ...
 
     def score(
-        self,
-        prompts: list[list[int]],
-        responses: list[list[int]],
-        adapter: str | None,
-        temperature: float | torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float | Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Per-token log-probs and entropies of ``responses`` (with grad), and the response mask, each ``(B, R)``."""
         ...
 
-    def features(self, prompts: list[list[int]], agent: str | None = None) -> torch.Tensor:
+    def features(self, prompts: list[list[int]], agent: str | None = None) -> Tensor:
         """Frozen base features for the critic, ``(B, hidden_size)`` (``agent``: whose base, in a team)."""
         ...
 
-    def token_features(self, prompts: list[list[int]], responses: list[list[int]]) -> torch.Tensor:
+    def token_features(self, prompts: list[list[int]], responses: list[list[int]]) -> Tensor:
         """Frozen base features of the state before each response token, ``(B, R, hidden_size)``."""
         ...

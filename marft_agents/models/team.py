@@ -9,8 +9,9 @@ hold every member's adapters under their own (peft) names.
 What needs one model for every agent has no meaning here and is refused: a fresh adapter's KL
 reference is *its* base with adapters off (:meth:`TeamPolicy.kl_reference` names it ``<adapter>@base``,
 never None). A critic's frozen features come from each agent's own base (:meth:`TeamPolicy.features`,
-zero-padded to the widest): a value head per agent reads its own width (IPPO), while a critic shared by
-agents of different widths has no meaning, so a run refuses those learners before any model loads
+zero-padded to the widest), and each value head reads its own model's width: a head per agent (IPPO), or
+per model for a critic the agents share (MARFT, MAPPO; ``algorithms/critic.py``, ``model_heads``). What a
+team cannot do yet (token-level features, CORY's role swaps) is refused before any model loads
 (``marft_agents.training.setup.check_models``).
 """
 
@@ -19,8 +20,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import torch
+from torch import Tensor
 
-from marft_agents.models import lm
 from marft_agents.models.policy import REFERENCE_SUFFIX, LaMASPolicy
 from marft_agents.models.sampling import Generation, Sampling
 
@@ -28,9 +29,9 @@ BASE_REFERENCE = "@base"
 """``kl_reference`` of a fresh adapter ``a`` is ``a + BASE_REFERENCE``: ``a``'s own base with adapters off."""
 
 NO_CRITIC = (
-    "a team of models (agents.<agent_id>.model) has no one base for a shared critic's features: "
-    "use algo=grpo or algo=ippo (a value head per agent), or one model for every agent"
+    "a team of models (agents.<agent_id>.model) reads each agent's features with that agent's own base: name the agent"
 )
+NO_TOKEN_CRITIC = "token-level critic features of several bases are not built yet: use algo=marft, ippo or mappo"
 
 
 class TeamPolicy:
@@ -80,10 +81,10 @@ class TeamPolicy:
     def parameters(self, adapter: str) -> list[torch.nn.Parameter]:
         return self.member(adapter).parameters(adapter)
 
-    def adapter_state(self, adapter: str) -> dict[str, torch.Tensor]:
+    def adapter_state(self, adapter: str) -> dict[str, Tensor]:
         return self.member(adapter).adapter_state(adapter)
 
-    def load_adapter_state(self, adapter: str, state: dict[str, torch.Tensor]) -> None:
+    def load_adapter_state(self, adapter: str, state: dict[str, Tensor]) -> None:
         self.member(adapter).load_adapter_state(adapter, state)
 
     @contextmanager
@@ -98,6 +99,10 @@ class TeamPolicy:
 
     # -- the KL reference ------------------------------------------------------------------------
 
+    def eos_token_id_of(self, adapter: str) -> int:
+        """The token that ends ``adapter``'s turns: its model's tokenizer's."""
+        return self.member(adapter).eos_token_id
+
     def kl_reference(self, adapter: str) -> str:
         """``adapter``'s frozen copy where it has one, else ``<adapter>@base``: its own base with adapters off."""
         return self.member(adapter).kl_reference(adapter) or adapter + BASE_REFERENCE
@@ -106,14 +111,14 @@ class TeamPolicy:
         for policy in self.members.values():
             policy.freeze_reference()
 
-    def reference_state(self) -> dict[str, dict[str, torch.Tensor]] | None:
+    def reference_state(self) -> dict[str, dict[str, Tensor]] | None:
         """Every member's frozen reference weights by adapter; None while every adapter's reference is its base."""
         states = [p.reference_state() for p in self.members.values()]
         if all(s is None for s in states):
             return None
         return {a: w for s in states if s is not None for a, w in s.items()}
 
-    def load_reference_state(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+    def load_reference_state(self, state: dict[str, dict[str, Tensor]]) -> None:
         if not isinstance(state, dict) or sorted(state) != sorted(self.adapters):
             got = sorted(state) if isinstance(state, dict) else type(state).__name__
             raise KeyError(f"reference weights for adapters {got}, expected {sorted(self.adapters)}")
@@ -131,31 +136,16 @@ class TeamPolicy:
             )
         return self.members[self.model_of[agent]].prompt(observation)
 
-    @torch.no_grad()
     def generate(
-        self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False
+        self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False, logits_processor=None
     ) -> Generation:
-        """:meth:`LaMASPolicy.generate` on ``adapter``'s model, with its tokenizer's end and padding tokens."""
-        member = self.member(adapter)
-        with member.merged(adapter) if merge else member.active(adapter) as model:
-            responses, token_logps = lm.generate(
-                model,
-                prompts,
-                temperature=sampling.temperature,
-                max_new_tokens=sampling.max_new_tokens,
-                pad_token_id=member.pad_token_id,
-                eos_token_id=member.eos_token_id,
-            )
-        texts = member.tokenizer.batch_decode(responses, skip_special_tokens=True)
-        return Generation(responses=responses, token_logps=token_logps, texts=texts)
+        """:meth:`LaMASPolicy.generate` on ``adapter``'s model, with its tokenizer's end and padding tokens
+        (``logits_processor``: the episode-seeded engine's sampler, as for one model)."""
+        return self.member(adapter).generate(prompts, adapter, sampling, merge=merge, logits_processor=logits_processor)
 
     def score(
-        self,
-        prompts: list[list[int]],
-        responses: list[list[int]],
-        adapter: str | None,
-        temperature: float | torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float | Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """:meth:`LaMASPolicy.score` on ``adapter``'s model; ``<adapter>@base`` scores under that model's base."""
         if adapter is None:
             raise ValueError(
@@ -165,7 +155,7 @@ class TeamPolicy:
         return self.member(adapter).score(prompts, responses, None if base else adapter, temperature)
 
     @torch.no_grad()
-    def features(self, prompts: list[list[int]], agent: str | None = None) -> torch.Tensor:
+    def features(self, prompts: list[list[int]], agent: str | None = None) -> Tensor:
         """``agent``'s frozen base features (:meth:`LaMASPolicy.features`), zero-padded to :attr:`hidden_size`:
         ``(B, D)``.
 
@@ -175,7 +165,7 @@ class TeamPolicy:
         own = self.members[self.model_of[agent]].features(prompts)  # (B, d_agent)
         return torch.nn.functional.pad(own, (0, self.hidden_size - own.shape[1]))  # (B, D)
 
-    def token_features(self, prompts: list[list[int]], responses: list[list[int]]) -> torch.Tensor:
+    def token_features(self, prompts: list[list[int]], responses: list[list[int]]) -> Tensor:
         raise ValueError(NO_CRITIC)
 
     def width_of(self, agent: str) -> int:

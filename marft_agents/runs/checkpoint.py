@@ -13,12 +13,14 @@ temporary files such a kill leaves behind. The writes go through ``run_files``: 
 checkpoint folder nor a file in it may be a symbolic link, and a failed write (a full disk) is one
 line naming the reason and the previous checkpoint, which stays intact (:class:`CheckpointWriteError`).
 Checkpoints hold tensors and plain data only and are read with ``torch.load(weights_only=True)``:
-a crafted file cannot run code when it is loaded.
+a crafted file cannot run code when it is loaded. A run keeps the newest ``checkpoints.keep`` of them
+(:class:`CheckpointConfig`).
 """
 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,18 @@ import torch
 
 from marft_agents.models.protocol import Policy
 from marft_agents.runs import files as run_files
+from marft_agents.settings.fields import NON_NEGATIVE, ranged
 
 LATEST = "latest"
+"""The file in ``checkpoints/`` that names the newest whole checkpoint (``update_000007.pt``)."""
+
+
+@dataclass
+class CheckpointConfig:
+    """What a run keeps of its checkpoints (``checkpoints.*`` keys; docs/agents.md, "A run folder")."""
+
+    keep: int = ranged(2, NON_NEGATIVE, "0 keeps every checkpoint")
+    """How many of the newest checkpoints (``update_*.pt``) the run keeps; older ones are deleted (0: every one)."""
 
 
 class CheckpointError(ValueError):
@@ -54,7 +66,8 @@ def set_rng_state(state: dict[str, Any], np_rng: np.random.Generator) -> None:
 
 
 def on_cpu(tree: Any) -> Any:
-    """``tree`` (dicts, lists, tuples of tensors and plain data) with every tensor on the CPU (those there already as they are)."""
+    """``tree`` (dicts, lists, tuples of tensors and plain data) with every tensor on the CPU (those there already as
+    they are)."""
     if isinstance(tree, torch.Tensor):
         return tree.cpu()
     if isinstance(tree, dict):
@@ -69,24 +82,29 @@ class CheckpointWriteError(run_files.RunWriteError):
 
 
 def save_checkpoint(folder: str | Path, update: int, state: dict[str, Any], keep: int = 2) -> Path:
-    """Write ``update_<n>.pt`` atomically, point ``latest`` at it, and keep only the newest ``keep``.
+    """Write ``update_<n>.pt`` atomically, point ``latest`` at it, and keep only the newest ``keep`` (0: every one).
 
     ``folder`` is created if missing; neither it nor a file in it may be a symbolic link. A failed
     write raises :class:`CheckpointWriteError` naming the reason and the checkpoint still in place.
     """
+    if keep < 0:
+        raise ValueError(f"checkpoints.keep must be >= 0 (0 keeps every checkpoint), got {keep}")
     folder = Path(folder)
     run_files.ensure_folder(folder.parent, folder.name)  # a link named like the folder is refused here
     remove_partial_files(folder)
     path = folder / f"update_{update:06d}.pt"
     previous = latest_checkpoint(folder)
     try:
-        run_files.write_file(folder.parent, Path(folder.name, path.name), lambda f: torch.save(on_cpu({"update": update, **state}), f))
+        run_files.write_file(
+            folder.parent, Path(folder.name, path.name), lambda f: torch.save(on_cpu({"update": update, **state}), f)
+        )
         run_files.write_text(folder.parent, Path(folder.name, LATEST), path.name)
     except (OSError, RuntimeError) as err:
         raise _write_failure(path, previous, err) from None
     # keep the newest ``keep`` up to this one; a later-numbered file is not of this run's history
     saved = sorted(folder.glob("update_*.pt"))
-    for old in [p for p in saved if p.name > path.name] + [p for p in saved if p.name <= path.name][:-keep]:
+    older = [p for p in saved if p.name <= path.name][:-keep] if keep else []
+    for old in [p for p in saved if p.name > path.name] + older:
         old.unlink(missing_ok=True)
     return path
 
@@ -147,15 +165,19 @@ def check_resume_state(state: dict[str, Any], path: str | Path, *, updates: int)
     """
     update = state["update"]
     if type(update) is not int or update < 0:
-        raise CheckpointError(f"{path}: its update number {str(update)[:40]!r} is not a whole number >= 0{_previous_hint(Path(path))}")
+        raise CheckpointError(
+            f"{path}: its update number {str(update)[:40]!r} is not a whole number >= 0{_previous_hint(Path(path))}"
+        )
     if update > updates:
         raise CheckpointError(
-            f"{path} was written after update {update}, past this run's updates={updates}: resume with updates={update} or more"
+            f"{path} was written after update {update}, past this run's updates={updates}: "
+            f"resume with updates={update} or more"
         )
     rng = state.get("rng")
     if not isinstance(rng, dict) or not {"python", "torch", "numpy"} <= set(rng):
         raise CheckpointError(
-            f"{path}: its 'rng' is not the python, torch and numpy RNG states a checkpoint holds{_previous_hint(Path(path))}"
+            f"{path}: its 'rng' is not the python, torch and numpy RNG states a checkpoint holds"
+            f"{_previous_hint(Path(path))}"
         )
     for name, restore in (
         ("python", lambda s: random.Random().setstate(s)),
@@ -168,26 +190,35 @@ def check_resume_state(state: dict[str, Any], path: str | Path, *, updates: int)
             restore(rng[name])
         except Exception as err:
             reason = str(err).strip().splitlines()[0][:120] if str(err).strip() else type(err).__name__
-            raise CheckpointError(f"{path}: its {name} RNG state cannot be restored ({reason}){_previous_hint(Path(path))}") from None
+            raise CheckpointError(
+                f"{path}: its {name} RNG state cannot be restored ({reason}){_previous_hint(Path(path))}"
+            ) from None
     cuda = rng.get("cuda", [])  # a GPU run's: one uint8 state per GPU
     if not (isinstance(cuda, list) and all(isinstance(t, torch.Tensor) and t.dtype == torch.uint8 for t in cuda)):
-        raise CheckpointError(f"{path}: its cuda RNG state cannot be restored (not a list of uint8 tensors){_previous_hint(Path(path))}")
+        raise CheckpointError(
+            f"{path}: its cuda RNG state cannot be restored (not a list of uint8 tensors){_previous_hint(Path(path))}"
+        )
     adapters_of(state, path)
     return update
 
 
 def adapters_of(state: dict[str, Any], path: str | Path) -> dict[str, Any]:
-    """The adapter states a checkpoint holds (``state["algo"]["adapters"]``), or a :class:`CheckpointError` naming ``path``.
+    """The adapter states a checkpoint holds (``state["algo"]["adapters"]``), or a :class:`CheckpointError` naming
+    ``path``.
 
     Only their layout is checked here (mappings from adapter names); each adapter's weights are
     checked against the model as they are loaded (``LaMASPolicy.load_adapter_state``).
     """
     algo = state.get("algo")
     if not isinstance(algo, dict):
-        raise CheckpointError(f"{path} is not a marft checkpoint: its 'algo' is {type(algo).__name__}, not a dict of the learner's state")
+        raise CheckpointError(
+            f"{path} is not a marft checkpoint: its 'algo' is {type(algo).__name__}, not a dict of the learner's state"
+        )
     adapters = algo.get("adapters")
     if not isinstance(adapters, dict) or not all(isinstance(a, str) for a in adapters):
-        raise CheckpointError(f"{path} is not a marft checkpoint: its 'algo.adapters' is not a dict of adapter names to weights")
+        raise CheckpointError(
+            f"{path} is not a marft checkpoint: its 'algo.adapters' is not a dict of adapter names to weights"
+        )
     return adapters
 
 

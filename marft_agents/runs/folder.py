@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ SAFE_ON_RESUME = (
     "updates",
     "eval_every",
     "checkpoint_every",
+    "checkpoints.keep",
     "threads",
     "gradient_checkpointing",
     "run_dir",
@@ -58,6 +60,25 @@ SAFE_ON_RESUME = (
 def holds_run(run_dir: Path) -> bool:
     """Whether ``run_dir`` has files of an earlier run (a link, even a dangling one, counts)."""
     return any(os.path.lexists(run_dir / name) for name in (*RUN_FILES, *RUN_DIRS))
+
+
+def read_config(
+    run_dir: Path, *, missing: Exception, refuse: Callable[[str], Exception], hint: str = ""
+) -> dict[str, Any]:
+    """``run_dir``'s ``config.json``, read as data (a run folder may be someone else's: nothing it names runs).
+
+    Raises ``missing`` when there is none, and ``refuse(message + hint)`` when it is not a JSON object: each caller
+    names its own exception and says what to do next."""
+    path = run_dir / "config.json"
+    if not path.is_file():
+        raise missing
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as err:
+        raise refuse(f"cannot read {path}: {err}{hint}") from None
+    if not isinstance(data, dict):
+        raise refuse(f"{path} holds {type(data).__name__}, not a run's config (a JSON object){hint}")
+    return data
 
 
 def check_links(run_dir: Path) -> None:
@@ -84,7 +105,9 @@ def check_target(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
         check_links(run_dir)
     if resume:
         if not (run_dir / "config.json").is_file():
-            raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'} (no run in {run_dir}); start without --resume")
+            raise FileNotFoundError(
+                f"--resume: no checkpoint in {run_dir / 'checkpoints'} (no run in {run_dir}); start without --resume"
+            )
         if not (run_dir / "eval_before.json").is_file():
             raise FileNotFoundError(
                 f"--resume: {run_dir / 'eval_before.json'} is missing, so the run cannot "
@@ -92,7 +115,8 @@ def check_target(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
             )
     elif holds_run(run_dir) and not overwrite:
         raise ValueError(
-            f"run_dir {run_dir} already holds a run: continue it with --resume, pick a new run_dir, or replace it with --overwrite"
+            f"run_dir {run_dir} already holds a run: continue it with --resume, pick a new run_dir, or replace it "
+            "with --overwrite"
         )
 
 
@@ -106,15 +130,33 @@ def clear(run_dir: Path) -> None:
 
 
 def changed_keys(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """Dotted keys whose values differ between two config dicts, except :data:`SAFE_ON_RESUME`."""
+    """Dotted keys whose values differ between two config dicts, except :data:`SAFE_ON_RESUME`.
+
+    A value equal to the saved one is no change. When ``algo`` differs, the algorithms' own sections (``marft.*``,
+    ``grpo.*``) are left out: ``algo`` alone names the change (each side holds only its own algorithm's section).
+    """
     a, b = _flat(saved), _flat(current)
-    return sorted(k for k in set(a) | set(b) if k not in SAFE_ON_RESUME and a.get(k, "<unset>") != b.get(k, "<unset>"))
+    algos = {a.get("algo"), b.get("algo")}
+    sections = tuple(f"{x}." for x in algos if isinstance(x, str)) if len(algos) > 1 else ()
+    return sorted(
+        k
+        for k in set(a) | set(b)
+        if k not in SAFE_ON_RESUME and not k.startswith(sections) and a.get(k, _UNSET) != b.get(k, _UNSET)
+    )
 
 
 def describe_changes(saved: dict[str, Any], current: dict[str, Any], keys: list[str]) -> str:
-    """``seed (0 -> 1), marft.lr (0.0003 -> 0.001)`` for the given keys."""
+    """``seed (0 -> 1), marft.lr (0.0003 -> 0.001)`` for the given keys (``unset`` where one side has no such key)."""
     a, b = _flat(saved), _flat(current)
-    return ", ".join(f"{k} ({json.dumps(a.get(k))} -> {json.dumps(b.get(k))})" for k in keys)
+    return ", ".join(f"{k} ({_shown(a.get(k, _UNSET))} -> {_shown(b.get(k, _UNSET))})" for k in keys)
+
+
+_UNSET = object()
+"""A key one config has and the other does not (``agents.<agent_id>.*`` set on one side only)."""
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is _UNSET else json.dumps(value)
 
 
 def read_metrics(path: Path, before: int) -> list[str]:
@@ -129,7 +171,8 @@ def read_metrics(path: Path, before: int) -> list[str]:
                 raise TypeError(update)
         except (ValueError, KeyError, TypeError):
             raise ValueError(
-                f"{path}:{number}: not a metrics line (expected JSON with an integer 'update'); fix or delete that line, then resume"
+                f"{path}:{number}: not a metrics line (expected JSON with an integer 'update'); fix or delete that "
+                "line, then resume"
             ) from None
         if update < before:
             kept.append(line)

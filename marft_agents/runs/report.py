@@ -17,7 +17,6 @@ import os
 from pathlib import Path
 
 from marft_agents.runs import files as run_files
-from marft_envs.outcomes import REWARD_COMPONENTS
 
 SAMPLES = "samples"
 """The run folder's subfolder of transcripts."""
@@ -26,7 +25,11 @@ SAMPLES = "samples"
 def headline(result: dict) -> tuple[str, str]:
     """``(key, label)`` of an evaluation's headline number: its accuracy, or its mean return."""
     n = result.get("episodes", 0)
-    where = "held-out" if result.get("heldout", True) else f"{n} episodes of the env as configured, seeds disjoint from training"
+    where = (
+        "held-out"
+        if result.get("heldout", True)
+        else f"{n} episodes of the env as configured, seeds disjoint from training"
+    )
     if not result.get("success_reported", True):
         return "mean_return", f"mean return (greedy; {where}; the env reports no success)"
     if result.get("headline_metric") == "mean_return":  # partial credit: the env says which number to read
@@ -40,40 +43,62 @@ def headline(result: dict) -> tuple[str, str]:
 
 
 HEALTH = {
-    "advantage_mean": "{adapter}/advantage_mean",
-    "advantage_std": "{adapter}/advantage_std",
-    "reward": "{adapter}/reward",
-    "own_accuracy": "train/{agent}/own_accuracy",
-    "copy_rate": "train/{agent}/copy_rate",
+    "advantage_mean": ("{adapter}/advantage_mean",),
+    "advantage_std": ("{adapter}/advantage_std",),
+    "reward": ("{adapter}/reward",),
+    "rewarded_frac": ("signal/{agent}/rewarded_frac",),
+    "own_accuracy": ("train/{agent}/own_accuracy",),
+    "copy_rate": ("train/{agent}/copy_rate",),
+    "truncated_frac": ("signal/{agent}/truncated_frac",),
+    "explained_variance": ("{adapter}/critic/explained_variance", "critic/explained_variance"),
 }
-"""Per-agent health in the summary: its name -> the metric it is read from (an adapter's, or an agent's own)."""
+"""Per-agent health in the summary: its name -> the metrics it is read from, the first one logged (an adapter's, an
+agent's own, or the run's: a critic the agents share)."""
 
 
 def agent_health(metrics: dict, adapter_of: dict[str, str]) -> dict[str, dict[str, float]]:
     """Each agent's health in one update's ``metrics``: its adapter's mean and spread of advantages and mean
-    reward (shared by the agents of a ``"shared"`` adapter), its own accuracy and copy rate where logged."""
+    reward (shared by the agents of a ``"shared"`` adapter), its share of positive rewards, own accuracy, copy rate
+    and share of responses cut at its token limit where logged, and its critic's explained variance (its own
+    critic's, CORY; else the critic every agent shares, the same on every row)."""
     out = {}
     for agent, adapter in adapter_of.items():
-        found = {k: metrics[m.format(agent=agent, adapter=adapter)] for k, m in HEALTH.items() if m.format(agent=agent, adapter=adapter) in metrics}
+        found = {}
+        for name, keys in HEALTH.items():
+            key = next((k for k in (k.format(agent=agent, adapter=adapter) for k in keys) if k in metrics), None)
+            if key is not None:
+                found[name] = metrics[key]
         if found:
             out[agent] = found
     return out
 
 
+HEALTH_COLUMNS = {
+    "reward": "{:.3f}",
+    "rewarded_frac": "{:.1%}",
+    "own_accuracy": "{:.1%}",
+    "copy_rate": "{:.1%}",
+    "truncated_frac": "{:.1%}",
+    "explained_variance": "{:+.2f}",
+}
+"""The table's columns after the advantage's, by health name: their formats (``health_table`` names them)."""
+HEALTH_HEADINGS = ("reward", "rewarded", "own accuracy", "copy rate", "cut at limit", "critic EV")
+
+
 def health_table(agents: dict[str, dict[str, float]], updates: int) -> list[str]:
-    """The summary table's per-agent block: the last update's mean advantage (± its spread), reward, own accuracy, copy rate."""
+    """The summary table's per-agent block, the last update's: mean advantage (± its spread), reward, share of
+    positively rewarded steps, own accuracy, copy rate, share of responses cut at the token limit, and the critic's
+    explained variance of the returns (before that update's fit)."""
     if not agents:
         return []
     width = max(len(f"agent (update {updates})"), *(len(a) for a in agents))
-    columns = ("advantage ± spread", "reward", "own accuracy", "copy rate")
+    columns = ("advantage ± spread", *HEALTH_HEADINGS)
     lines = [f"{f'agent (update {updates})':{width}}   " + "   ".join(columns)]
     for agent, h in agents.items():
         mean, std = h.get("advantage_mean"), h.get("advantage_std")
         cells = (
             f"{mean:+.3f} ± {std:.3f}" if mean is not None and std is not None else "-",
-            f"{h['reward']:.3f}" if "reward" in h else "-",
-            f"{h['own_accuracy']:.1%}" if "own_accuracy" in h else "-",
-            f"{h['copy_rate']:.1%}" if "copy_rate" in h else "-",
+            *(f.format(h[k]) if k in h else "-" for k, f in HEALTH_COLUMNS.items()),
         )
         lines.append(f"{agent:{width}}   " + "   ".join(f"{c:>{len(n)}}" for c, n in zip(cells, columns)))
     return lines
@@ -89,7 +114,9 @@ def summary_table(summary: dict) -> str:
         if k.startswith("solved_within"):
             rows.append((k.replace("_", " ") + " (held-out)", before[k], after.get(k, float("nan")), pct))
     if key != "mean_return":
-        rows.append(("mean return", before.get("mean_return", float("nan")), after.get("mean_return", float("nan")), num))
+        rows.append(
+            ("mean return", before.get("mean_return", float("nan")), after.get("mean_return", float("nan")), num)
+        )
     for agent, r in before["roles"].items():
         later = after["roles"].get(agent, {})
         if "own_accuracy" in r:
@@ -103,12 +130,22 @@ def summary_table(summary: dict) -> str:
             rows.append((f"{agent} copy rate", r["copy_rate"], later.get("copy_rate", float("nan")), pct))
         if "mean_response_tokens" in r:  # absent from evaluations written before it was added
             rows.append(
-                (f"{agent} response length (tokens)", r["mean_response_tokens"], later.get("mean_response_tokens", float("nan")), "{:6.1f}")
+                (
+                    f"{agent} response length (tokens)",
+                    r["mean_response_tokens"],
+                    later.get("mean_response_tokens", float("nan")),
+                    "{:6.1f}",
+                )
             )
     if "agreement" in before:  # where the env reports answers: every answer of the last round the same
-        rows.append(("agreement (all answers the same)", before["agreement"], after.get("agreement", float("nan")), pct))
+        rows.append(
+            ("agreement (all answers the same)", before["agreement"], after.get("agreement", float("nan")), pct)
+        )
     width = max(len(r[0]) for r in rows)
-    lines = [f"{'':{width}}   before    after", *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows)]
+    lines = [
+        f"{'':{width}}   before    after",
+        *(f"{n:{width}}   {f.format(b)}   {f.format(a)}" for n, b, a, f in rows),
+    ]
     spread = (
         f"±{before['accuracy_stderr']:.1%} standard error per accuracy"
         if key == "accuracy"
@@ -121,28 +158,34 @@ def summary_table(summary: dict) -> str:
             f"{signal['zero_spread_frac']:.1%} of groups with equal rewards, "
             f"{signal['updates_without_signal']} of {signal['updates']} updates without signal"
         )
-    lines += health_table(summary.get("agents") or {}, summary["updates"])  # absent from summaries written before it was added
+    lines += health_table(
+        summary.get("agents") or {}, summary["updates"]
+    )  # absent from summaries written before it was added
     if summary.get("frozen_agents"):
-        lines.append(f"frozen (agents.<agent_id>.train=false, acted but never updated): {', '.join(summary['frozen_agents'])}")
-    lines.append(f"{spread} on {before['episodes']} episodes; {summary['updates']} updates in {summary['wall_time_s'] / 60:.1f} min")
+        lines.append(
+            f"frozen (agents.<agent_id>.train=false, acted but never updated): {', '.join(summary['frozen_agents'])}"
+        )
+    minutes = summary["wall_time_s"] / 60
+    lines.append(f"{spread} on {before['episodes']} episodes; {summary['updates']} updates in {minutes:.1f} min")
     return "\n".join(lines)
 
 
-def zero_reward_warning(updates_seen: int, model: str = "embedded", options: list[str] | None = None) -> str:
-    """The warning for a run whose every reward so far was exactly 0; ``options``: the ways to get a signal to name."""
+def zero_reward_warning(
+    updates_seen: int, model: str = "embedded", options: list[str] | None = None, look_at: str | None = None
+) -> str:
+    """The warning for a run whose every reward so far was exactly 0; ``options``: the ways to get a signal to name;
+    ``look_at``: the agent to look at first, where one stands out (``signal.diagnostics.agent_to_look_at``)."""
     unable = (
         "the embedded model knows only arithmetic prompts; try a real model such as model=smollm2-135m-instruct"
         if model == "embedded"
         else f"{model} may solve too few of these problems"
     )
-    todo = (
-        f' Ways to get a signal, in the order to try: {"; ".join(options)} (docs/real-models.md, "When the reward is zero").'
-        if options
-        else ""
-    )
+    recipe = 'docs/real-models.md, "When the reward is zero"'
+    todo = f" Ways to get a signal, in the order to try: {'; '.join(options)} ({recipe})." if options else ""
+    first = f" {look_at[0].upper()}{look_at[1:]}. Other likely causes:" if look_at else " Likely causes:"
     return (
         f"warning: every reward of the first {updates_seen} updates was exactly 0, so there is nothing to "
-        f"learn from. Likely causes: the model cannot do the task at all ({unable}), max_new_tokens is too "
+        f"learn from.{first} the model cannot do the task at all ({unable}), max_new_tokens is too "
         "short to finish an answer, or the env never rewards success (check its reward on a hand-written "
         "right answer). Transcripts of the evaluation episodes are in the run's samples/ folder "
         f"(marft show RUN).{todo}"
@@ -172,7 +215,9 @@ def check_transcripts_path(path: Path, *, overwrite: bool = False) -> None:
             raise ValueError(f"--transcripts {path} is a folder: name a .jsonl file")
         if not overwrite:
             raise ValueError(f"--transcripts {path} exists: name a new file, or pass --overwrite to replace it")
-    existing = next(p for p in [path.parent, *path.parent.parents] if os.path.lexists(p))  # the folder the rest is made in
+    existing = next(
+        p for p in [path.parent, *path.parent.parents] if os.path.lexists(p)
+    )  # the folder the rest is made in
     if not existing.is_dir():
         raise ValueError(f"--transcripts {path}: {existing} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
@@ -186,7 +231,11 @@ def write_transcripts(path: Path, transcripts: list[dict], *, overwrite: bool = 
     return run_files.write_text(path.parent, path.name, "".join(json.dumps(t) + "\n" for t in transcripts))
 
 
-REWARD_FILTERS = {"any": lambda t: True, "rewarded": lambda t: t["return"] != 0, "unrewarded": lambda t: t["return"] == 0}
+REWARD_FILTERS = {
+    "any": lambda t: True,
+    "rewarded": lambda t: t["return"] != 0,
+    "unrewarded": lambda t: t["return"] == 0,
+}
 """``marft show --reward``: which transcripts to print."""
 
 
@@ -258,7 +307,8 @@ def show(run_dir: str | Path, which: str = "eval_after", n: int | None = None, r
     if not path.is_file():
         known = sorted(p.stem for p in path.parent.glob("*.jsonl")) if path.parent.is_dir() else []
         raise FileNotFoundError(
-            f"no transcripts at {path}" + (f"; there are: {', '.join(known)}" if known else "; runs write them at each evaluation")
+            f"no transcripts at {path}"
+            + (f"; there are: {', '.join(known)}" if known else "; runs write them at each evaluation")
         )
     if n is not None and n < 1:
         raise ValueError(f"-n must be at least 1, got {n}")

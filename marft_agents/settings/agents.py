@@ -117,13 +117,6 @@ def frozen_agents(
     return frozen
 
 
-def models(agents: Mapping[str, AgentSettings], default: str, agent_ids: Sequence[str]) -> dict[str, str] | None:
-    """Each agent's base model when some agent names a model other than ``default`` (the run's); None: one model for
-    all."""
-    own = per_agent(agents, "model", default, agent_ids)
-    return own if any(m != default for m in own.values()) else None
-
-
 def values(agents: Mapping[str, AgentSettings], name: str) -> dict[str, Any]:
     """Each agent's own value of field ``name``, for the agents that set one (None elsewhere: the run's value)."""
     return {agent: getattr(s, name) for agent, s in agents.items() if getattr(s, name) is not None}

@@ -15,6 +15,9 @@ import ast
 import dataclasses
 import difflib
 import inspect
+import json
+import shlex
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +30,7 @@ from marft_agents.engines.config import EngineConfig
 from marft_agents.models.device import DEVICE_CHOICES, DEVICE_SPELLING
 from marft_agents.models.dtype import BASE_DTYPES
 from marft_agents.models.policy import ADAPTER_MODES
+from marft_agents.runs.checkpoint import CheckpointConfig
 from marft_agents.runs.trackers import LogConfig
 from marft_agents.runs.trackers import check as check_log
 from marft_agents.settings import agents as agent_section
@@ -104,6 +108,8 @@ class TrainConfig:
     """Evaluation episodes saved whole to ``samples/`` each evaluation, rewarded and unrewarded half each where both exist."""
     checkpoint_every: int = ranged(50, NON_NEGATIVE)
     """Write a checkpoint every N updates (and at the end)."""
+    checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """Which checkpoints the run keeps (``checkpoints.keep``: the newest 2)."""
     run_dir: str = "runs/default"
     """Where metrics, checkpoints, plots and summary.json go."""
     threads: int = ranged(0, NON_NEGATIVE)
@@ -172,20 +178,83 @@ def load(
 ) -> TrainConfig:
     """Defaults, then the preset, then the file, then ``key=value`` overrides, then ``algo`` (``--algo``).
 
-    ``imports`` (``--import``) are added to the config's ``imports``.
+    ``imports`` (``--import``) are added to the config's ``imports`` (each module once).
     """
-    if preset not in PRESETS:
-        raise ConfigError(f"unknown preset {preset!r}: use one of {sorted(PRESETS)}")
-    items = list(flatten(PRESETS[preset]).items())
+    items = list(flatten(_preset(preset)).items())
     if path is not None:
         items += flatten(read_file(Path(path))).items()
-    items += _override_items(overrides)
+    return _build(_with_flags([*items, *_override_items(overrides)], algo, imports))
+
+
+def load_run(
+    run_dir: str | Path, overrides: list[str] = (), algo: str | None = None, imports: list[str] = ()
+) -> TrainConfig:
+    """What ``marft train --resume`` continues: ``run_dir``'s own ``config.json``, then ``key=value`` overrides, then
+    ``algo`` (``--algo``) and ``imports`` (``--import``); a key left out keeps the run's value.
+
+    A run folder may be someone else's: the code its config names (``imports``, an env id ``module:Class``) runs only
+    when the command names it too (:func:`_check_named`). The run's algorithm stays: another one is refused in one line.
+    """
+    path = Path(run_dir) / "config.json"
+    saved = flatten(read_file(path))
+    given = _override_items(overrides)
+    _check_named(path, saved, given, imports)
+    ran = saved.get("algo", TrainConfig.algo)
+    others = [a for a in algorithms.names() if a != ran]  # older run folders hold every algorithm's section
+    items = [(k, v) for k, v in saved.items() if k.split(".", 1)[0] not in others]
+    items = _with_flags([*items, ("run_dir", str(run_dir)), *given], algo, imports)
+    wanted = next((v for k, v in reversed(items) if k == "algo"), ran)
+    if wanted != ran:
+        raise ConfigError(
+            f"--resume: {path} was trained with algo={cut(str(ran))}, not algo={cut(str(wanted))}: continue it with "
+            f"its own algorithm, or start a new run_dir"
+        )
+    return _build(items)
+
+
+def _check_named(path: Path, saved: dict[str, Any], given: list[tuple[str, Any]], imports: list[str]) -> None:
+    """ConfigError (one line, the exact flag to add) for code a run's config names that the command does not: a module
+    of its ``imports`` left out of ``--import`` (or an ``imports=`` override), or a ``module:Class`` env id whose module
+    is not imported yet, unless ``env=`` is given again."""
+    named = [*imports, *(m for k, v in given if k == "imports" and isinstance(v, list) for m in v)]
+    recorded = saved.get("imports") if isinstance(saved.get("imports"), list) else []
+    unnamed = [str(m) for m in recorded if m not in named]
+    if unnamed:
+        raise ConfigError(
+            f"--resume: {path} records imports={cut(json.dumps(recorded))}, which marft imports from a run folder only "
+            f"when you name them: add {' '.join(f'--import {shlex.quote(m)}' for m in unnamed)} if you trust them"
+        )
+    env = saved.get("env")
+    module = env.partition(":")[0] if isinstance(env, str) and ":" in env else None
+    if module and module not in sys.modules and "env" not in dict(given):
+        raise ConfigError(
+            f"--resume: {path} records env={cut(env)!r}, code in module {cut(module)!r}, which marft imports from a "
+            f"run folder only when you name it: add {shlex.quote(f'env={env}')} if you trust it"
+        )
+
+
+def run_dir_of(overrides: list[str] = (), preset: str = "default") -> str | None:
+    """The run folder the overrides name (``run_dir=``), else the preset's, else the default; None: not a string."""
+    named = [v for k, v in _override_items(overrides) if k == "run_dir"]
+    run_dir = named[-1] if named else _preset(preset).get("run_dir", TrainConfig.run_dir)
+    return run_dir if isinstance(run_dir, str) else None
+
+
+def _preset(name: str) -> dict[str, Any]:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}: use one of {sorted(PRESETS)}")
+    return PRESETS[name]
+
+
+def _with_flags(items: list[tuple[str, Any]], algo: str | None, imports: list[str]) -> list[tuple[str, Any]]:
+    """``items`` then ``--algo`` and ``--import`` (added to the last ``imports`` given, each module once)."""
     if algo is not None:
         items.append(("algo", algo))
     if imports:
         earlier = [v for k, v in items if k == "imports"]
-        items.append(("imports", [*(earlier[-1] if earlier else []), *imports]))
-    return _build(items)
+        before = earlier[-1] if earlier else []
+        items.append(("imports", [*before, *(m for m in imports if m not in before)]))
+    return items
 
 
 def with_overrides(config: TrainConfig, overrides: list[str]) -> TrainConfig:

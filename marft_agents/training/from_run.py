@@ -25,6 +25,7 @@ def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] =
 
     import marft_envs
     from marft_agents.runs import checkpoint as ckpt
+    from marft_agents.runs.folder import read_config
     from marft_agents.settings.agents import check_ids
     from marft_agents.training.config import from_dict, validate, with_overrides
     from marft_agents.training.setup import build_policy
@@ -33,14 +34,8 @@ def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] =
     import_modules(list(imports))
 
     saved = Path(run_dir) / "config.json"
-    if not saved.is_file():
-        raise FileNotFoundError(f"no run at {run_dir}: expected {saved}")
-    try:
-        data = json.loads(saved.read_text())
-    except ValueError as err:
-        raise ValueError(f"cannot read {saved}: {err}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{saved} holds {type(data).__name__}, not a run's config (a JSON object)")
+    missing = FileNotFoundError(f"no run at {run_dir}: expected {saved}")
+    data = read_config(Path(run_dir), missing=missing, refuse=ValueError)
     named = data.pop("imports", None)
     hint = (
         f" ({saved} names imports={json.dumps(named)[:120]}, which marft eval does not import from a run folder: "

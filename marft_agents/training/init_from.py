@@ -23,6 +23,7 @@ from typing import Any
 
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.runs import checkpoint as ckpt
+from marft_agents.runs import folder as run_folder
 from marft_agents.training.config import ConfigError, TrainConfig, to_dict
 
 MATCHING_KEYS = ("model", "adapter_mode", "lora_r", "lora_alpha", "lora_targets")
@@ -44,18 +45,12 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
             f"init_from={run} is a whole model written by `marft pretrain` (an SFT of every weight), "
             f"not a run's adapters: start from it with model={run}"
         )
-    saved_path = run / "config.json"
-    if not saved_path.is_file():
-        raise ConfigError(f"init_from={run} is not a run folder (no config.json): give a `marft train` run_dir")
-    try:
-        saved = json.loads(saved_path.read_text())
-    except ValueError as err:
-        raise ConfigError(f"init_from: cannot read {saved_path}: {err}") from None
-    if not isinstance(saved, dict):
-        raise ConfigError(
-            f"init_from: {saved_path} holds {type(saved).__name__}, not a run's config (a JSON object): give a "
-            "`marft train` run_dir"
-        )
+    saved = run_folder.read_config(
+        run,
+        missing=ConfigError(f"init_from={run} is not a run folder (no config.json): give a `marft train` run_dir"),
+        refuse=lambda message: ConfigError(f"init_from: {message}"),
+        hint=": give a `marft train` run_dir",
+    )
     ours = to_dict(config)
     for key in MATCHING_KEYS:
         theirs = saved.get(key)

@@ -268,7 +268,6 @@ def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool, folder:
         resolve_device(config.device)  # a device that is not there is named before any model loads
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    check_models(config)  # what a team of models (agents.<agent_id>.model) cannot do
     if config.generation.engine == "vllm":
         from marft_agents.engines.vllm import check_available
 
@@ -302,6 +301,7 @@ def _probe_env(config: TrainConfig):
     except (TypeError, ValueError) as err:
         raise ConfigError(f"env {config.env} refused env_kwargs {shown(config.env_kwargs)}: {err}") from None
     agent_section.check_ids(config.agents, probe.possible_agents, config.env)  # before any model loads
+    check_models(config, probe.possible_agents)  # what a team of models (agents.<agent_id>.model) cannot do
     agent_section.frozen_agents(
         config.agents, probe.possible_agents, shared_adapter=config.adapter_mode == "shared"
     )  # one trains

@@ -11,12 +11,12 @@ import copy
 import dataclasses
 import json
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from marft_agents.algorithms import BUILTIN
 from marft_agents.distributed.worker import WorkerSpec
 from marft_agents.engines import Engine, make_engine
 from marft_agents.models.device import bf16_native, resolve_device
@@ -52,10 +52,10 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy | TeamPo
         device = resolve_device(config.device)
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    models = agent_section.models(config.agents, config.model, agents)
-    if models is None:
-        return _model_policy(config, config.model, agents, device)
-    check_models(config)
+    models = agent_section.per_agent(config.agents, "model", config.model, agents)
+    if len(set(models.values())) == 1:  # one model for every agent (the run's, or one they all name): no team
+        return _model_policy(config, models[agents[0]], agents, device)
+    check_models(config, agents)
     members = {
         m: _model_policy(config, m, [a for a in agents if models[a] == m], device)
         for m in dict.fromkeys(models.values())
@@ -67,10 +67,15 @@ def _model_policy(config: TrainConfig, model_name: str, agents: list[str], devic
     """``model_name``'s base with one adapter per agent of ``agents``, on ``device``."""
     # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
     dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
-    model, tokenizer = load_base(
-        model_name,
-        dtype=getattr(torch, resolve_dtype(dtype, gpu_bf16=bf16_native(device) if device.type == "cuda" else None)),
-    )
+    dtype = resolve_dtype(dtype, gpu_bf16=bf16_native(device) if device.type == "cuda" else None)
+    if config.generation.merge_lora and dtype != "float32" and config.generation.tis_cap is None:
+        # a LoRA delta merged into bf16 weights is rounded away (about 40 % of an update, measured): the rollouts
+        # would come from a policy part of the way back to the base, which only importance weights correct
+        raise ConfigError(
+            f"generation.merge_lora=true on a {dtype} base rounds the merged adapter weights: set generation.tis_cap "
+            "(e.g. 2.0: the learner weights each term by the gap) or dtype=float32"
+        )
+    model, tokenizer = load_base(model_name, dtype=getattr(torch, dtype))
     policy = LaMASPolicy(
         model,
         tokenizer,
@@ -92,23 +97,24 @@ def context_length(policy: LaMASPolicy | TeamPolicy) -> int | None:
     return min((n for n in sizes if n is not None), default=None)
 
 
-TEAM_ALGOS = ("grpo", "ippo")
-"""The shipped learners that train a team of models (GRPO has no critic, IPPO a value head per agent; the others share
-one)."""
+TEAM_REFUSALS = {
+    "cory": "CORY swaps the pioneer and observer roles between its two agents, which needs one model for both",
+    "marft_token": "token-level critic features of several bases are not built yet: use algo=marft",
+}
+"""The shipped learners that cannot train a team of models, and why (the others: a value head per model or per agent,
+or no critic)."""
 
 
-def check_models(config: TrainConfig) -> None:
-    """ConfigError (one line) for what a team of models (``agents.<agent_id>.model``) cannot do; nothing without one."""
-    own = {a: m for a, m in agent_section.values(config.agents, "model").items() if m != config.model}
-    if not own:
+def check_models(config: TrainConfig, agents: Sequence[str]) -> None:
+    """ConfigError (one line) for what a team of models (``agents.<agent_id>.model``) cannot do; nothing when every
+    agent of ``agents`` acts with one model (the run's, or one every agent names)."""
+    models = agent_section.per_agent(config.agents, "model", config.model, agents)
+    if len(set(models.values())) < 2:
         return
-    first = next(iter(own))
-    key = f"{agent_section.SECTION}.{first}.model={own[first]}"
+    first = next(a for a in agents if models[a] != config.model)
+    key = f"{agent_section.SECTION}.{first}.model={models[first]}"
     refused = [
-        (
-            config.algo in BUILTIN and config.algo not in TEAM_ALGOS,
-            f"algo={config.algo} has a critic for agents of one width: use algo=grpo or algo=ippo",
-        ),
+        (config.algo in TEAM_REFUSALS, f"algo={config.algo}: {TEAM_REFUSALS.get(config.algo)}"),
         (
             config.adapter_mode != "lora",
             f"adapter_mode={config.adapter_mode}: a team of models takes adapter_mode=lora",

@@ -27,6 +27,7 @@ import torch
 
 from marft_agents.algorithms.data_parallel import Ranks
 from marft_agents.algorithms.tis import recompute_behaviour
+from marft_agents.models.protocol import Policy
 from marft_agents.rollout.episode import check_on_policy, to_device
 from marft_agents.rollout.evaluation import summarize
 from marft_agents.runs import checkpoint as ckpt
@@ -39,7 +40,7 @@ from marft_agents.training.interrupts import RunInterrupted, StopOnSignal
 from marft_agents.training.launch import check as check_data_parallel
 from marft_agents.training.launch import process_group, ranks_from_env
 from marft_agents.training.run_parts import RunParts, build_run
-from marft_agents.training.setup import build_engine, build_policy
+from marft_agents.training.setup import build_engine, build_policy, training_sampling
 
 __all__ = ["ZERO_REWARD_UPDATES", "RewardWatch", "RunInterrupted", "build_engine", "build_policy", "train"]
 
@@ -122,7 +123,8 @@ def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progres
     A signal during an update lets it finish and checkpoints it, then raises :class:`RunInterrupted`.
     """
     bar = _progress(range(run.start, config.updates), progress, f"{config.algo} updates")
-    watch = RewardWatch(run.start, config.updates, config.model, run.signal_options)
+    limits = _token_limits(config, run.policy)  # for signal/<agent>/truncated_frac
+    watch = RewardWatch(run.start, config.updates, config.model, run.signal_options, limits)
     stop.deferring = True  # a signal from here on lets the update finish and checkpoints it
     pending = None  # distributed.overlap: this update's batch, played on the workers while the last one trained
     for update in bar:
@@ -153,7 +155,7 @@ def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progres
             run.engine.sync(update + 1)
         timings.sync = time.perf_counter() - t2
         metrics.update(_update_metrics(episodes, timings, run.rollout.timings, time.perf_counter() - t0))
-        metrics.update({**reward_signal.signal_metrics(episodes, run.algo.group_size), **sampling})
+        metrics.update({**reward_signal.signal_metrics(episodes, run.algo.group_size, limits), **sampling})
         evaluate = config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates
         if evaluate and run.ranks.lead:
             metrics["eval/accuracy"] = run.evaluation.accuracy()
@@ -217,26 +219,55 @@ def _learn(config: TrainConfig, run: RunParts, episodes: list, update: int) -> d
 
 
 class RewardWatch:
-    """The run's warnings about its reward: every reward 0 in the first updates, or (once) no learning signal left."""
+    """The run's warnings about its reward: every reward 0 in the first updates, or (once) no learning signal left.
 
-    def __init__(self, start: int, updates: int, model: str, signal_options: list[str]):
+    Each names the agent to look at first where one stands out (``signal.diagnostics.agent_to_look_at``): from the
+    means of the updates seen, or from the update without signal."""
+
+    def __init__(
+        self,
+        start: int,
+        updates: int,
+        model: str,
+        signal_options: list[str],
+        limits: dict[str, reward_signal.TokenLimit] | None = None,
+    ):
         self.updates, self.model, self.signal_options = updates, model, signal_options
+        self.limits = dict(limits or {})
+        """Each agent's token limit, named by the warnings."""
         self.rewarded = start > 0  # on resume, the earlier updates were checked when they ran
         self.warned_no_signal = start > 0
+        self.unrewarded: list[dict[str, float]] = []  # the metrics of the updates so far while every reward was 0
         self.warnings: list[str] = []
 
     def check(self, update: int, episodes: list, metrics: dict[str, float]) -> str | None:
         """The warning ``update`` (its episodes and metrics) gives, if any; it is also kept in ``warnings``."""
         self.rewarded = self.rewarded or any(s.reward != 0 for e in episodes for s in e.steps)
+        if not self.rewarded and update + 1 <= ZERO_REWARD_UPDATES:
+            self.unrewarded.append(metrics)
         if not self.rewarded and update + 1 == min(ZERO_REWARD_UPDATES, self.updates):
-            warning = report.zero_reward_warning(update + 1, self.model, self.signal_options)
+            look_at = reward_signal.agent_to_look_at(reward_signal.means(self.unrewarded), self.limits)
+            warning = report.zero_reward_warning(update + 1, self.model, self.signal_options, look_at)
         elif self.rewarded and not self.warned_no_signal and reward_signal.no_signal(metrics):  # once per run
             self.warned_no_signal = True
-            warning = reward_signal.no_signal_warning(update, metrics, self.signal_options)
+            look_at = reward_signal.agent_to_look_at(metrics, self.limits)
+            warning = reward_signal.no_signal_warning(update, metrics, self.signal_options, look_at)
         else:
             return None
         self.warnings.append(warning)
         return warning
+
+
+def _token_limits(config: TrainConfig, policy: Policy) -> dict[str, reward_signal.TokenLimit]:
+    """Each agent's training token limit (its own ``agents.<agent_id>.max_new_tokens``, else the run's) and its
+    model's end-of-turn token (a team of models: each agent's own)."""
+    sampling, own = training_sampling(config)
+    out = {}
+    for agent, adapter in policy.adapter_of.items():
+        model = policy.member(adapter) if policy.is_team else policy
+        limit = own.get(agent, sampling).max_new_tokens
+        out[agent] = reward_signal.TokenLimit(limit, getattr(model, "eos_token_id", None))
+    return out
 
 
 def _save_checkpoint(config: TrainConfig, run: RunParts, update: int) -> None:
@@ -251,6 +282,7 @@ def _save_checkpoint(config: TrainConfig, run: RunParts, update: int) -> None:
             "config": to_dict(config),
             **({"signal": signal} if signal else {}),
         },
+        keep=config.checkpoints.keep,
     )
 
 

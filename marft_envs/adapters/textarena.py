@@ -61,6 +61,7 @@ class TextArenaGame(FlexEnv):
 
     metadata = {"name": "marft/TextArena-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
     reset_options = ()
+    reward_structure = "general_sum"  # opponents: two-player games pay +1/-1, three players need not sum to 0
 
     def __init__(
         self,

@@ -37,7 +37,10 @@ def test_every_game_is_registered_and_marft_envs_does_not_import_textarena():
 @pytest.mark.parametrize("env_id", IDS)
 def test_checkers_pass(env_id):
     report = check_env(env_id, seeds=range(3))
-    assert report.passed == ["pettingzoo.api_test", "pettingzoo.seed_test", "marft.determinism", "marft.pure_queries", "marft.branching"]
+    assert report.passed == [
+        "pettingzoo.api_test", "pettingzoo.seed_test", "marft.determinism", "marft.reward_structure", "marft.pure_queries",
+        "marft.branching",
+    ]  # fmt: skip
     api_test(pettingzoo.make("aec", env_id), num_cycles=100)
 
 
@@ -104,6 +107,7 @@ def test_marft_train_runs_two_updates_on_a_textarena_game(tmp_path):
         "train",
         "--no-progress",
         "env=marft/TextArena-Nim-v0",
+        "algo=ippo",  # a game's players are opponents (general_sum): MARFT's chain would mix their rewards
         f"run_dir={run}",
         "updates=2",
         "episodes_per_update=4",
@@ -111,7 +115,7 @@ def test_marft_train_runs_two_updates_on_a_textarena_game(tmp_path):
         "eval_rounds=0",
         "eval_every=0",
         "max_new_tokens=6",
-        "marft.minibatch_size=4",
+        "ippo.minibatch_size=4",
         "threads=1",
         "env_kwargs.recent=2",
         "env_kwargs.max_rounds=3",

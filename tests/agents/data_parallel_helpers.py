@@ -22,7 +22,10 @@ import marft_envs
 from marft_agents.algorithms.base import Learner
 from marft_agents.algorithms.data_parallel import Ranks
 from marft_agents.algorithms.grpo import GRPO, GRPOConfig
+from marft_agents.algorithms.ippo_mappo import IPPO, MAPPO
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
+from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
+from marft_agents.algorithms.ppo import PPO, PPOConfig
 from marft_agents.models.policy import LaMASPolicy, load_base
 from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
@@ -31,6 +34,14 @@ from marft_agents.training.launch import process_group, ranks_from_env
 
 EPISODES = 8
 UPDATES = 3
+ALGOS = ("marft", "marft_token", "ppo", "ippo", "mappo", "grpo")
+"""Every learner that splits across ranks: each has a test that 2 ranks equal one process."""
+ENVS = {
+    "ppo": ("marft/MathSolo-v0", {}),  # one agent
+    "ippo": ("marft/MathDebate-v0", {"n_agents": 2, "rounds": 2}),  # a Dec-POMDP: the agents act together
+    "mappo": ("marft/MathDebate-v0", {"n_agents": 2, "rounds": 2}),  # with state_text() for its critic
+}
+"""The env each learner trains on, where not MathChain (a sequential team)."""
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
@@ -41,26 +52,33 @@ def learner(algo: str, model_dir: str) -> tuple[LaMASPolicy, Learner, list]:
     ``marft_frozen``: MARFT with ``reasoner_0`` frozen (``agents.reasoner_0.train=false``).
     """
     torch.manual_seed(0)
-    envs = [marft_envs.make("marft/MathChain-v0") for _ in range(EPISODES)]
+    env_id, options = ENVS.get(algo, ("marft/MathChain-v0", {}))
+    envs = [marft_envs.make(env_id, **options) for _ in range(EPISODES)]
     model, tokenizer = load_base(model_dir)
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
+    terms = dict(minibatch_size=3, ppo_epochs=2, kl_coef=0.1, entropy_coef=0.01, max_grad_norm=1e9)
     if algo in ("marft", "marft_frozen"):
-        config = MARFTConfig(minibatch_size=3, ppo_epochs=2, kl_coef=0.1, entropy_coef=0.01, max_grad_norm=1e9)
         frozen = frozenset({"reasoner_0"}) if algo == "marft_frozen" else frozenset()
-        return policy, MARFT(policy, config, temperature=1.0, frozen=frozen), envs
-    config = GRPOConfig(group_size=2, minibatch_size=3, ppo_epochs=2, kl_coef=0.1, entropy_coef=0.01, max_grad_norm=1e9)
-    return policy, GRPO(policy, config, temperature=1.0), envs
+        return policy, MARFT(policy, MARFTConfig(**terms), temperature=1.0, frozen=frozen), envs
+    if algo == "marft_token":
+        return policy, MARFTToken(policy, MARFTTokenConfig(**terms), temperature=1.0), envs
+    if algo in ("ppo", "ippo", "mappo"):
+        learner_cls = {"ppo": PPO, "ippo": IPPO, "mappo": MAPPO}[algo]
+        return policy, learner_cls(policy, PPOConfig(**terms), temperature=1.0), envs
+    return policy, GRPO(policy, GRPOConfig(group_size=2, **terms), temperature=1.0), envs
 
 
-def record_gradients(learner: Learner) -> list[list[torch.Tensor]]:
-    """Every optimizer step's gradients from now on (after the sum over ranks, before the step), in order."""
-    steps: list[list[torch.Tensor]] = []
+def record_gradients(learner: Learner) -> list[tuple[int, list[torch.Tensor | None]]]:
+    """Every optimizer step's gradients from now on (after the sum over ranks, before the step), in order, with the
+    optimizer's number; None for a parameter without one (an IPPO head with no row in the minibatch: AdamW skips it)."""
+    steps: list[tuple[int, list[torch.Tensor | None]]] = []
     optimizers = [*learner.optimizers.values(), *([learner.critic.optimizer] if learner.critic is not None else [])]
-    for optimizer in optimizers:
+    for k, optimizer in enumerate(optimizers):
         step = optimizer.step
 
-        def recorded(*args, _step=step, _optimizer=optimizer, **kwargs):
-            steps.append([p.grad.detach().clone() for g in _optimizer.param_groups for p in g["params"]])
+        def recorded(*args, _step=step, _optimizer=optimizer, _k=k, **kwargs):
+            grads = [None if p.grad is None else p.grad.detach().clone() for g in _optimizer.param_groups for p in g["params"]]
+            steps.append((_k, grads))
             return _step(*args, **kwargs)
 
         optimizer.step = recorded
@@ -98,7 +116,8 @@ def _learn(algo: str, model_dir: str, ranks: Ranks, reduced: set[int]) -> dict:
     first: list = []
     for update in range(UPDATES):
         torch.manual_seed(100 + update)  # every rank plays the whole batch alike, then keeps its share
-        episodes = RolloutEngine(policy, Sampling(1.0, 6)).collect(envs, range(update * EPISODES, (update + 1) * EPISODES))
+        engine = RolloutEngine(policy, Sampling(1.0, 6), record_state=learner_.needs_state, skip_ignored=learner_.skips_ignored)
+        episodes = engine.collect(envs, range(update * EPISODES, (update + 1) * EPISODES))
         episodes = plant_rewards(episodes)
         share = rank_share(range(EPISODES), learner_.group_size, ranks.rank, ranks.world)
         with DeviceTrap():  # every tensor the update makes, collectives included, says where it lives

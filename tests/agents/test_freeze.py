@@ -65,7 +65,7 @@ def own_critic(algo, agent: str, adapter: str) -> torch.nn.Module | None:
     """The critic part that is the agent's alone (IPPO's head, CORY's value head); None where the critic is shared."""
     if hasattr(algo, "critics"):
         return algo.critics[adapter]
-    if hasattr(algo, "head_of") and not algo.centralised:
+    if getattr(algo, "centralised", True) is False:  # IPPO: a head per agent
         return algo.critic.head.heads[algo.head_of[agent]]
     return None
 

@@ -7,7 +7,8 @@ The rule, read from the source with :mod:`ast` (nothing imported):
   (``engine``, ``self.engine``, ``self.rollout.engine``); and no module imports ``generate`` from the
   model layer's helper (``from marft_agents.models.lm import generate``);
 - inside ``marft_agents/models/``, only the helper :func:`marft_agents.models.lm.generate` calls a
-  model's ``generate``; the rest of the layer calls ``lm.generate``.
+  model's ``generate``; the rest of the layer calls ``lm.generate``, or a team hands the call to its member
+  policy (``self.member(adapter).generate``, which calls ``lm.generate``).
 
 Also: the TRL rollout's engine (``engines/trl.py``) keeps a trainer's sampling settings and its
 log-probs are the distribution that sampled (the TRL tests proper need ``trl``: ``make test-adapters``).
@@ -53,7 +54,7 @@ def violations(source: str, layer: str, filename: str = "<module>") -> list[str]
         if layer == "engines":
             continue
         if layer == "models":
-            if name != "lm" and Path(filename).name != "lm.py":
+            if name not in ("lm", "self.member(adapter)") and Path(filename).name != "lm.py":
                 found.append(where + " (in models/, only lm.generate calls a model's generate)")
         elif not (name == "engine" or name.endswith("_engine")):
             found.append(where + " (outside engines/ and models/, generate through an Engine)")
@@ -70,6 +71,8 @@ def test_the_rule_on_hand_made_modules():
     assert violations("from marft_agents.models.lm import generate", "engines") == []
     assert violations("lm.generate(self.model, prompts)", "models", "policy.py") == []
     assert len(violations("self.model.generate(ids)", "models", "policy.py")) == 1
+    assert violations("self.member(adapter).generate(p, adapter, s)", "models", "team.py") == []
+    assert len(violations("self.member(adapter).base.generate(ids)", "models", "team.py")) == 1
     assert violations("model.generate(ids)", "models", "lm.py") == []
     assert violations("self.llm.generate(prompts)\nself.policy.generate(p, a, s)", "engines") == []
 

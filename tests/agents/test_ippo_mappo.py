@@ -12,7 +12,8 @@ from torch.testing import assert_close
 
 import marft_envs
 from marft_agents.algorithms.base import flatten
-from marft_agents.algorithms.ippo_mappo import IPPO, MAPPO, IPPOConfig, MAPPOConfig, ValueHeads, agent_streams, per_agent_gae
+from marft_agents.algorithms.critic import ValueHeads
+from marft_agents.algorithms.ippo_mappo import IPPO, MAPPO, IPPOConfig, MAPPOConfig, agent_streams, per_agent_gae
 from marft_agents.cli import main as cli
 from marft_agents.models.policy import LaMASPolicy, load_base
 from marft_agents.models.sampling import Sampling

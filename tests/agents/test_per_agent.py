@@ -280,22 +280,27 @@ def test_a_short_run_logs_and_prints_each_agents_health(tiny_model_dir, tmp_path
     table = capsys.readouterr().out
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     keys = [f"{a}/{k}" for a in ("reasoner_0", "actor_0") for k in ("advantage_mean", "advantage_std", "reward")]
+    keys += [f"signal/{a}/{k}" for a in ("reasoner_0", "actor_0") for k in ("rewarded_frac", "truncated_frac")]
     if env.endswith("ParityAnswers"):
         keys += ["train/actor_0/copy_rate", "train/reasoner_0/own_accuracy", "train/actor_0/own_accuracy", "train/agreement"]
     for row in rows:
         assert all(k in row for k in keys), [k for k in keys if k not in row]
-        assert all(0.0 <= row[k] <= 1.0 for k in keys if k.startswith("train/"))
-    assert set(keys) <= tb_scalars(run_dir)  # TensorBoard holds every key metrics.jsonl does
+        assert all(0.0 <= row[k] <= 1.0 for k in keys if k.startswith(("train/", "signal/")))
+        assert row["critic/explained_variance"] <= 1.0  # the shared critic's, before the update's fit
+    assert {*keys, "critic/explained_variance"} <= tb_scalars(run_dir)  # TensorBoard holds every key metrics.jsonl does
     assert set(summary["agents"]) == {"reasoner_0", "actor_0"}
     assert summary["agents"]["actor_0"]["advantage_mean"] == rows[-1]["actor_0/advantage_mean"]
-    assert "agent (update 2)   advantage ± spread   reward   own accuracy   copy rate" in table
+    header = "agent (update 2)   advantage ± spread   reward   rewarded   own accuracy   copy rate   cut at limit   critic EV"
+    assert header in table
+    assert summary["agents"]["reasoner_0"]["truncated_frac"] == rows[-1]["signal/reasoner_0/truncated_frac"]
     block = table[table.index("agent (update 2)") :].splitlines()
     actor = next(line for line in block if line.startswith("actor_0"))
     if env.endswith("ParityAnswers"):
         assert f"{rows[-1]['train/actor_0/copy_rate']:.1%}" in actor and "actor_0 copy rate" in table
         assert 0.0 <= summary["eval_after"]["roles"]["actor_0"]["copy_rate"] <= 1.0 and "agreement" in summary["eval_after"]
     else:
-        assert actor.rstrip().endswith("-")  # ParityChain reports no answers: no copy rate
+        assert actor.split()[7] == "-"  # ParityChain reports no answers: no copy rate
+    assert actor.split()[8] == f"{rows[-1]['signal/actor_0/truncated_frac']:.1%}"  # cut at limit
     assert summary_table(summary) in table
     for e in [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]:
         assert e["train/reasoner_0/response_length"] <= 4  # the reasoner's own limit held in training

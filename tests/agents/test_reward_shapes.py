@@ -32,6 +32,7 @@ class _Policy:
 
     def __init__(self, adapter_of):
         self.adapter_of = adapter_of
+        self.agents = list(adapter_of)
         self.adapters = list(dict.fromkeys(adapter_of.values()))
         self.device = torch.device("cpu")
 
@@ -226,3 +227,45 @@ def test_check_env_holds_the_declared_reward_structure():
             check_env(ClaimsZeroSum)
     finally:
         ClaimsZeroSum.reward_structure = "zero_sum"
+
+
+# -- the smaller defects ----------------------------------------------------------------------------------
+
+
+def test_a_shared_adapter_is_standardised_per_role():
+    # adapter_mode=shared: one adapter plays both roles; each role's advantages are standardised on their own
+    policy = _Policy({"a_0": "shared", "b_0": "shared"})
+    steps = [s for e in [episode(k, [[("a_0", 0.0), ("b_0", 0.0)]]) for k in range(2)] for s in e.steps]
+    advantages = torch.tensor([1.0, 10.0, 3.0, 14.0])  # a_0: 1, 3; b_0: 10, 14
+    out, _, _ = prepare_advantages(
+        policy, {"shared": [0.0, 1.0]}, steps, {"shared": [0, 1, 2, 3]}, advantages, normalize=True, scope="agent",
+        skip_equal_returns=True,
+    )  # fmt: skip
+    assert out.tolist() == pytest.approx([-1.0, -1.0, 1.0, 1.0], abs=1e-6)  # jointly, b_0 would be pushed up, a_0 down
+
+
+def test_token_marft_enters_a_shared_reward_into_the_chain_once():
+    from marft_agents.algorithms.marft_token import compute_advantages
+    from marft_agents.algorithms.token_ppo import pack
+
+    e = episode(0, [[("reasoner_0", 1.0), ("actor_0", 1.0)]])  # the team reward 1, paid to each
+    for s in e.steps:
+        s.info, s.response, s.token_logps = {SHARED_REWARD: 1.0}, [5, 6], torch.zeros(2)
+    batch = pack(e.steps)
+    discounts = dict(gamma=1.0, gamma_agent=1.0, gamma_token=1.0, lam=1.0)
+    _, returns = compute_advantages(e.steps, batch, torch.zeros(2, 2), **discounts)
+    assert returns.tolist() == [[1.0, 1.0], [1.0, 1.0]]  # once: the reasoner's tokens see 1, not 2
+    _, returns = compute_advantages(e.steps, batch, torch.zeros(2, 2), shared_reward="per_agent", **discounts)
+    assert returns[0].tolist() == [2.0, 2.0]  # every copy summed along the chain (the ablation)
+
+
+def test_merge_lora_on_a_bf16_base_needs_the_importance_weights(tiny_model_dir):
+    from marft_agents.training.config import ConfigError, TrainConfig
+    from marft_agents.training.setup import build_policy
+
+    config = TrainConfig(model=str(tiny_model_dir), dtype="bfloat16")
+    config.generation.merge_lora = True
+    with pytest.raises(ConfigError, match="merge_lora=true on a bfloat16 base rounds the merged adapter weights: set generation.tis_cap"):
+        build_policy(config, ["reasoner_0", "actor_0"])
+    config.generation.tis_cap = 2.0
+    assert build_policy(config, ["reasoner_0", "actor_0"]).adapters == ["reasoner_0", "actor_0"]

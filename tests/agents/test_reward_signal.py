@@ -30,8 +30,13 @@ def test_signal_metrics_of_groups_hand_computed():
     # 3 groups of 2 (index // 2): returns [0, 0] flat, [1, 0] spread, [1, 1] flat
     rewards = [0.0, 0.0, 1.0, 0.0, 1.0, 1.0]
     metrics = signal_metrics([solo(i, r) for i, r in enumerate(rewards)], group_size=2)
-    # rewarded episodes: 3 of 6 = 0.5 ; zero-spread groups: 2 of 3 ; solver_0's mean reward 3/6 = 0.5
-    assert metrics == {"signal/rewarded_frac": 0.5, "signal/zero_spread_frac": pytest.approx(2 / 3), "signal/solver_0/reward": 0.5}
+    # rewarded episodes: 3 of 6 = 0.5 ; zero-spread groups: 2 of 3 ; solver_0's mean reward 3/6 = 0.5, its positive rewards 3/6
+    assert metrics == {
+        "signal/rewarded_frac": 0.5,
+        "signal/zero_spread_frac": pytest.approx(2 / 3),
+        "signal/solver_0/reward": 0.5,
+        "signal/solver_0/rewarded_frac": 0.5,
+    }
 
 
 def test_without_groups_the_batch_is_one_group_and_roles_are_separate():

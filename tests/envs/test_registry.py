@@ -27,7 +27,7 @@ def test_each_kind_has_at_least_one_id():
     assert "marft/MathChain-v0" in marft_envs.list_envs("aec")
     assert "marft/MathDebate-v0" in marft_envs.list_envs("parallel")
     assert "marft/MathSolo-v0" in marft_envs.list_envs("gym")
-    assert shipped() == AEC_IDS and len(AEC_IDS) == 12
+    assert shipped() == AEC_IDS and len(AEC_IDS) == 13
 
 
 @pytest.mark.parametrize("env_id", AEC_IDS)
@@ -50,7 +50,7 @@ def test_registered_env_passes_every_checker(env_id):
 
 def scripted(env_id):
     """Env kwargs and a policy factory ``make_policy(env)`` that reach each family's rewarded paths."""
-    if env_id == "marft/MathJigsaw-v0":
+    if env_id.startswith("marft/MathJigsaw-"):
         from marft_envs.tasks.math.scripted import jigsaw_policy
 
         return {"rounds": 3, "n_agents": 3}, lambda env: jigsaw_policy(env, slip=0.5)
@@ -138,6 +138,7 @@ EVAL_DECLARATIONS = {
     "marft/MathSolo-v0": ({"split": "test"}, "rounds"),
     "marft/MathCORY-v0": ({"split": "test"}, "rounds"),
     "marft/MathJigsaw-v0": ({"split": "test"}, "rounds"),
+    "marft/MathJigsaw-v1": ({"split": "test"}, "rounds"),
     "marft/MathDebate-v0": ({"split": "test"}, None),  # its rounds are debate rounds, not attempts
     "marft/CodeRepair-v0": ({"split": "test"}, "rounds"),
     "marft/CodeRepairVote-v0": ({"split": "test"}, "rounds"),

@@ -28,12 +28,21 @@ Version history, one for the family's envs (each env's module docstring points h
             actor told to reply with the final ``\\boxed{}`` only.
     ``marft/MathJigsaw-v0``:
         first release (issue 35).
+        fixes kept under the same id (the same observations and rewards on ordinary input): a sharer's message
+            with a number over 4,300 digits is graded (0), where it stopped the env (``TaskError``). Kept
+            registered for old results as ``marft_envs.tasks.math.jigsaw_v0.MathJigsawV0``.
+    ``marft/MathJigsaw-v1``:
+        a sharer's numbers are read with their sign (issue 51): ``-27``, ``−27`` or ``minus 27`` passed on for
+            the share's 27 scores 0 (``own_correct``, its ``per_agent`` reward), where v0 read the digits alone
+            and paid it; a minus sign written right before a number's digits is its sign (``44-14`` is 44 and
+            -14), a spaced dash is punctuation. Observations, the team reward and the answerer's grading are v0's.
 """
 
 from marft_envs.tasks.math.chain import MathChain
 from marft_envs.tasks.math.cory import MathCORY
 from marft_envs.tasks.math.debate import MathDebate
 from marft_envs.tasks.math.jigsaw import MathJigsaw
+from marft_envs.tasks.math.jigsaw_v0 import MathJigsawV0
 from marft_envs.tasks.math.solo import MathSolo
 
-__all__ = ["MathCORY", "MathChain", "MathDebate", "MathJigsaw", "MathSolo"]
+__all__ = ["MathCORY", "MathChain", "MathDebate", "MathJigsaw", "MathJigsawV0", "MathSolo"]

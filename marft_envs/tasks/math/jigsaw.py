@@ -1,4 +1,4 @@
-"""``marft/MathJigsaw-v0``: each agent sees only part of a math word problem; the team must pool them.
+"""``marft/MathJigsaw-v1``: each agent sees only part of a math word problem; the team must pool them.
 
 A task that needs its team. The problem is a short story of counts (:mod:`marft_envs.tasks.math.jigsaw_problems`)
 cut into one share per agent: ``sharer_0`` sees ``Tom has 17 apples.``, ``answerer_0`` sees ``Tom buys
@@ -23,7 +23,9 @@ the grader's fallbacks) as in every MATH env, and the team reward is 1 when it i
 splits it (``"team"``, ``"last"``, ``"per_agent"``). A sharer's own score (``own_correct``, its
 ``per_agent`` reward) is 1 when its message passes on exactly the numbers it must, as a multiset in
 any order: those of its share and, in a chain, of every earlier share (its ancestors'); the answerer's
-is its answer's. Infos carry ``solved``, ``team_answer`` and ``reward_components`` (``team``,
+is its answer's. Numbers are read with their sign (:func:`numbers_in`): ``-27``, ``−27`` or ``minus 27``
+is not the share's 27. (``marft/MathJigsaw-v0``, :mod:`marft_envs.tasks.math.jigsaw_v0`, read the
+digits alone and paid ``-27`` for 27.) Infos carry ``solved``, ``team_answer`` and ``reward_components`` (``team``,
 ``own_correct``), and the answerer's ``answer`` (and ``parse`` when it gave none).
 
 Options: ``n_agents``, ``graph``, ``levels`` (one or more of 1-3, default all: how many quantities
@@ -52,19 +54,47 @@ from marft_envs.tasks.math.jigsaw_problems import LEVELS, JigsawMath, JigsawProb
 from marft_envs.validation import MAX_AGENTS
 
 GRAPHS = ("chain", "star")
-_NUMBER = re.compile(r"\d+")
+MINUS_SIGNS = "-\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d"
+"""Characters read as a minus sign right before a number's digits: hyphen-minus, the Unicode hyphens and
+dashes, the minus sign, and their small and full-width forms."""
+_NUMBER = re.compile(rf"(?:(?P<sign>[{MINUS_SIGNS}])|\b(?P<word>minus|negative)\s*)?(?P<digits>\d+)", re.IGNORECASE)
 
 
-def passes_on(message: str, quantities: list[int]) -> bool:
-    """Whether the numbers written in ``message`` are exactly ``quantities`` (as a multiset, any order)."""
-    return Counter(int(x) for x in _NUMBER.findall(message)) == Counter(quantities)
+def numbers_in(message: str, *, signed: bool = True) -> list[int | str]:
+    """The numbers written in ``message``, in order: runs of digits, negative after a minus sign.
+
+    ``signed``: a minus sign (any of :data:`MINUS_SIGNS`) written right before the digits, or the word
+    ``minus`` or ``negative`` before them, makes the number negative (``"-27"``, ``"minus 27"`` -> -27;
+    ``"44-14"`` -> 44, -14: a sharer passes numbers on, it does not subtract them); a spaced dash (``"17 - 3"``, a list's ``"- 3"``) is punctuation. Unsigned (``marft/MathJigsaw-v0``):
+    the digits alone. A run of digits too long for ``int`` stays a string: no quantity is that long.
+    """
+    out: list[int | str] = []
+    for found in _NUMBER.finditer(message):
+        digits = found["digits"]
+        try:
+            value: int | str = int(digits)
+        except ValueError:  # past Python's int-from-text digit limit (4,300)
+            value = digits
+        negative = signed and (found["sign"] or found["word"])
+        out.append((-value if isinstance(value, int) else "-" + value) if negative else value)
+    return out
+
+
+def passes_on(message: str, quantities: list[int], *, signed: bool = True) -> bool:
+    """Whether the numbers written in ``message`` are exactly ``quantities`` (as a multiset, any order).
+
+    ``signed``: read each number with its sign (:func:`numbers_in`), as ``marft/MathJigsaw-v1`` does.
+    """
+    return Counter(numbers_in(message, signed=signed)) == Counter(quantities)
 
 
 class MathJigsaw(MathTask):
     """Sharers pass on their parts of a word problem; the answerer, who cannot solve it alone, answers."""
 
-    metadata = {"name": "marft/MathJigsaw-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
+    metadata = {"name": "marft/MathJigsaw-v1", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
     problem_type = JigsawProblem
+    signed_numbers = True
+    """Whether a sharer's numbers are read with their sign (v1); ``marft/MathJigsaw-v0`` read digits alone."""
 
     def __init__(
         self,
@@ -139,7 +169,7 @@ class MathJigsaw(MathTask):
         for agent in self.possible_agents[:-1]:
             if agent not in actions:
                 continue
-            score = float(passes_on(actions[agent], self.must_pass_on(agent)))
+            score = float(passes_on(actions[agent], self.must_pass_on(agent), signed=self.signed_numbers))
             info = result.infos[agent]
             info[REWARD_COMPONENTS][OWN_CORRECT] = score
             info.pop("answer", None)  # a sharer gives no answer: its message is graded on what it passes on
