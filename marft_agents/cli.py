@@ -100,7 +100,7 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
         "overrides",
         nargs="*",
         help="key=value: generation.* (e.g. generation.engine=vllm), threads, "
-        "max_new_tokens, dtype (default: the run's, else the defaults)",
+        "max_new_tokens, dtype, device (e.g. device=cpu for a GPU run; default: the run's, else the defaults)",
     )
     p.add_argument("--run", help="a run folder: evaluates its latest checkpoint with its config")
     p.add_argument(
@@ -386,9 +386,10 @@ def _print_eval(args, env: str, result: dict) -> None:
         print(terminal_text(f"  {agent}: " + ", ".join(_shown(k, v) for k, v in r.items())))
 
 
-EVAL_KEYS = ("threads", "max_new_tokens", "dtype")
+EVAL_KEYS = ("threads", "max_new_tokens", "dtype", "device")
 """Keys besides generation.* that ``marft eval`` takes: the resources and limits of the evaluation (and an agent's own
-limit)."""
+limit). ``device``: a run trained on a GPU evaluates on a CPU with ``device=cpu`` (its checkpoints are saved on the
+CPU)."""
 
 
 def _agent_limit(override: str) -> bool:

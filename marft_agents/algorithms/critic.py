@@ -251,8 +251,12 @@ def token_features(policy: LaMASPolicy, steps: list[AgentStep], minibatch_size: 
     order = sorted(range(len(steps)), key=lambda i: steps[i].agent)  # chunks share a role prompt
     for start in range(0, len(order), minibatch_size):
         chunk = order[start : start + minibatch_size]
-        feats = policy.token_features([steps[i].prompt for i in chunk], [steps[i].response for i in chunk])
-        out[chunk, : feats.shape[1]] = feats
+        # a team of models (models/team.py): each agent's features from its own base, zero-padded past its width
+        parts = [[i for i in chunk if steps[i].agent == a] for a in dict.fromkeys(steps[i].agent for i in chunk)]
+        for rows in parts if policy.is_team else [chunk]:
+            agent = steps[rows[0]].agent if policy.is_team else None
+            feats = policy.token_features([steps[i].prompt for i in rows], [steps[i].response for i in rows], agent)
+            out[rows, : feats.shape[1]] = feats
     return out
 
 

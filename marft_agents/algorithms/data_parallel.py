@@ -35,6 +35,23 @@ import torch.distributed as dist
 from marft_agents.algorithms import advantages as adv
 
 
+class RankLost(ConnectionError):
+    """A collective that could not finish: another rank died (``kill -9``, a lost node) or stayed away longer than
+    the process group's timeout. An OSError, so that ``marft train`` says it in one line (exit status 1)."""
+
+
+def _collective(ranks: Ranks, call, *args, **kwargs):
+    """``call(*args, **kwargs)``, a torch.distributed collective; the backend's failure as one :class:`RankLost`."""
+    try:
+        return call(*args, **kwargs)
+    except RuntimeError as err:  # gloo's "Connection closed by peer", nccl's and gloo's timeouts (DistError or not)
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+        raise RankLost(
+            f"rank {ranks.rank} of {ranks.world}: another rank stopped or stayed away during a collective "
+            f"({first[:200]}); the run stopped there: continue from its last checkpoint with --resume"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Ranks:
     """This process's place among the ranks that learn together (``world == 1``: alone, no collective runs)."""
@@ -62,7 +79,7 @@ class Ranks:
         if not self.parallel:
             return values
         out = values.detach().to(self.device, torch.float64).clone()  # nccl reduces tensors on the rank's GPU
-        dist.all_reduce(out)
+        _collective(self, dist.all_reduce, out)
         return out.to(values.device)
 
     def gather(self, obj: Any) -> list[Any]:
@@ -70,7 +87,7 @@ class Ranks:
         if not self.parallel:
             return [obj]
         out: list[Any] = [None] * self.world
-        dist.all_gather_object(out, obj)
+        _collective(self, dist.all_gather_object, out, obj)
         return out
 
     def broadcast(self, obj: Any) -> Any:
@@ -78,7 +95,7 @@ class Ranks:
         if not self.parallel:
             return obj
         box = [obj if self.lead else None]
-        dist.broadcast_object_list(box, src=0)
+        _collective(self, dist.broadcast_object_list, box, src=0)
         return box[0]
 
     def same_weights(self, params: list[torch.nn.Parameter]) -> None:
@@ -86,7 +103,7 @@ class Ranks:
         if not self.parallel:
             return
         for p in params:
-            dist.broadcast(p.data, src=0)
+            _collective(self, dist.broadcast, p.data, src=0)
 
     def reduce_gradients(self, params: list[torch.nn.Parameter], loss: torch.Tensor) -> torch.Tensor:
         """Sum ``params``' gradients over the ranks in place; returns the summed ``loss``.
@@ -102,7 +119,7 @@ class Ranks:
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
         present = torch.tensor([float(p.grad is not None) for p in params], device=loss.device)  # (P,)
         flat = torch.cat([g.detach().reshape(-1).float() for g in grads] + [present, loss.detach().reshape(1).float()])
-        dist.all_reduce(flat)
+        _collective(self, dist.all_reduce, flat)
         start, flags = 0, flat[-1 - len(params) : -1]
         for p, g, anywhere in zip(params, grads, flags.tolist()):
             n = g.numel()

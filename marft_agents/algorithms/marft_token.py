@@ -36,7 +36,7 @@ from marft_agents.algorithms import action_ppo, token_ppo
 from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import at_last_token, token_advantages
 from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
-from marft_agents.algorithms.critic import Critic, ValueHead, token_features
+from marft_agents.algorithms.critic import Critic, head_rows, model_heads, token_features
 from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.prepare import prepare_advantages
 from marft_agents.algorithms.returns import agent_returns, require_cooperative, warn_undeclared_team_reward
@@ -99,7 +99,7 @@ class MARFTToken(Learner):
     def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
         super().__init__(policy, config, temperature, **options)
-        head = ValueHead(policy.hidden_size)  # applied at every response position
+        head, self.head_of = model_heads(policy)  # at every response position; a team of models: one head per model
         self.critic = Critic(head, policy.device, **config.critic_options())
         self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
         self.warned_team_reward = False
@@ -110,8 +110,13 @@ class MARFTToken(Learner):
         steps, idx_of = by_adapter(self.policy, episodes)
         batch = token_ppo.pack(steps, self.policy.device)  # (N, R) behaviour log-probs and mask
         feats = token_features(self.policy, steps, cfg.minibatch_size)  # (N, R, d), frozen: once per update
-        self.critic.observe(feats[batch.mask], ranks=self.ranks)  # statistics first (every rank's real tokens)
-        values_old = self.critic.values(feats) * batch.mask  # (N, R)
+        if self.head_of is None:
+            inputs, observed = (feats,), (feats[batch.mask],)
+        else:  # each step's head, on every one of its tokens
+            heads = head_rows(self.head_of, steps, feats.device)  # (N,)
+            inputs, observed = (feats, heads), (feats[batch.mask], heads.unsqueeze(1).expand_as(batch.mask)[batch.mask])
+        self.critic.observe(*observed, ranks=self.ranks)  # statistics first (every rank's real tokens)
+        values_old = self.critic.values(*inputs) * batch.mask  # (N, R)
         chain = dict(gamma=cfg.gamma, gamma_agent=cfg.gamma_agent, gamma_token=cfg.gamma_token, lam=cfg.gae_lambda)
         advantages, returns = compute_advantages(steps, batch, values_old, shared_reward=cfg.shared_reward, **chain)
         self.warned_team_reward = self.warned_team_reward or warn_undeclared_team_reward("marft_token", steps)
@@ -132,7 +137,7 @@ class MARFTToken(Learner):
             metrics.update({**token_ppo.step(*args, **ppo, **sampled), **turn.metrics()})
             if turn.needs_ratios and turn.idx:  # ratios for M, not the last's; a rank may hold none of its steps
                 turn.record(action_ppo.log_ratios(self.policy, turn.adapter, steps, turn.idx, **scoring))
-        metrics.update(self.critic.fit((feats,), values_old, returns, rng, mask=batch.mask, ranks=self.ranks))
+        metrics.update(self.critic.fit(inputs, values_old, returns, rng, mask=batch.mask, ranks=self.ranks))
         metrics["advantage_std"] = float(advantages[batch.mask].std()) if batch.mask.sum() > 1 else 0.0
         return metrics
 

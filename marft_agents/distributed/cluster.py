@@ -16,8 +16,9 @@ A local cluster that marft starts is for the user who runs it, on this machine o
 - **Private folders.** Ray's temp folder (sockets, logs) is inside that 0700 session folder, unless
   ``distributed.temp_dir`` names another: Ray makes its temp folder and every folder in it 0777 again
   each time one of its processes starts, so only a private folder around it keeps others out. A run
-  killed with SIGKILL leaves its cluster's processes and folder behind; the next local cluster ends
-  and removes them first (:mod:`marft_agents.distributed.session`).
+  killed with SIGKILL leaves its cluster's processes and folder behind; a watcher process started
+  with the cluster ends and removes them within seconds (and the next local cluster would, first:
+  :mod:`marft_agents.distributed.session`).
 - **Workers at the run's priority** (:data:`WORKER_NICENESS`), not Ray's nice 15: on a busy machine
   the workers would starve beside any other process.
 """
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 
 from marft_agents.distributed import ClusterError
 from marft_agents.distributed.config import DistributedConfig
-from marft_agents.distributed.session import MARKER, end_leftovers, make_session_folder, session_base
+from marft_agents.distributed.session import MARKER, end_leftovers, make_session_folder, session_base, start_watcher
 
 AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 """The environment variables Ray 2.60 reads its token settings from (set while a local cluster lives)."""
@@ -104,6 +105,7 @@ def connect(settings: DistributedConfig, cpus: int | None = None) -> Connection:
     except Exception as err:
         disconnect(connection)
         raise ClusterError(f"cannot start a local Ray cluster in {temp_dir}: {first_line(err)}") from None
+    start_watcher(folder)  # a run killed with SIGKILL: its cluster ends within seconds, not at the next run
     return connection
 
 

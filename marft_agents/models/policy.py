@@ -58,9 +58,9 @@ def load_base(model: str, dtype: torch.dtype = torch.float32):
     """Load ``(model, tokenizer)`` from ``"embedded"``, a named model, a local directory, or a Hub id.
 
     Weights come from safetensors files only (a pickle can run code); a damaged or unsafe folder, or a chat
-    template that cannot render, is a one-line :class:`~marft_agents.models.folder_checks.ModelFolderError`.
+    template that cannot render, is a one-line :class:`~marft_agents.models.named.ModelFolderError`.
     """
-    from marft_agents.models import folder_checks  # the checks on a folder that may come from anyone
+    from marft_agents.models import named  # its checks on a model folder, which may come from anyone
 
     model = resolve_named(model)  # a named model becomes its verified cached folder (fetched on first use)
     path = embedded_model_path() if model == EMBEDDED else model
@@ -72,20 +72,20 @@ def load_base(model: str, dtype: torch.dtype = torch.float32):
         )
     source = str(local.expanduser()) if looks_local else model
     if looks_local:
-        folder_checks.check_weights(local.expanduser())
+        named.check_weights(local.expanduser())
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         lm = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, use_safetensors=True)
     except OSError as err:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1"
         hint = " (HF_HUB_OFFLINE=1: it must already be in the local cache)" if offline else ""
-        raise ModelNotFoundError(f"cannot load model {model!r}{hint}: {folder_checks.first_line(err)}") from None
-    except folder_checks.DAMAGED as err:  # a malformed JSON file, a damaged weights file
-        raise folder_checks.ModelFolderError(
-            f"cannot load model {model!r} (a damaged file?): {type(err).__name__}: {folder_checks.first_line(err)}"
+        raise ModelNotFoundError(f"cannot load model {model!r}{hint}: {named.first_line(err)}") from None
+    except named.damaged_errors() as err:  # a malformed JSON file, a damaged weights file
+        raise named.ModelFolderError(
+            f"cannot load model {model!r} (a damaged file?): {type(err).__name__}: {named.first_line(err)}"
         ) from None
-    where = folder_checks.template_file(local.expanduser()) if looks_local else f"model {model!r}"
-    folder_checks.check_chat_template(tokenizer, where)
+    where = named.template_file(local.expanduser()) if looks_local else f"model {model!r}"
+    named.check_chat_template(tokenizer, where)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return lm, tokenizer
@@ -424,8 +424,10 @@ class LaMASPolicy:
         return out.hidden_states[-1][:, -1, :].float()
 
     @torch.no_grad()
-    def token_features(self, prompts: list[list[int]], responses: list[list[int]]) -> torch.Tensor:
-        """Frozen base features of the state before each response token, ``(B, R, d)``.
+    def token_features(
+        self, prompts: list[list[int]], responses: list[list[int]], agent: str | None = None
+    ) -> torch.Tensor:
+        """Frozen base features of the state before each response token, ``(B, R, d)`` (every agent's alike).
 
         Column ``k`` is the final hidden state at the position that predicts response token ``k``
         (the last prompt token for ``k = 0``), the same columns :meth:`score` reads its logits from;

@@ -110,6 +110,7 @@ class Policy(RolloutPolicy, Protocol):
         """Frozen base features for the critic, ``(B, hidden_size)`` (``agent``: whose base, in a team)."""
         ...
 
-    def token_features(self, prompts: list[list[int]], responses: list[list[int]]) -> Tensor:
-        """Frozen base features of the state before each response token, ``(B, R, hidden_size)``."""
+    def token_features(self, prompts: list[list[int]], responses: list[list[int]], agent: str | None = None) -> Tensor:
+        """Frozen base features of the state before each response token, ``(B, R, hidden_size)`` (``agent``: whose base,
+        in a team)."""
         ...

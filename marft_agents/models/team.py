@@ -31,7 +31,6 @@ BASE_REFERENCE = "@base"
 NO_CRITIC = (
     "a team of models (agents.<agent_id>.model) reads each agent's features with that agent's own base: name the agent"
 )
-NO_TOKEN_CRITIC = "token-level critic features of several bases are not built yet: use algo=marft, ippo or mappo"
 
 
 class TeamPolicy:
@@ -165,8 +164,14 @@ class TeamPolicy:
         own = self.members[self.model_of[agent]].features(prompts)  # (B, d_agent)
         return torch.nn.functional.pad(own, (0, self.hidden_size - own.shape[1]))  # (B, D)
 
-    def token_features(self, prompts: list[list[int]], responses: list[list[int]]) -> Tensor:
-        raise ValueError(NO_CRITIC)
+    @torch.no_grad()
+    def token_features(self, prompts: list[list[int]], responses: list[list[int]], agent: str | None = None) -> Tensor:
+        """``agent``'s frozen base features before each response token (:meth:`LaMASPolicy.token_features`),
+        zero-padded to :attr:`hidden_size`: ``(B, R, D)``."""
+        if agent not in self.model_of:
+            raise ValueError(NO_CRITIC)
+        own = self.members[self.model_of[agent]].token_features(prompts, responses)  # (B, R, d_agent)
+        return torch.nn.functional.pad(own, (0, self.hidden_size - own.shape[-1]))  # (B, R, D)
 
     def width_of(self, agent: str) -> int:
         """The hidden size of ``agent``'s model: the width of its features."""

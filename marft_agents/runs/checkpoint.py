@@ -19,6 +19,7 @@ a crafted file cannot run code when it is loaded. A run keeps the newest ``check
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,6 +139,59 @@ def latest_checkpoint(folder: str | Path) -> Path | None:
     return path if path.is_file() else None
 
 
+def newest_checkpoint_hint(folder: str | Path) -> str:
+    """For a folder whose ``latest`` is missing or points at no file: how to use its newest ``update_*.pt`` instead
+    ("" when it holds none)."""
+    folder = Path(folder)
+    saved = sorted(p for p in folder.glob("update_*.pt") if p.is_file() and not p.is_symlink())
+    if not saved:
+        return ""
+    pointer = folder / LATEST
+    state = "points at no file" if pointer.exists() or pointer.is_symlink() else "is missing"
+    return (
+        f"{pointer} {state}, but the newest checkpoint there is {saved[-1]}: point latest at it "
+        f"(echo {saved[-1].name} > {pointer})"
+    )
+
+
+def checkpoint_inside(folder: str | Path, owner: str) -> Path | None:
+    """:func:`latest_checkpoint` of a folder someone else may have written (``init_from``, ``marft eval --run``): a
+    :class:`CheckpointError` naming ``owner`` when ``latest`` or the file it names is a symbolic link or lies outside
+    ``folder`` (a run's checkpoint is a file of its own folder)."""
+    folder = Path(folder)
+    pointer = folder / LATEST
+    if pointer.is_symlink():
+        raise CheckpointError(
+            f"{owner}: {pointer} is a symbolic link (to {os.readlink(pointer)[:120]}), not the file a run writes: "
+            "replace it with a file naming one of that folder's update_*.pt"
+        )
+    path = latest_checkpoint(folder)
+    if path is None:
+        return None
+    name = pointer.read_text().strip()
+    if path.is_symlink() or Path(name).name != name or path.resolve().parent != folder.resolve():
+        raise CheckpointError(
+            f"{owner}: {pointer} names {name[:120]!r}, not a checkpoint file of {folder}: "
+            "point it at one of that folder's update_*.pt"
+        )
+    return path
+
+
+def check_finite_adapters(adapters: dict[str, Any], path: str | Path, *, resume: bool = False) -> None:
+    """A :class:`CheckpointError` naming ``path``, the adapter and the tensor when an adapter weight is NaN or
+    infinite: such adapters generate garbage that would evaluate (or train on) as if they were a result."""
+    for adapter, weights in adapters.items():
+        if not isinstance(weights, dict):
+            continue  # its layout is checked as it loads
+        for name, tensor in weights.items():
+            if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                bad = "NaN" if torch.isnan(tensor).any() else "infinite"
+                raise CheckpointError(
+                    f"{path}: adapter {adapter!r} tensor {str(name)[:120]!r} holds {bad} values (the run diverged "
+                    f"before this checkpoint){_previous_hint(Path(path), resume=resume)}"
+                )
+
+
 def load_checkpoint(path: str | Path, *, mmap: bool = False) -> dict[str, Any]:
     """Read a checkpoint written by :func:`save_checkpoint` (tensors and plain data only).
 
@@ -198,7 +252,7 @@ def check_resume_state(state: dict[str, Any], path: str | Path, *, updates: int)
         raise CheckpointError(
             f"{path}: its cuda RNG state cannot be restored (not a list of uint8 tensors){_previous_hint(Path(path))}"
         )
-    adapters_of(state, path)
+    check_finite_adapters(adapters_of(state, path), path, resume=True)
     return update
 
 
@@ -240,6 +294,7 @@ def load_adapters(policy: Policy, path: Path) -> None:
     when an adapter of the policy is missing or its weights do not fit the model: each caller says what to do.
     """
     adapters = adapters_of(load_checkpoint(path), path)
+    check_finite_adapters(adapters, path)
     missing = [a for a in policy.adapters if a not in adapters]
     if missing:
         raise AdaptersMismatch(f"{path} has no adapter {missing[0]!r}", held=sorted(adapters))
@@ -250,8 +305,8 @@ def load_adapters(policy: Policy, path: Path) -> None:
         raise AdaptersMismatch(f"{path}: its adapters do not fit the model", held=sorted(adapters), cause=err) from None
 
 
-def _previous_hint(path: Path) -> str:
+def _previous_hint(path: Path, *, resume: bool = True) -> str:
     older = [p for p in sorted(path.parent.glob("update_*.pt")) if p.name < path.name]
     if older:
         return f"; the previous one is {older[-1]}: point {path.parent / LATEST} at {older[-1].name} to use it"
-    return "; no earlier checkpoint is left: start the run again without --resume"
+    return "; no earlier checkpoint is left" + (": start the run again without --resume" if resume else "")

@@ -108,6 +108,9 @@ def check_target(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
             raise FileNotFoundError(
                 f"--resume: no checkpoint in {run_dir / 'checkpoints'} (no run in {run_dir}); start without --resume"
             )
+        hint = _newest_checkpoint_hint(run_dir / "checkpoints")
+        if hint:
+            raise FileNotFoundError(f"--resume: {hint}, or start again with --overwrite (which deletes the run)")
         if not (run_dir / "eval_before.json").is_file():
             raise FileNotFoundError(
                 f"--resume: {run_dir / 'eval_before.json'} is missing, so the run cannot "
@@ -118,6 +121,14 @@ def check_target(run_dir: Path, *, resume: bool, overwrite: bool) -> None:
             f"run_dir {run_dir} already holds a run: continue it with --resume, pick a new run_dir, or replace it "
             "with --overwrite"
         )
+
+
+def _newest_checkpoint_hint(folder: Path) -> str:
+    """``checkpoint.newest_checkpoint_hint`` when ``latest`` names no file ("" otherwise): ``--resume`` then says how
+    to continue from the newest ``update_*.pt``, not only ``--overwrite``, which deletes the run."""
+    from marft_agents.runs import checkpoint as ckpt  # imports torch: only for a --resume, which loads it anyway
+
+    return ckpt.newest_checkpoint_hint(folder) if ckpt.latest_checkpoint(folder) is None else ""
 
 
 def clear(run_dir: Path) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from pathlib import Path
 
 from marft_agents.runs import files as run_files
@@ -209,6 +210,9 @@ def check_transcripts_path(path: Path, *, overwrite: bool = False) -> None:
     """
     if path.suffix != ".jsonl":
         raise ValueError(f"--transcripts {path}: name a .jsonl file")
+    too_long = [part for part in path.parts if len(os.fsencode(part)) > NAME_MAX]
+    if too_long:
+        raise ValueError(f"--transcripts {path}: the name {too_long[0][:40]}… is longer than {NAME_MAX} bytes")
     run_files.refuse_link(path)
     if path.exists():
         if path.is_dir():
@@ -222,6 +226,17 @@ def check_transcripts_path(path: Path, *, overwrite: bool = False) -> None:
         raise ValueError(f"--transcripts {path}: {existing} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ValueError(f"--transcripts {path}: the folder {existing} cannot be written")
+    probe = existing / f".marft-probe.{secrets.token_hex(4)}.tmp"  # root passes os.access: try what the write does
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+        os.unlink(probe)
+    except OSError as err:
+        raise ValueError(f"--transcripts {path}: the folder {existing} cannot be written ({err.strerror})") from None
+
+
+NAME_MAX = 240
+"""The longest file or folder name ``--transcripts`` takes, in bytes: 255 (most file systems) less the temporary
+file's ``.<name>.<8 hex>.tmp``."""
 
 
 def write_transcripts(path: Path, transcripts: list[dict], *, overwrite: bool = False) -> Path:

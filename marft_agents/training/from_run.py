@@ -59,9 +59,10 @@ def policy_from_run(run_dir: str, env: str | None = None, overrides: list[str] =
         raise KeyError(f"{_line(err)}{hint}") from None
     if config.threads:
         torch.set_num_threads(config.threads)
-    latest = ckpt.latest_checkpoint(Path(run_dir) / "checkpoints")
+    latest = ckpt.checkpoint_inside(Path(run_dir) / "checkpoints", f"--run {run_dir}")
     if latest is None:
-        raise FileNotFoundError(f"no checkpoint in {run_dir}/checkpoints")
+        hint = ckpt.newest_checkpoint_hint(Path(run_dir) / "checkpoints")
+        raise FileNotFoundError(f"--run {run_dir}: {hint}" if hint else f"no checkpoint in {run_dir}/checkpoints")
     agents = marft_envs.make(config.env, **config.env_kwargs).possible_agents
     check_ids(config.agents, agents, config.env)  # agents.<agent_id>.* of an agent the env has, before the model loads
     policy = build_policy(config, agents)

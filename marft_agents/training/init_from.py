@@ -69,7 +69,12 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
                 f"init_from={run} trained agent {agent} on model {theirs!r}, this run gives it {ours!r}: "
                 f"set agents.{agent}.model to the earlier run's, or drop init_from"
             )
-    latest = ckpt.latest_checkpoint(run / "checkpoints")
+    try:
+        latest = ckpt.checkpoint_inside(run / "checkpoints", f"init_from={run}")
+    except ckpt.CheckpointError as err:
+        raise ConfigError(str(err)) from None
+    if latest is None and ckpt.newest_checkpoint_hint(run / "checkpoints"):
+        raise ConfigError(f"init_from={run}: {ckpt.newest_checkpoint_hint(run / 'checkpoints')}")
     if latest is None:
         raise ConfigError(
             f"init_from={run} has no checkpoint in {run / 'checkpoints'}: let that run finish (it writes one at its "
@@ -77,6 +82,8 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
         )
     try:
         ckpt.load_adapters(policy, latest)
+    except ckpt.CheckpointError as err:
+        raise ConfigError(f"init_from={run}: {err}") from None
     except ckpt.AdaptersMismatch as err:
         if err.cause is not None:
             cause = f"{type(err.cause).__name__}: {str(err.cause).splitlines()[0][:120]}"

@@ -9,10 +9,15 @@ asked for (``marft_agents/signal/dynamic.py``), so the update ends soon whatever
 and checkpoint is written atomically (``run_files``), the newest complete checkpoint is what
 ``--resume`` continues from. ``marft train`` turns it into one line with that checkpoint and the
 ``--resume`` command, and exits ``128 + signal`` (130 for SIGINT, 143 for SIGTERM), as a shell does.
+
+Under torchrun every rank gets the signal; rank 0 alone announces and names the checkpoint (the
+others stop quietly once it is written), and torchrun kills the ranks ``TORCH_ELASTIC_SHUTDOWN_TIMEOUT``
+seconds after forwarding it (30 unless set; ``python -m marft_agents.training.launch`` gives an hour).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -42,7 +47,9 @@ class StopOnSignal:
     The handlers in place before are put back on exit.
     """
 
-    def __init__(self):
+    def __init__(self, announce: bool = True):
+        self.announce = announce
+        """Whether this process says what it does with a signal (a data-parallel run: rank 0 alone)."""
         self.deferring = False
         """True while an update runs: a first signal then waits for the update's end."""
         self.requested: int | None = None
@@ -74,11 +81,22 @@ class StopOnSignal:
         name = signal.Signals(signum).name
         if self.deferring and self.requested is None:
             self.requested = signum
-            print(
-                f"marft train: {name}: finishing this update and writing its checkpoint (send it again to stop at "
-                "once)",
-                file=sys.stderr,
-                flush=True,
-            )
+            if self.announce:
+                print(
+                    f"marft train: {name}: finishing this update and writing its checkpoint (send it again to stop at "
+                    f"once){_grace()}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return
         raise RunInterrupted(signum, f"stopped by {name}")
+
+
+def _grace() -> str:
+    """Under torchrun without a shutdown timeout of its own: how long torchrun lets the ranks finish, else ""."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ or os.environ.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"):
+        return ""
+    return (
+        "; torchrun kills the ranks 30 s after a signal unless launched with --shutdown-timeout SECONDS "
+        "(or python -m marft_agents.training.launch)"
+    )

@@ -47,7 +47,7 @@ from marft_agents.training.config import ConfigError, TrainConfig, shown, to_dic
 from marft_agents.training.env_options import check_env_kwargs
 from marft_agents.training.init_from import load_init_adapters
 from marft_agents.training.interrupts import StopOnSignal
-from marft_agents.training.launch import agreed
+from marft_agents.training.launch import agreed, check_world
 from marft_agents.training.setup import (
     build_engine,
     build_policy,
@@ -169,6 +169,7 @@ def build_run(
         policy = _load_policy(config, probe.possible_agents, resume=resume)
         algo = _build_learner(config, policy, probe)
         latest, state = _load_resume_state(run_dir, algo) if resume and ranks.lead else (None, {})
+        check_world(state, config, ranks)  # a resume on another number of ranks would sample otherwise
         pool = start_workers(config, policy, algo, state.get("update", 0)) if config.distributed.workers else None
         stop.take_back()  # ray.init replaces the SIGTERM handler with its own exit
         tracker = None

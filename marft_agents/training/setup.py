@@ -98,8 +98,7 @@ def context_length(policy: LaMASPolicy | TeamPolicy) -> int | None:
 
 
 TEAM_REFUSALS = {
-    "cory": "CORY swaps the pioneer and observer roles between its two agents, which needs one model for both",
-    "marft_token": "token-level critic features of several bases are not built yet: use algo=marft",
+    "cory": "CORY swaps the pioneer and observer roles between its two agents, which needs one model for both"
 }
 """The shipped learners that cannot train a team of models, and why (the others: a value head per model or per agent,
 or no critic)."""

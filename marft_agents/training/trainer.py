@@ -38,7 +38,7 @@ from marft_agents.signal import diagnostics as reward_signal
 from marft_agents.training.config import TrainConfig, to_dict
 from marft_agents.training.interrupts import RunInterrupted, StopOnSignal
 from marft_agents.training.launch import check as check_data_parallel
-from marft_agents.training.launch import process_group, ranks_from_env
+from marft_agents.training.launch import process_group, ranks_from_env, same_config
 from marft_agents.training.run_parts import RunParts, build_run
 from marft_agents.training.setup import build_engine, build_policy, training_sampling
 
@@ -61,6 +61,9 @@ def train(
     Under ``torchrun`` (``RANK``/``WORLD_SIZE`` set) this process is one data-parallel rank
     (``training/launch.py``): it plays its share of every batch and takes part in every update; rank 0
     alone writes the run folder, prints, evaluates and checkpoints; every rank returns rank 0's summary.
+    The ranks' configs must agree (``launch.same_config``). Stopped by a signal, rank 0 names the
+    checkpoint; the others wait for it to be written, then leave with ``SystemExit(128 + signal)`` and
+    no word of their own about it.
     """
     ranks = ranks_from_env(device=config.device)
     check_data_parallel(config, ranks)  # before any process group: every rank refuses alike, none waits
@@ -69,13 +72,16 @@ def train(
     if not ranks.lead:
         progress, quiet = False, True
     with (
-        StopOnSignal() as stop,
+        StopOnSignal(announce=ranks.lead) as stop,
         contextlib.ExitStack() as held,
         process_group(ranks),
     ):  # held: the folder's lock, until the end
         try:
+            same_config(config, ranks, resume=resume, overwrite=overwrite)  # before any collective they could miss
             return _train(config, stop, held, ranks, resume=resume, overwrite=overwrite, progress=progress, quiet=quiet)
         except RunInterrupted as err:
+            if not ranks.lead:  # rank 0 alone speaks about the checkpoint (this rank may not even see its folder)
+                raise SystemExit(err.exit_code) from None
             latest = ckpt.latest_checkpoint(Path(config.run_dir) / "checkpoints")
             where = f"resume from the checkpoint {latest}" if latest is not None else "no checkpoint was written yet"
             raise RunInterrupted(err.signum, f"{err}; {where}", checkpoint=latest) from None
@@ -170,6 +176,7 @@ def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progres
             if due or requested is not None:
                 _save_checkpoint(config, run, update + 1)
         if requested is not None:
+            run.ranks.broadcast(None)  # no rank leaves (and no launcher tears rank 0 down) before the checkpoint is in
             if run.log is not None:
                 run.log.close()
             getattr(bar, "close", lambda: None)()  # the one line that follows starts on a line of its own
@@ -280,6 +287,7 @@ def _save_checkpoint(config: TrainConfig, run: RunParts, update: int) -> None:
             "algo": run.algo.state_dict(),
             "rng": ckpt.rng_state(run.rng),
             "config": to_dict(config),
+            "world": run.ranks.world,  # how the episodes were sampled (launch.check_world)
             **({"signal": signal} if signal else {}),
         },
         keep=config.checkpoints.keep,

@@ -23,19 +23,28 @@ The wire format:
 Over plain HTTP each request gets a fresh env (OpenEnv's contract); an episode is played over a
 WebSocket session (``openenv``'s ``EnvClient``/``GenericEnvClient``), one FlexEnv per session.
 
-Limits (``marft_envs/adapters/server_limits.py``): at most ``--max-sessions`` WebSocket sessions at
-once (8); a session that sends nothing for ``--idle-timeout`` seconds (300) is closed; a request or
-message over :func:`request_limit` bytes (the longest action text, JSON-escaped) is refused, over
-HTTP with 413. A ``/reset`` the env refuses (a bad option) is answered 422 with the env's one line.
+Limits (``marft_envs/adapters/server_limits.py``): at most ``--max-sessions`` sessions at once (8);
+a WebSocket session that sends nothing for ``--idle-timeout`` seconds (300) is closed, and a session
+opened over HTTP (``POST /mcp``, ``openenv/session/create``) that is not used for as long is reaped
+(OpenEnv's reaper, which looks every ``max(timeout / 4, 5)`` seconds), so idle clients cannot keep a
+new one out; a request or message over :func:`request_limit` bytes (the longest action text,
+JSON-escaped) is refused, over HTTP with 413. A ``/reset`` the env refuses (a bad option) is
+answered 422 with the env's one line; a request that does not fit the API (``{"seed": 1e400}``, which
+JSON reads as infinity) is answered 422 with FastAPI's list of what is wrong, non-finite numbers
+written as text.
 
 Version history:
     v0: first release (openenv-core 0.3.0).
+        fixes kept under v0: a request holding a non-finite number is a 422, where it was a 500 with a
+            traceback in the log; sessions opened over HTTP ``/mcp`` are reaped after ``--idle-timeout``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextvars
 import importlib.util
+import math
 import sys
 import uuid
 from collections.abc import Callable
@@ -177,6 +186,64 @@ def _classes() -> dict[str, type]:
     return _built
 
 
+_IN_WEBSOCKET = contextvars.ContextVar("marft_openenv_in_websocket", default=False)
+"""True while a WebSocket connection is being served: the sessions it opens are its own (:func:`_server_class`)."""
+
+
+class _MarkWebSockets:
+    """ASGI middleware that sets :data:`_IN_WEBSOCKET` for the connections it serves."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        token = _IN_WEBSOCKET.set(scope["type"] == "websocket")
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _IN_WEBSOCKET.reset(token)
+
+
+def _server_class() -> type:
+    """OpenEnv's ``HTTPEnvServer`` whose idle-session reaper leaves the sessions a WebSocket holds alone.
+
+    OpenEnv's reaper ends sessions not used for the timeout, judged by their last reset or step; a
+    WebSocket session is the WebSocket's to end (Limits closes it when it sends nothing; a client that
+    only asks for ``state`` is not idle), so only sessions opened over HTTP ``/mcp`` are reaped.
+    """
+    from openenv.core.env_server.http_server import HTTPEnvServer
+
+    class Server(HTTPEnvServer):
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self._websocket_sessions: set[str] = set()
+
+        async def _create_session(self) -> tuple[str, Any]:
+            session_id, env = await super()._create_session()
+            if _IN_WEBSOCKET.get():
+                self._websocket_sessions.add(session_id)
+            return session_id, env
+
+        async def _destroy_session(self, session_id: str) -> None:
+            if session_id in self._websocket_sessions and not _IN_WEBSOCKET.get():
+                return  # the reaper: the WebSocket that holds this session ends it
+            self._websocket_sessions.discard(session_id)
+            await super()._destroy_session(session_id)
+
+    return Server
+
+
+def _json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float written as text (``inf``, ``nan``): JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def environment_factory(env_id: str, **env_kwargs: Any) -> Callable[[], Any]:
     """What OpenEnv's ``create_app`` takes: a function building a fresh ``FlexEnvironment``."""
     make(env_id, **env_kwargs).close()  # a bad id or kwarg fails here, in one line, not at the first request
@@ -211,18 +278,37 @@ def create_server_app(
         probe = make(env_id, **env_kwargs)
         max_request_bytes = request_limit(probe)
         probe.close()
+    from fastapi import FastAPI
+    from fastapi.encoders import jsonable_encoder
+    from fastapi.exception_handlers import http_exception_handler
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
-    from openenv.core.env_server.http_server import create_fastapi_app
+    from openenv.core.env_server.types import ConcurrencyConfig
+    from starlette.exceptions import HTTPException
 
     from marft_envs.adapters.server_limits import Limits
 
     classes = _classes()
-    app = create_fastapi_app(factory, classes["FlexAction"], classes["FlexObservation"], max_concurrent_envs)
+    # OpenEnv's create_fastapi_app, with our server class and its idle-session reaper on
+    app = FastAPI(title="OpenEnv Environment HTTP API", version="1.0.0", description=f"marft env {env_id} over OpenEnv")
+    limits = ConcurrencyConfig(max_concurrent_envs=max_concurrent_envs, session_timeout=float(idle_timeout_s))
+    _server_class()(factory, classes["FlexAction"], classes["FlexObservation"], concurrency_config=limits).register_routes(app)
 
     async def refused(request, err: RequestRefused):
         return JSONResponse(status_code=422, content={"detail": str(err)})
 
+    # FastAPI's answers, whose JSON fails (a 500 and a traceback) when they quote a non-finite number
+    async def invalid(request, err: RequestValidationError):
+        return JSONResponse(status_code=422, content={"detail": _json_safe(jsonable_encoder(err.errors()))})
+
+    async def http_error(request, err: HTTPException):  # e.g. OpenEnv's 422 for an action that is not a FlexAction
+        err.detail = _json_safe(jsonable_encoder(err.detail))
+        return await http_exception_handler(request, err)
+
     app.add_exception_handler(RequestRefused, refused)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_middleware(_MarkWebSockets)
     app.add_middleware(Limits, max_body_bytes=max_request_bytes, idle_timeout_s=float(idle_timeout_s))
     app.state.max_request_bytes = max_request_bytes
     return app

@@ -269,3 +269,23 @@ def test_merge_lora_on_a_bf16_base_needs_the_importance_weights(tiny_model_dir):
         build_policy(config, ["reasoner_0", "actor_0"])
     config.generation.tis_cap = 2.0
     assert build_policy(config, ["reasoner_0", "actor_0"]).adapters == ["reasoner_0", "actor_0"]
+
+
+def test_marft_trains_a_users_team_chain_and_counts_its_team_reward_once(tiny_model_dir, tmp_path):
+    import json
+
+    from marft_agents.training.config import TrainConfig
+    from marft_agents.training.trainer import train
+
+    run_dir = tmp_path / "run"
+    config = TrainConfig(
+        env="signal_env:CreditChain", model=str(tiny_model_dir), run_dir=str(run_dir), updates=2, episodes_per_update=8,
+        eval_episodes=2, max_new_tokens=6, checkpoint_every=0, threads=1, seed=0,
+    )  # fmt: skip
+    config.algo_args.minibatch_size = 8
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the shared part is declared: no undeclared-team-reward warning
+        train(config, progress=False, quiet=True)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert all(0.0 <= r["train/return"] <= 1.0 for r in rows)  # the team is paid 1 at most: counted once, not 2
+    assert any(0.0 < r["train/return"] < 1.0 for r in rows) and any(r["policy/skipped_equal_returns"] == 0.0 for r in rows)

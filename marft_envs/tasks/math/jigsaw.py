@@ -65,8 +65,9 @@ def numbers_in(message: str, *, signed: bool = True) -> list[int | str]:
 
     ``signed``: a minus sign (any of :data:`MINUS_SIGNS`) written right before the digits, or the word
     ``minus`` or ``negative`` before them, makes the number negative (``"-27"``, ``"minus 27"`` -> -27;
-    ``"44-14"`` -> 44, -14: a sharer passes numbers on, it does not subtract them); a spaced dash (``"17 - 3"``, a list's ``"- 3"``) is punctuation. Unsigned (``marft/MathJigsaw-v0``):
-    the digits alone. A run of digits too long for ``int`` stays a string: no quantity is that long.
+    ``"44-14"`` -> 44, -14: a sharer passes numbers on, it does not subtract them); a spaced dash
+    (``"17 - 3"``, a list's ``"- 3"``) is punctuation. Unsigned (``marft/MathJigsaw-v0``): the digits
+    alone. A run of digits too long for ``int`` stays a string: no quantity is that long.
     """
     out: list[int | str] = []
     for found in _NUMBER.finditer(message):
