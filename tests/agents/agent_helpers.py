@@ -11,6 +11,30 @@ from marft_agents.training.trainer import train
 from marft_envs.outcomes import SHARED_REWARD
 
 
+def base_args(model_dir, run_dir) -> list[str]:
+    """The ``marft train`` arguments of a short run on ``model_dir`` (2 updates, a checkpoint each), into ``run_dir``."""
+    return [
+        f"model={model_dir}",
+        f"run_dir={run_dir}",
+        "updates=2",
+        "episodes_per_update=4",
+        "eval_episodes=2",
+        "eval_rounds=0",
+        "eval_every=0",
+        "checkpoint_every=1",
+        "max_new_tokens=4",
+        "marft.minibatch_size=4",
+        "threads=1",
+    ]
+
+
+def one_line(capsys) -> str:
+    """What the command printed to stderr, checked to be one line with no traceback."""
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    return err
+
+
 def episode(index: int, rounds: list[list[tuple[str, float]]]) -> Episode:
     """An episode from ``rounds`` of ``(agent, reward)`` in acting order (no tokens needed for the maths)."""
     steps = []

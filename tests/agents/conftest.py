@@ -33,3 +33,25 @@ def tiny_model_dir(tmp_path_factory):
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_model_dir, tmp_path_factory):
+    """A finished short ``marft train`` run of the tiny model (agent_helpers.base_args), one per test module."""
+    from agent_helpers import base_args
+
+    from marft_agents.cli import main as cli
+
+    run = tmp_path_factory.mktemp("finished") / "run"
+    assert cli(["train", "--no-progress", *base_args(tiny_model_dir, run)]) == 0
+    return run
+
+
+@pytest.fixture
+def run_copy(finished_run, tmp_path):
+    """A copy of :func:`finished_run` that a test may change."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(finished_run, copy)
+    return copy

@@ -135,27 +135,15 @@ class ParityAnswers(ParityChain):
         return result
 
 
-class CreditChain(FlexEnv):
-    """A user's chain (reasoner_0 -> actor_0) that pays its team through ``assign_credit("team")`` and names no info
-    key: the team wins when the actor's answer has an even number of characters."""
+class CreditChain(ParityChain):
+    """ParityChain as a user would write it: the team is paid through ``assign_credit("team")``, no info key named."""
 
     metadata = {"name": "tests/CreditChain-v0", "is_parallelizable": False, "render_modes": ["ansi"]}
-
-    def __init__(self):
-        super().__init__(["reasoner_0", "actor_0"])
-
-    def reset_task(self, options):
-        pass
-
-    def round_graph(self):
-        return DependencyGraph.chain(self.possible_agents)
-
-    def observe_text(self, agent):
-        return "Say something." if agent == "reasoner_0" else f"Teammate: {self.round_actions.get('reasoner_0', '')}"
 
     def end_round(self, actions):
         from marft_envs.rewards.credit import assign_credit
 
         win = float(len(actions["actor_0"]) % 2 == 0)
         rewards = assign_credit("team", list(self.possible_agents), win)
-        return RoundResult(rewards=rewards, terminations=dict.fromkeys(actions, True), infos={a: {"solved": bool(win)} for a in actions})
+        infos = {a: {"solved": bool(win)} for a in actions}
+        return RoundResult(rewards=rewards, terminations=dict.fromkeys(actions, True), infos=infos)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from agent_helpers import base_args
 
 from marft_agents.cli import main as cli
 from marft_agents.runs import checkpoint as ckpt
@@ -33,36 +34,6 @@ def snapshot(folder: Path) -> dict[str, str]:
     if not folder.exists():
         return {}
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def base_args(model_dir, run_dir) -> list[str]:
-    return [
-        f"model={model_dir}",
-        f"run_dir={run_dir}",
-        "updates=2",
-        "episodes_per_update=4",
-        "eval_episodes=2",
-        "eval_rounds=0",
-        "eval_every=0",
-        "checkpoint_every=1",
-        "max_new_tokens=4",
-        "marft.minibatch_size=4",
-        "threads=1",
-    ]
-
-
-@pytest.fixture(scope="module")
-def finished_run(tiny_model_dir, tmp_path_factory):
-    run = tmp_path_factory.mktemp("finished") / "run"
-    assert cli(["train", "--no-progress", *base_args(tiny_model_dir, run)]) == 0
-    return run
-
-
-@pytest.fixture
-def run_copy(finished_run, tmp_path):
-    copy = tmp_path / "run"
-    shutil.copytree(finished_run, copy)
-    return copy
 
 
 def refused(argv: list[str], message: str, capsys, folder: Path | None = None) -> None:

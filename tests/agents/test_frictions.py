@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from agent_helpers import one_line
 
 from marft_agents.cli import main as cli
 from marft_agents.runs import checkpoint as ckpt
@@ -22,42 +23,6 @@ from marft_agents.runs import folder as run_folder
 from marft_agents.training.config import ConfigError, TrainConfig, describe, load, load_run, to_dict, validate
 
 OWN_TASK = Path(__file__).parent.parent / "fixtures" / "own_task" / "hiddensum.py"
-
-
-def base_args(model_dir, run_dir) -> list[str]:
-    return [
-        f"model={model_dir}",
-        f"run_dir={run_dir}",
-        "updates=2",
-        "episodes_per_update=4",
-        "eval_episodes=2",
-        "eval_rounds=0",
-        "eval_every=0",
-        "checkpoint_every=1",
-        "max_new_tokens=4",
-        "marft.minibatch_size=4",
-        "threads=1",
-    ]
-
-
-@pytest.fixture(scope="module")
-def finished_run(tiny_model_dir, tmp_path_factory):
-    run = tmp_path_factory.mktemp("finished") / "run"
-    assert cli(["train", "--no-progress", *base_args(tiny_model_dir, run)]) == 0
-    return run
-
-
-@pytest.fixture
-def run_copy(finished_run, tmp_path):
-    copy = tmp_path / "run"
-    shutil.copytree(finished_run, copy)
-    return copy
-
-
-def one_line(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err, err
-    return err
 
 
 # -- 1: --resume run_dir=RUN continues from the run's own config -----------------------------------------------

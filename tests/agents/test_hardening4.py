@@ -15,27 +15,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_untrusted_runs import base_args, config_for, refused
+from agent_helpers import base_args
+from test_untrusted_runs import config_for, refused
 
 from marft_agents.cli import main as cli
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.training.config import ConfigError
 from marft_agents.training.init_from import load_init_adapters
 from marft_agents.training.trainer import build_policy
-
-
-@pytest.fixture(scope="module")
-def finished_run(tiny_model_dir, tmp_path_factory):
-    run = tmp_path_factory.mktemp("finished") / "run"
-    assert cli(["train", "--no-progress", *base_args(tiny_model_dir, run)]) == 0
-    return run
-
-
-@pytest.fixture
-def run_copy(finished_run, tmp_path):
-    copy = tmp_path / "run"
-    shutil.copytree(finished_run, copy)
-    return copy
 
 
 def spoil_latest(run: Path, value: float) -> tuple[Path, str, str]:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from agent_helpers import episode
+from signal_env import CreditChain
 
 import marft_envs
 from marft_agents import algorithms
@@ -21,7 +22,7 @@ from marft_agents.models.policy import LaMASPolicy, load_base
 from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.signal.diagnostics import signal_metrics
-from marft_envs import DependencyGraph, FlexEnv, RoundResult
+from marft_envs import FlexEnv, RoundResult
 from marft_envs.outcomes import SHARED_REWARD
 from marft_envs.rewards.credit import Credit, assign_credit
 from marft_envs.testing import check_env
@@ -80,48 +81,28 @@ def test_the_no_signal_rule_is_per_agent():
 # -- a shared reward declared by the library's helpers, counted once -----------------------------------
 
 
-class UserRelay(FlexEnv):
-    """A user's 2-agent chain that pays its team through assign_credit("team") and names no info key."""
-
-    def __init__(self):
-        super().__init__(["a_0", "b_0"])
-
-    def reset_task(self, options):
-        pass
-
-    def round_graph(self):
-        return DependencyGraph.chain(self.possible_agents)
-
-    def observe_text(self, agent):
-        return "Say anything."
-
-    def end_round(self, actions):
-        team = float(len(actions["b_0"]) % 2 == 0)
-        return RoundResult(rewards=assign_credit("team", ["a_0", "b_0"], team), terminations=dict.fromkeys(actions, True))
-
-
 def test_assign_credit_says_its_shared_part():
     assert assign_credit("team", ["a", "b"], 0.5) == {"a": 0.5, "b": 0.5} and assign_credit("team", ["a", "b"], 0.5).shared == 0.5
     assert assign_credit("last", ["a", "b"], 1.0).shared == 0.0 and isinstance(assign_credit("per_agent", ["a"], 1.0), Credit)
 
 
 def test_a_round_result_declares_its_shared_reward_in_every_agents_info():
-    env = UserRelay()
+    env = CreditChain()
     env.reset(seed=0)
-    env.step({"a_0": "x"})
-    result = env.step({"b_0": "yy"})
-    assert result.rewards == {"a_0": 1.0, "b_0": 1.0} and {i[SHARED_REWARD] for i in result.infos.values()} == {1.0}
-    assert "marft.reward_structure" in check_env(UserRelay).passed
+    env.step({"reasoner_0": "x"})
+    result = env.step({"actor_0": "yy"})
+    assert result.rewards == {"reasoner_0": 1.0, "actor_0": 1.0} and {i[SHARED_REWARD] for i in result.infos.values()} == {1.0}
+    assert "marft.reward_structure" in check_env(CreditChain).passed
 
 
 def test_a_users_team_env_is_counted_once_by_the_team_return(tiny_model_dir):
     model, tokenizer = load_base(str(tiny_model_dir))
-    policy = LaMASPolicy(model, tokenizer, ["a_0", "b_0"])
+    policy = LaMASPolicy(model, tokenizer, ["reasoner_0", "actor_0"])
     torch.manual_seed(0)
-    episodes = RolloutEngine(policy, Sampling(1.0, 6)).collect([UserRelay() for _ in range(8)], range(8))
+    episodes = RolloutEngine(policy, Sampling(1.0, 6)).collect([CreditChain() for _ in range(8)], range(8))
     for e in episodes:
         paid = e.steps[-1].reward
-        assert e.team_return == paid and agent_returns(policy, [e], "chain") == {"a_0": [paid], "b_0": [paid]}
+        assert e.team_return == paid and agent_returns(policy, [e], "chain") == {"reasoner_0": [paid], "actor_0": [paid]}
     assert undeclared_team_reward([s for e in episodes for s in e.steps]) is None
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from agent_helpers import base_args, one_line
 
 import marft_envs
 from marft_agents.cli import main as cli
@@ -23,22 +23,6 @@ from marft_agents.training.config import ConfigError, TrainConfig
 from marft_agents.training.init_from import load_init_adapters, save_adapters_run
 from marft_agents.training.trainer import build_policy, train
 from marft_envs import DependencyGraph, FlexEnv, RoundResult
-
-
-def base_args(model_dir, run_dir) -> list[str]:
-    return [
-        f"model={model_dir}",
-        f"run_dir={run_dir}",
-        "updates=2",
-        "episodes_per_update=4",
-        "eval_episodes=2",
-        "eval_rounds=0",
-        "eval_every=0",
-        "checkpoint_every=1",
-        "max_new_tokens=4",
-        "marft.minibatch_size=4",
-        "threads=1",
-    ]
 
 
 def config_for(model_dir, run_dir, **overrides) -> TrainConfig:
@@ -71,26 +55,6 @@ def refused(argv: list[str], message: str, capsys, folder: Path | None = None) -
     assert message in err, err
     if folder is not None:
         assert snapshot(folder) == before, "a refused command changed the run folder"
-    return err
-
-
-@pytest.fixture(scope="module")
-def finished_run(tiny_model_dir, tmp_path_factory):
-    run = tmp_path_factory.mktemp("finished") / "run"
-    assert cli(["train", "--no-progress", *base_args(tiny_model_dir, run)]) == 0
-    return run
-
-
-@pytest.fixture
-def run_copy(finished_run, tmp_path):
-    copy = tmp_path / "run"
-    shutil.copytree(finished_run, copy)
-    return copy
-
-
-def one_line(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "Traceback" not in err, err
     return err
 
 
