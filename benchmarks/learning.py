@@ -296,7 +296,8 @@ def train_run(run_dir: Path, **fields) -> dict:
     from marft_agents import TrainConfig, train
 
     summary = run_dir / "summary.json"
-    if summary.is_file():
+    if summary.is_file():  # say so: a phase whose results exist otherwise prints nothing and exits 0
+        print(f"  already done: {run_dir} (its summary.json exists; move the folder away to run it again)", flush=True)
         return json.loads(summary.read_text())
     base = {
         "model": MODEL,
