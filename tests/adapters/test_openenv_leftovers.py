@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,31 +21,11 @@ import pytest
 pytestmark = pytest.mark.adapters
 pytest.importorskip("openenv")
 
-import uvicorn  # noqa: E402
+from test_openenv import running  # noqa: E402  (the server on 127.0.0.1 in a thread, as serve runs it)
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
 from marft_envs.adapters.openenv import create_server_app  # noqa: E402
-
-
-@contextlib.contextmanager
-def running(app):
-    """``app`` on 127.0.0.1 (a free port) in a thread; yields its URL; uvicorn's error log is collected in ``errors``."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the OpenEnv server did not start"
-        time.sleep(0.05)
-    host, port = server.servers[0].sockets[0].getsockname()[:2]
-    assert host == "127.0.0.1"
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        assert not thread.is_alive()
 
 
 @contextlib.contextmanager
