@@ -4,8 +4,8 @@
         [--max-new-tokens 32] [--repeats 3] [--threads 2]
 
 ``EpisodeSeededEngine`` (``marft_agents/engines/seeded.py``) draws each row's next token with that
-row's episode generator, in a logits processor; the plain ``HFEngine`` lets ``generate`` draw from
-torch's global generator. Both generate from the same ``--batch`` ``marft/MathChain-v0`` reasoner
+row's episode generator (``lm.draw`` with ``generators``); the plain ``HFEngine`` draws every row's
+number from torch's global generator at once. Both generate from the same ``--batch`` ``marft/MathChain-v0`` reasoner
 prompts (the trainer's LoRA on every linear layer, T 0.7), in interleaved repeats. Reported: each
 call's wall seconds per generated step (``max_new_tokens`` steps, or fewer when every row ended), and
 the sampler's own time alone on ``(batch, vocab)`` random logits — the overhead, as a share of a
@@ -44,7 +44,8 @@ def main(argv=None) -> int:
     import marft_envs
     from marft_agents import Sampling, TrainConfig, build_policy
     from marft_agents.engines import make_engine
-    from marft_agents.engines.seeded import EpisodeSampler, EpisodeSeededEngine
+    from marft_agents.engines.seeded import EpisodeSeededEngine
+    from marft_agents.models import lm
     from marft_agents.models.sampling import Request
 
     env = marft_envs.make(ENV, **KWARGS)
@@ -72,12 +73,12 @@ def main(argv=None) -> int:
             runs[name].append(timed(plain if name == "plain" else seeded))
 
     vocab = policy.base.get_output_embeddings().weight.shape[0]
-    sampler = EpisodeSampler([torch.Generator().manual_seed(i) for i in range(args.batch)], 0.7, 4, policy.eos_token_id)
-    ids, scores = torch.zeros(args.batch, 8, dtype=torch.long), torch.randn(args.batch, vocab)
-    sampler(ids, scores)
+    generators = [torch.Generator().manual_seed(i) for i in range(args.batch)]
+    scores = torch.randn(args.batch, vocab)
+    lm.draw(scores, 0.7, generators=generators)
     t = time.perf_counter()
     for _ in range(20):
-        sampler(ids, scores)
+        lm.draw(scores, 0.7, generators=generators)
     alone = (time.perf_counter() - t) / 20
 
     step = statistics.median(runs["plain"])
@@ -89,7 +90,7 @@ def main(argv=None) -> int:
         "vocab": vocab,
         "s_per_step": runs,
         "seeded_over_plain": statistics.median(runs["seeded"]) / step,
-        "sampler_alone_s": alone,
+        "sampler_alone_s": alone,  # the whole draw: log-softmax, cumulative sum, one number per row
         "sampler_share_of_plain_step": alone / step,
     }
     print(json.dumps({k: v for k, v in result.items() if k != "cpu"}, indent=1))

@@ -27,6 +27,10 @@
     .venv/bin/python benchmarks/learning.py f3_low_lr_800 --seeds 0,1,2  # F3's lever at F1's budget, 800 episodes
     .venv/bin/python benchmarks/learning.py f1_actor12_untuned --seeds 0  # the untuned chain, the actor bounded to 12 tokens
     .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1-F4's tables
+    .venv/bin/python benchmarks/learning.py b_untuned_jigsaw     # the baselines on the clean splits (issue 53), below
+    .venv/bin/python benchmarks/learning.py b_majority_jigsaw --seeds 0,1,2,3,4  # majority vote at the untuned team's tokens
+    .venv/bin/python benchmarks/learning.py b_untuned_jigsaw --eval-split test  # a final setting's one read of test
+    .venv/bin/python benchmarks/baselines.py table          # their table, 95 % intervals and paired tests
 
 Every rule below was written before any RL run of this script, and none was changed after one.
 
@@ -199,6 +203,58 @@ Statistics: ``before`` is one deterministic greedy evaluation (the same start fo
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
 change carries the standard error of the seeds' changes (sd / sqrt(n)). Runs resume from their
 checkpoints (``--resume``-style: an interrupted seed is continued, a finished one is skipped).
+
+What a result commits (:func:`result_files`, printed after each run as a ``git add -f`` line):
+each run folder's ``config.json``, ``summary.json``, ``metrics.jsonl``, ``curves.png``, its
+transcripts ``samples/`` and ``outcomes/`` (every evaluation's per-problem outcomes: each held-out
+problem's uid, the gold and the team's answer and whether it was right, so two runs are compared
+problem by problem), and ``<run>.timing.jsonl``; never ``checkpoints/`` (adapters, tens of MB).
+
+Splits: every phase above ran on the ``-v0`` ids (``marft/MathChain-v0``, ``marft/MathSolo-v0``,
+``marft/MathJigsaw-v0``), whose synthetic split is by uid and leaks (issue 53: the numbers and answer
+of 108 of ``synthetic:0``'s 112 test problems occur in train under another wording); they stay on
+them so that they rerun as they ran. A new phase uses the ``-v1`` ids (MathJigsaw ``-v2``), split by
+arithmetic, and may choose its settings on ``eval_split=validation``.
+
+Baselines on the clean splits (phases ``b_*``; written 2026-12-06, before any of them ran; what they share,
+the majority vote and the table, is ``benchmarks/baselines.py``; results in ``results/baselines/<split>/``).
+Each asks whether a team beats what the same compute buys otherwise.
+
+* **Settings.** *jigsaw*: F4's on ``marft/MathJigsaw-v2`` (level 1, 2 agents in a chain, ``jigsaw-v0``, 48
+  new tokens per action, 32 episodes per update, T 0.3 as F4's amendments found, ``F4_UPDATES`` updates,
+  evaluated at the midpoint too); its single agent is ``marft/MathJigsawSolo-v0``, one solver given the
+  whole story (the same level and split: the team's own problems, uid for uid; ``general-v0``'s solver).
+  *chain*: F1's on ``marft/MathChain-v1`` (``synthetic:0``, ``general-v0``, 48 tokens, E1's T, ``F1_UPDATES``
+  updates, evaluated every ``UPDATES``); its single agent is ``marft/MathSolo-v1`` (the same problems and
+  profile). The single agent writes up to ``2 x 48`` tokens per action, the team's two actions' worth.
+  Every evaluation is greedy on ``EVAL_N`` problems of ``--eval-split`` (default ``validation``, where
+  levers are chosen; ``synthetic:0`` holds 104 validation and 86 test problems, all played), with its
+  per-problem outcomes.
+* ``b_untuned_<s>``: the untuned team (seed 0: greedy, so one run stands for every seed).
+* ``b_marft_<s>``: the team trained with MARFT, the library's defaults after the fixes, both agents
+  learning, an adapter per role: the method every other row is set against. Seeds 0-4.
+* ``b_shared_<s>``: ``b_marft_<s>`` with ``adapter_mode=shared``: one adapter, one policy, writes every
+  role, within the team's budget (its updates, episodes and tokens per action). Seeds 0-4.
+* ``b_full_info_jigsaw``, ``b_solo_chain``: the untuned single agent, greedy (seed 0). On jigsaw it is the
+  bound a team of partial views approaches.
+* ``b_ppo_<s>``: one agent trained with ``algo=ppo`` (MARFT's PPO family) on the single agent's env, the
+  team's updates, episodes and temperature; each side's generated training tokens are read from its
+  runs (``train/response_tokens``). Seeds 0-4.
+* ``b_majority_<s>``: self-consistency of the untuned single agent (Wang et al. 2023): k answers per
+  problem sampled at T 0.7 (``VOTE_T``; the paper samples at 0.5-0.7), the plurality answer graded (a tie
+  goes to the answer sampled first; a sample with no answer casts no vote), k the number of samples whose
+  mean generated tokens per problem are nearest the untuned team's on the same problems
+  (``b_untuned_<s>``'s evaluation; at most ``MAX_VOTES``). Seeds 0-4 (the seed of the draws).
+* ``b_majority_marft_<s>``: the same at the trained team's tokens per problem, the mean over
+  ``b_marft_<s>``'s seeds of their last evaluation's; it runs after them.
+* **Order**, per setting and each alone: ``b_untuned``, the untuned single agent, ``b_majority`` seeds
+  0-4; then the trained arms alternating by seed (``b_marft``, ``b_shared``, ``b_ppo`` on seed 0, then on
+  seed 1, ...); then ``b_majority_marft``. A headline claim waits for all five seeds of its rows.
+* **The test split** is read once per final setting, after validation has chosen it: the untrained
+  phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
+  with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
+  read test at every evaluation). Every table gives 95 % intervals and the paired tests of
+  docs/real-models.md, "Protocol for results" (``baselines.py table``).
 """
 
 from __future__ import annotations
@@ -322,7 +378,22 @@ def train_run(run_dir: Path, **fields) -> dict:
         f"({wall:.0f} s wall, {cpu:.0f} s CPU)",
         flush=True,
     )
+    # results/ is git-ignored: name what the result commits, the per-problem outcomes with the summary
+    print(f"  commit with: git add -f {' '.join(str(p) for p in result_files(run_dir))}", flush=True)
     return result
+
+
+RESULT_PARTS = ("config.json", "summary.json", "metrics.jsonl", "curves.png", "samples", "outcomes")
+"""What a run folder's result commits (folders whole); its checkpoints stay out (adapters, tens of MB)."""
+
+
+def result_files(run_dir: Path) -> list[Path]:
+    """The files a finished run's result commits: :data:`RESULT_PARTS` that exist, and ``<run>.timing.jsonl``."""
+    files: list[Path] = []
+    for part in (run_dir / name for name in RESULT_PARTS):
+        files += sorted(p for p in part.rglob("*") if p.is_file()) if part.is_dir() else [part] if part.is_file() else []
+    timing = run_dir.parent / f"{run_dir.name}.timing.jsonl"
+    return files + ([timing] if timing.is_file() else [])
 
 
 def math_run(out: Path, name: str, seed: int, **fields) -> dict:
@@ -556,6 +627,146 @@ def a_before(out: Path, seed: int) -> dict:
     MARFTConfig = algorithms.config_class("marft")
     old = MARFTConfig(shared_reward="per_agent", normalize_scope="batch", skip_equal_returns=False, critic_epochs=1, critic_lr=1e-3)
     return math_run(out, "a_before", seed, algo_args=old)
+
+
+# ---- the baselines on the clean splits (issue 53; benchmarks/baselines.py holds the vote and the table) -------
+
+CHAIN_V1, SOLO_V1 = "marft/MathChain-v1", "marft/MathSolo-v1"
+JIGSAW_V2, JIGSAW_SOLO = "marft/MathJigsaw-v2", "marft/MathJigsawSolo-v0"
+BASELINE_OUT = OUT.parent / "baselines"
+EVAL_SPLIT = "validation"  # --eval-split test: a final setting's one read of test (untrained phases; trained: baselines.py test_read)
+JIGSAW_T = 0.3  # F4's amendments: the temperature both methods learned at on MathJigsaw
+VOTE_T = 0.7  # self-consistency's sampling temperature (Wang et al. 2023 sample at T 0.5-0.7)
+MAX_VOTES = 16
+BASELINE_SEEDS = "0,1,2,3,4"  # a headline claim rests on at least 5 seeds (docs/real-models.md, the protocol)
+ONE_RUN = ("b_untuned_", "b_full_info_", "b_solo_")  # greedy and untuned: one run (seed 0) stands for every seed
+
+
+def clean(setting: str) -> dict:
+    """A clean-split setting (``"jigsaw"``, ``"chain"``): the team's env, the single agent's, their options, the team's
+    budget and temperature; read when a phase runs, so that ``--smoke`` budgets hold."""
+    if setting == "jigsaw":
+        kwargs = {"levels": [1]}  # F4_ENV_KWARGS, as JSON holds it
+        return {
+            "team": JIGSAW_V2,
+            "kwargs": kwargs,
+            "solo": JIGSAW_SOLO,
+            "solo_kwargs": kwargs,
+            "updates": F4_UPDATES,
+            "temperature": JIGSAW_T,
+        }
+    return {
+        "team": CHAIN_V1,
+        "kwargs": math_kwargs(),
+        "solo": SOLO_V1,
+        "solo_kwargs": math_kwargs(),
+        "updates": F1_UPDATES,
+        "temperature": None,
+    }
+
+
+def _evaluated() -> dict:
+    """What every b_* run shares: greedy evaluation on ``EVAL_N`` problems of ``EVAL_SPLIT``."""
+    return {"eval_episodes": EVAL_N, "eval_split": EVAL_SPLIT}
+
+
+def _trained(out: Path, setting: str) -> dict:
+    """A trained b_* arm's budget: the setting's updates of ``EPISODES`` episodes at its temperature, evaluated at the
+    midpoint (jigsaw, as F4) or every ``UPDATES`` updates (chain, as F1); refused on test (it would read test at
+    every evaluation: a trained arm's test read is ``baselines.py test_read``)."""
+    if EVAL_SPLIT != "validation":
+        raise SystemExit("a trained arm chooses on validation; read its final adapters on test with benchmarks/baselines.py test_read RUN")
+    s = clean(setting)
+    every = s["updates"] // 2 if setting == "jigsaw" else UPDATES
+    return {
+        "updates": s["updates"],
+        "episodes_per_update": EPISODES,
+        "temperature": s["temperature"] or chosen_temperature(out),
+        "eval_every": every,
+    }
+
+
+def b_untuned(out: Path, seed: int, setting: str) -> dict:
+    """The untuned team, greedy (one run stands for every seed)."""
+    s = clean(setting)
+    fields = {"env": s["team"], "env_kwargs": s["kwargs"], "algo": "marft", "updates": 0, "max_new_tokens": TOKENS}
+    return train_run(out / f"b_untuned_{setting}_s{seed}", seed=seed, **fields, **_evaluated())
+
+
+def b_single(out: Path, seed: int, setting: str) -> dict:
+    """The untuned single agent (the whole jigsaw story; MathSolo-v1 for the chain), greedy, 2 x TOKENS."""
+    s = clean(setting)
+    name = "b_full_info_jigsaw" if setting == "jigsaw" else "b_solo_chain"
+    fields = {"env": s["solo"], "env_kwargs": s["solo_kwargs"], "algo": "ppo", "updates": 0, "max_new_tokens": 2 * TOKENS}
+    return train_run(out / f"{name}_s{seed}", seed=seed, **fields, **_evaluated())
+
+
+def b_team(out: Path, seed: int, setting: str, name: str = "marft", **fields) -> dict:
+    """The team trained with MARFT (an adapter per role), the setting's budget; ``fields`` changed (``b_shared``)."""
+    s = clean(setting)
+    run = {"env": s["team"], "env_kwargs": s["kwargs"], "algo": "marft", "max_new_tokens": TOKENS, **_trained(out, setting)}
+    return train_run(out / f"b_{name}_{setting}_s{seed}", seed=seed, **run, **_evaluated(), **fields)
+
+
+def b_shared(out: Path, seed: int, setting: str) -> dict:
+    """``b_team`` with one adapter for every role (``adapter_mode=shared``): one policy writes all the roles."""
+    return b_team(out, seed, setting, "shared", adapter_mode="shared")
+
+
+def b_ppo(out: Path, seed: int, setting: str) -> dict:
+    """One agent trained with PPO on the single-agent env: the team's updates, episodes and temperature, 2 x TOKENS."""
+    s = clean(setting)
+    run = {"env": s["solo"], "env_kwargs": s["solo_kwargs"], "algo": "ppo", "max_new_tokens": 2 * TOKENS, **_trained(out, setting)}
+    return train_run(out / f"b_ppo_{setting}_s{seed}", seed=seed, **run, **_evaluated())
+
+
+def b_majority(out: Path, seed: int, setting: str, team: str = "untuned") -> dict:
+    """Majority vote of the untuned single agent at the tokens per problem of the untuned team (``team="untuned"``:
+    ``b_untuned``, run first if missing) or of the trained team (``"marft"``: the mean over ``b_marft``'s seeds)."""
+    import re
+
+    import baselines
+
+    s = clean(setting)
+    if team == "untuned":
+        b_untuned(out, 0, setting)
+        runs, name = [out / f"b_untuned_{setting}_s0"], f"b_majority_{setting}"
+    else:
+        runs = sorted(d for d in out.glob(f"b_marft_{setting}_s*") if re.fullmatch(rf"b_marft_{setting}_s\d+", d.name))
+        name = f"b_majority_marft_{setting}"
+    budget_from = ", ".join(d.name for d in runs) + ": eval_after's mean generated tokens per problem"
+    return baselines.majority_run(
+        out / f"{name}_s{seed}",
+        env=s["solo"],
+        env_kwargs=s["solo_kwargs"],
+        budget=baselines.team_tokens(runs),
+        budget_from=budget_from,
+        n=EVAL_N,
+        split=EVAL_SPLIT,
+        seed=seed,
+        temperature=VOTE_T,
+        max_new_tokens=2 * TOKENS,
+        max_k=MAX_VOTES,
+        model=MODEL,
+        threads=THREADS,
+        dtype=DTYPE,
+    )
+
+
+def baseline_phases() -> dict:
+    """The b_* phases of both clean settings, by name."""
+    from functools import partial
+
+    phases = {}
+    for s in ("jigsaw", "chain"):
+        phases[f"b_untuned_{s}"] = partial(b_untuned, setting=s)
+        phases["b_full_info_jigsaw" if s == "jigsaw" else "b_solo_chain"] = partial(b_single, setting=s)
+        phases[f"b_majority_{s}"] = partial(b_majority, setting=s)
+        phases[f"b_marft_{s}"] = partial(b_team, setting=s)
+        phases[f"b_shared_{s}"] = partial(b_shared, setting=s)
+        phases[f"b_ppo_{s}"] = partial(b_ppo, setting=s)
+        phases[f"b_majority_marft_{s}"] = partial(b_majority, setting=s, team="marft")
+    return phases
 
 
 # ---- report ---------------------------------------------------------------------------------------
@@ -860,6 +1071,7 @@ PHASES = {
     "f4_tree": f4_tree,
     "f4_marft_t03": f4_marft_t03,
     "f4_tree_t03": f4_tree_t03,
+    **baseline_phases(),
 }
 CREDIT_PHASES = {
     "f1",
@@ -883,16 +1095,32 @@ CREDIT_PHASES = {
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("phase", choices=("temperature", *PHASES, "report"))  # e1_format: an ablation, added later
-    p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
-    p.add_argument("--out", type=Path, default=None, help="results folder (default: results/learning, results/credit for f1)")
+    p.add_argument("--seeds", default=None, help="comma-separated seeds (default 0,1,2; b_* phases: 0,1,2,3,4, the untuned greedy ones 0)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="results folder (default: results/learning; results/credit for f1-f4; results/baselines/<split> for b_*)",
+    )
+    p.add_argument(
+        "--eval-split",
+        choices=("validation", "test"),
+        default="validation",
+        help="the b_* phases' evaluation split (test: a final setting's one read, untrained phases only)",
+    )
     p.add_argument(
         "--smoke", action="store_true", help="check the script end to end on the embedded model in a minute (tiny budgets; not a result)"
     )
     args = p.parse_args(argv)
+    global EVAL_SPLIT
+    EVAL_SPLIT = args.eval_split
+    baseline = args.phase.startswith("b_")
     if args.smoke:
         _smoke()
+    if args.seeds is None:
+        args.seeds = ("0" if args.phase.startswith(ONE_RUN) else BASELINE_SEEDS) if baseline else "0,1,2"
     if args.out is None:
-        args.out = CREDIT_OUT if args.phase in CREDIT_PHASES else OUT
+        args.out = BASELINE_OUT / EVAL_SPLIT if baseline else CREDIT_OUT if args.phase in CREDIT_PHASES else OUT
     args.out.mkdir(parents=True, exist_ok=True)
     if args.phase == "temperature":
         temperature_rule(args.out)

@@ -5,7 +5,8 @@
     .venv-adapters/bin/python benchmarks/peer_trl.py --smoke   # the embedded model, tiny budgets: not a result
 
 The work (docs/real-models.md, "Against TRL on the same GRPO work"): ``marft/MathSolo-v0`` (``profile=general-v0``,
-``problems=synthetic:0``), SmolLM2-135M-Instruct in float32, LoRA r 8 / alpha 16 on all seven linear
+``problems=synthetic:0``), SmolLM2-135M-Instruct (TRL in float32, its CPU default; marft at ``--marft-dtype``,
+default ``auto``: bf16 where the CPU computes it, as ``marft train`` runs), LoRA r 8 / alpha 16 on all seven linear
 layers, 16 completions per step (4 problems x 4), 48 new tokens, T 0.7 with no top-k/top-p, lr 3e-4,
 KL 0.04 to the base, one epoch and one optimizer step per step, the env's grader as the reward.
 
@@ -125,7 +126,8 @@ def marft_side(args) -> dict:
     n = PROMPTS * G
     envs = [marft_envs.make(ENV, **KWARGS) for _ in range(n)]
     config = TrainConfig(
-        model=args.model, env=ENV, env_kwargs=KWARGS, threads=args.threads, lora_r=8, lora_alpha=16, lora_targets=list(TARGETS)
+        model=args.model, env=ENV, env_kwargs=KWARGS, threads=args.threads, lora_r=8, lora_alpha=16, lora_targets=list(TARGETS),
+        dtype=args.marft_dtype,
     )
     policy = build_policy(config, envs[0].possible_agents)
     GRPOConfig, GRPO = algorithms.lookup("grpo")
@@ -147,7 +149,7 @@ def run_side(side: str, args) -> dict:
     """One side in a fresh process of this interpreter; its JSON result, plus the process's wall and CPU seconds."""
     out = Path(args.tmp) / f"{side}.json"
     cmd = [sys.executable, __file__, "--side", side, "--steps", str(args.steps), "--threads", str(args.threads), "--model", args.model]
-    cmd += ["--tokens", str(args.tokens), "--tmp", args.tmp]
+    cmd += ["--tokens", str(args.tokens), "--tmp", args.tmp, "--marft-dtype", args.marft_dtype]
     t0, r0 = time.perf_counter(), os.times()
     subprocess.run(cmd, check=True)
     r1 = os.times()
@@ -169,6 +171,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=3, help="steps per process (the first is left out of the medians)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--model", default="smollm2-135m-instruct")
+    p.add_argument("--marft-dtype", default="auto", help="marft's base dtype (TRL's side stays float32, its CPU default)")
     p.add_argument("--tokens", type=int, default=TOKENS)
     p.add_argument("--tmp", default=str(Path(__file__).parent / "results" / "peer_trl_tmp"))
     p.add_argument(
@@ -219,6 +222,7 @@ def main(argv=None) -> int:
         "threads": args.threads,
         "model": args.model,
         "steps_per_process": args.steps,
+        "marft_dtype": args.marft_dtype,
         "pairs": pairs,
         "trl_over_marft_wall": spread("wall_ratio"),
         "trl_over_marft_cpu": spread("cpu_ratio"),

@@ -20,6 +20,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "validate": ("marft_agents.training.config", "validate"),
     "ConfigError": ("marft_agents.settings.text", "ConfigError"),
     "checkpoint": ("marft_agents.runs.checkpoint", None),
+    "export": ("marft_agents.training.export", "export"),
     # a policy: built from a config or a run folder, evaluated, played
     "build_policy": ("marft_agents.training.setup", "build_policy"),
     "policy_from_run": ("marft_agents.training.from_run", "policy_from_run"),

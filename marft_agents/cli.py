@@ -1,12 +1,13 @@
-"""The ``marft`` command: ``envs``, ``pretrain``, ``train``, ``eval``, ``plot``.
+"""The ``marft`` command: ``envs``, ``pretrain``, ``train``, ``eval``, ``plot``, ``export``.
 
     marft envs                                   list registered env ids by view
     marft pretrain --out DIR [--init DIR] ...    build and pre-train the embedded tiny model
     marft train [--preset demo] [--config F] [--algo NAME] [key=value ...] [--resume]
     marft eval (--run DIR | --model M) [--env ID] [--episodes N] [generation.engine=vllm ...]
     marft plot RUN_DIR                           write RUN_DIR/curves.png
-    marft show RUN_DIR [--which eval_before]     print the evaluation transcripts
+    marft show RUN_DIR [--which train --update N] print the evaluation (or training) transcripts; --list names them
     marft models list | fetch NAME               named real models (marft_agents.models.named)
+    marft export --run DIR --out DIR [--agent ID ...] [--merged]   each agent as a PEFT adapter (or a whole model)
 
 Errors a user can fix (a missing model, an unknown env id, a misspelt config key, a run folder in
 use or holding a symbolic link) print one line and exit with status 2; a run that fails midway (a
@@ -64,12 +65,15 @@ def _parser() -> argparse.ArgumentParser:
         help="build and pre-train the embedded tiny model, or continue one (--init); see --help",
     )
     _train_options(sub.add_parser("train", help="train a LaMAS on an env"))
-    _eval_options(sub.add_parser("eval", help="greedy held-out evaluation"))
+    _eval_options(sub.add_parser("eval", help="held-out evaluation (greedy, or eval.temperature=T)"))
     sub.add_parser("models", add_help=False, help="named real models: list, or fetch NAME; see --help")
     p = sub.add_parser("plot", help="plot a run's curves to curves.png")
     p.add_argument("run_dir")
     _show_options(
         sub.add_parser("show", help="print a run's evaluation transcripts (every agent's observation and action)")
+    )
+    _export_options(
+        sub.add_parser("export", help="write a run's trained agents as PEFT adapters (--merged: whole models)")
     )
     return parser
 
@@ -99,8 +103,9 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "overrides",
         nargs="*",
-        help="key=value: generation.* (e.g. generation.engine=vllm), threads, "
-        "max_new_tokens, dtype, device (e.g. device=cpu for a GPU run; default: the run's, else the defaults)",
+        help="key=value: generation.* (e.g. generation.engine=vllm), eval.* (e.g. eval.temperature=0.7: sampled), "
+        "threads, max_new_tokens, stop, dtype, device (e.g. device=cpu for a GPU run; default: the run's, else the "
+        "defaults), eval_split (test, or validation: a split apart from test to choose settings on)",
     )
     p.add_argument("--run", help="a run folder: evaluates its latest checkpoint with its config")
     p.add_argument(
@@ -113,7 +118,16 @@ def _eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--transcripts", metavar="FILE", help="write whole episodes to FILE (a new .jsonl; `marft show FILE`)"
     )
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --transcripts FILE (default: refuse)")
+    p.add_argument(
+        "--outcomes",
+        metavar="FILE",
+        help="write one line per problem to FILE (a new .jsonl): its uid, the gold and the team's answer, right or not",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --transcripts or --outcomes FILE (default: refuse)",
+    )
     p.add_argument(
         "--transcripts-n",
         type=int,
@@ -135,10 +149,39 @@ def _show_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--which",
         default="eval_after",
-        choices=("eval_before", "eval_after"),
-        help="the evaluation before or after training (default: after)",
+        help="eval_before, eval_after (default), train (a sample of an update's training episodes), eval (a mid-run "
+        "evaluation), or a name --list shows",
     )
+    p.add_argument(
+        "--update",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --which train or eval: update N's (default: the latest)",
+    )
+    p.add_argument("--list", action="store_true", help="list the run's transcripts by name")
     p.add_argument("-n", type=int, default=None, help="at most this many episodes")
+
+
+def _export_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", required=True, help="a run folder: exports its latest checkpoint's agents")
+    p.add_argument("--out", required=True, help="the folder to write, one subfolder per agent (a new or empty one)")
+    p.add_argument(
+        "--agent",
+        dest="agents",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="export only this agent (repeatable; default: every agent of the run)",
+    )
+    p.add_argument(
+        "--merged",
+        action="store_true",
+        help="a whole model per agent (its adapter merged into its base, float32, with the tokenizer) instead of a "
+        "PEFT adapter folder",
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out (default: refuse)")
+    _import_option(p, "import MODULE before the run's env id is resolved (it registers envs); repeatable")
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
@@ -285,8 +328,13 @@ def cmd_eval(args) -> int:
             rounds=args.rounds,
             max_new_tokens=config.max_new_tokens,
             agent_max_new_tokens=values(config.agents, "max_new_tokens"),
+            sampling=config.eval,  # greedy unless eval.temperature > 0
+            stop=tuple(config.stop),
+            agent_stop=values(config.agents, "stop"),
             engine=engine,
             samples=args.transcripts_n if args.transcripts else 0,
+            split=config.eval_split,
+            outcomes=bool(args.outcomes),
         )
     _print_eval(args, config.env, result)
     return 0
@@ -302,12 +350,12 @@ def _check_eval_args(args) -> None:
     other = [
         o
         for o in args.overrides
-        if not o.startswith("generation.") and not _agent_limit(o) and o.split("=", 1)[0] not in EVAL_KEYS
+        if not o.startswith(("generation.", "eval.")) and not _agent_limit(o) and o.split("=", 1)[0] not in EVAL_KEYS
     ]
     if other:
         raise ValueError(
-            f"marft eval takes generation.* keys and {', '.join(EVAL_KEYS)} (or agents.<agent_id>.max_new_tokens; "
-            f"e.g. generation.engine=vllm threads=1), got {other[0]!r}"
+            f"marft eval takes generation.* and eval.* keys and {', '.join(EVAL_KEYS)} (or "
+            f"agents.<agent_id>.max_new_tokens / .stop; e.g. generation.engine=vllm threads=1), got {other[0]!r}"
         )
     if args.transcripts_n < 1:
         raise ValueError(f"--transcripts-n must be at least 1, got {args.transcripts_n}")
@@ -318,6 +366,10 @@ def _check_eval_args(args) -> None:
         raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
     if args.transcripts:  # before anything is played: a bad name is not found out after the whole evaluation
         check_transcripts_path(Path(args.transcripts), overwrite=args.overwrite)
+    if args.outcomes:
+        check_transcripts_path(Path(args.outcomes), overwrite=args.overwrite, flag="--outcomes")
+        if args.transcripts and Path(args.outcomes).resolve() == Path(args.transcripts).resolve():
+            raise ValueError(f"--outcomes and --transcripts both name {args.outcomes}: give each a file of its own")
 
 
 def _eval_policy(args):
@@ -365,14 +417,17 @@ def _check_run_imports(run_dir: Path, env: str | None, imports: list[str]) -> No
 
 
 def _print_eval(args, env: str, result: dict) -> None:
-    """Write the transcripts (with ``--transcripts``), then print the headline score and each agent's figures."""
-    from marft_agents.runs.report import headline, write_transcripts
+    """Write the transcripts and outcomes (with ``--transcripts``, ``--outcomes``), then print the headline score and
+    each agent's figures."""
+    from marft_agents.runs.report import headline, write_outcomes_file, write_transcripts
     from marft_envs.text import terminal_text
 
     if args.transcripts:
         print(
             f"transcripts: {write_transcripts(Path(args.transcripts), result.pop('samples'), overwrite=args.overwrite)}"
         )
+    if args.outcomes:
+        print(f"outcomes: {write_outcomes_file(Path(args.outcomes), result.pop('outcomes'), overwrite=args.overwrite)}")
     key, label = headline(result)
     if key == "accuracy":
         value = f"{result['accuracy']:.1%} ± {result['accuracy_stderr']:.1%}"
@@ -386,25 +441,28 @@ def _print_eval(args, env: str, result: dict) -> None:
         print(terminal_text(f"  {agent}: " + ", ".join(_shown(k, v) for k, v in r.items())))
 
 
-EVAL_KEYS = ("threads", "max_new_tokens", "dtype", "device")
-"""Keys besides generation.* that ``marft eval`` takes: the resources and limits of the evaluation (and an agent's own
-limit). ``device``: a run trained on a GPU evaluates on a CPU with ``device=cpu`` (its checkpoints are saved on the
-CPU)."""
+EVAL_KEYS = ("threads", "max_new_tokens", "stop", "dtype", "device", "eval_split")
+"""Keys besides generation.* and eval.* (its sampling) that ``marft eval`` takes: the resources and limits of the
+evaluation (and an agent's own limit and stop strings). ``device``: a run trained on a GPU evaluates on a CPU with
+``device=cpu`` (its checkpoints are saved on the CPU); ``eval_split=validation`` plays the validation split."""
 
 
 def _agent_limit(override: str) -> bool:
-    """Whether ``override`` sets one agent's token limit (``agents.<agent_id>.max_new_tokens=N``), which ``marft eval``
-    takes."""
+    """Whether ``override`` sets one agent's token limit or stop strings (``agents.<agent_id>.max_new_tokens=N``,
+    ``.stop=[...]``), which ``marft eval`` takes."""
     key = override.split("=", 1)[0]
-    return key.startswith("agents.") and key.endswith(".max_new_tokens")
+    return key.startswith("agents.") and key.endswith((".max_new_tokens", ".stop"))
 
 
 def cmd_show(args) -> int:
-    from marft_agents.runs.report import show
+    from marft_agents.runs.report import list_samples, show
     from marft_envs.text import terminal_text
 
+    if args.list:  # file names in a run folder someone sent: shown, not run, too
+        print(terminal_text(list_samples(args.run_dir)))
+        return 0
     print(
-        terminal_text(show(args.run_dir, args.which, args.n, reward=args.reward))
+        terminal_text(show(args.run_dir, args.which, args.n, reward=args.reward, update=args.update))
     )  # model text: its escapes shown, not run
     return 0
 
@@ -419,6 +477,21 @@ def cmd_plot(args) -> int:
     from marft_agents.runs.plots import plot_run
 
     print(plot_run(args.run_dir))
+    return 0
+
+
+def cmd_export(args) -> int:
+    from marft_agents.training.export import export
+    from marft_envs.plugins import import_modules
+
+    import_modules(args.imports)
+    _check_run_imports(Path(args.run), None, args.imports)
+    _quiet_loading()
+    folders = export(
+        args.run, args.out, args.agents, merged=args.merged, overwrite=args.overwrite, imports=args.imports
+    )
+    for agent, folder in folders.items():
+        print(f"{agent}: {folder}")
     return 0
 
 
@@ -437,6 +510,7 @@ COMMANDS = {
     "plot": cmd_plot,
     "show": cmd_show,
     "models": cmd_models,
+    "export": cmd_export,
 }
 
 if __name__ == "__main__":

@@ -38,12 +38,19 @@ def _register_builtin() -> None:
     heldout = {"eval_kwargs": {"split": "test"}}
     attempts = {**heldout, "attempts_option": "rounds"}
     math, booking, code = "marft_envs.tasks.math", "marft_envs.tasks.booking", "marft_envs.tasks.code"
-    register("marft/MathChain-v0", f"{math}.chain:MathChain", parallel=False, **attempts)
-    register("marft/MathDebate-v0", f"{math}.debate:MathDebate", parallel=True, **heldout)
-    register("marft/MathSolo-v0", f"{math}.solo:MathSolo", parallel=True, gym=True, **attempts)
-    register("marft/MathCORY-v0", f"{math}.cory:MathCORY", parallel=False, **attempts)
+    # -v0 (MathJigsaw -v0, -v1): the synthetic split by uid, as released; the newest ids split by arithmetic.
+    register("marft/MathChain-v0", f"{math}.chain_v0:MathChainV0", parallel=False, **attempts)
+    register("marft/MathChain-v1", f"{math}.chain:MathChain", parallel=False, **attempts)
+    register("marft/MathDebate-v0", f"{math}.debate_v0:MathDebateV0", parallel=True, **heldout)
+    register("marft/MathDebate-v1", f"{math}.debate:MathDebate", parallel=True, **heldout)
+    register("marft/MathSolo-v0", f"{math}.solo_v0:MathSoloV0", parallel=True, gym=True, **attempts)
+    register("marft/MathSolo-v1", f"{math}.solo:MathSolo", parallel=True, gym=True, **attempts)
+    register("marft/MathCORY-v0", f"{math}.cory_v0:MathCORYV0", parallel=False, **attempts)
+    register("marft/MathCORY-v1", f"{math}.cory:MathCORY", parallel=False, **attempts)
     register("marft/MathJigsaw-v0", f"{math}.jigsaw_v0:MathJigsawV0", parallel=False, **attempts)  # v1 reads signs
-    register("marft/MathJigsaw-v1", f"{math}.jigsaw:MathJigsaw", parallel=False, **attempts)
+    register("marft/MathJigsaw-v1", f"{math}.jigsaw_v1:MathJigsawV1", parallel=False, **attempts)
+    register("marft/MathJigsaw-v2", f"{math}.jigsaw:MathJigsaw", parallel=False, **attempts)
+    register("marft/MathJigsawSolo-v0", f"{math}.jigsaw_solo:MathJigsawSolo", parallel=True, gym=True, **attempts)  # the whole story
     # Booking draws a fresh world from each seed: no held-out split, no attempts.
     register("marft/Booking-v0", f"{booking}.coordinated:Booking", parallel=False)
     register("marft/BookingFixed-v0", f"{booking}.fixed:BookingFixed", parallel=False)

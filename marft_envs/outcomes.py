@@ -18,6 +18,8 @@ round, and nothing else by name:
 - ``infos[agent][ANSWER]`` (optional): the answer this agent gave in the round (the MATH envs' extracted
   ``\\boxed{}`` answer; None when it gave none), for the copy and agreement diagnostics: how often an agent
   repeats the answer of a teammate it saw, and how often the team's answers agree.
+- ``infos[agent][TEAM_ANSWER]`` (optional): the team's answer in the round (the MATH envs': the answering agent's,
+  or the debate's vote), written to each evaluation's per-problem outcomes.
 
 :func:`outcome_infos` builds per-agent infos with these keys, so a task need not spell them.
 """
@@ -37,6 +39,8 @@ SHARED_REWARD = "shared_reward"
 """Key of the part of an agent's reward that every agent of the round received alike (float)."""
 ANSWER = "answer"
 """Key of the answer an agent gave in the round (optional; None: it gave none)."""
+TEAM_ANSWER = "team_answer"
+"""Key of the team's answer in the round (optional; None: the team gave none)."""
 
 REWARD_STRUCTURES = ("cooperative", "zero_sum", "general_sum")
 """How an env's agents' rewards relate (its ``reward_structure``): one team; opponents whose rewards sum to 0 in

@@ -48,10 +48,11 @@ def test_the_public_api_is_small():
 def test_train_and_its_config_are_the_real_ones():
     from marft_agents.algorithms.base import Learner
     from marft_agents.training.config import TrainConfig
+    from marft_agents.training.export import export
     from marft_agents.training.from_run import policy_from_run
     from marft_agents.training.trainer import train
 
-    assert marft_agents.train is train and marft_agents.TrainConfig is TrainConfig
+    assert marft_agents.train is train and marft_agents.TrainConfig is TrainConfig and marft_agents.export is export
     assert marft_agents.Learner is Learner and marft_agents.policy_from_run is policy_from_run
     assert callable(marft_agents.algorithms.register) and marft_agents.load is marft_agents.__dict__["load"]
 

@@ -74,13 +74,14 @@ def build_learner(
     name: str,
     policy: Any,
     config: Any,
-    temperature: float | Mapping[str, float],
+    temperature: float | Mapping[str, Any],
     tis_cap: float | None = None,
     frozen: frozenset[str] = frozenset(),
 ) -> Any:
     """The learner for ``name`` on ``policy`` with its config section ``config``.
 
-    ``temperature`` is the sampling temperature, one for all agents or each agent's own (agent id -> T).
+    ``temperature`` is the sampling temperature, one for all agents or each agent's own (agent id -> T), or each
+    agent's whole ``Sampling`` where a run truncates its draws (``top_k``/``top_p``: the learner scores the same way).
 
     ``tis_cap`` turns on the truncated importance-sampling correction (``marft_agents/algorithms/tis.py``) in the
     learner's loss; the trainer recomputes the behaviour log-probs it needs.

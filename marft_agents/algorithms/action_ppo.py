@@ -11,7 +11,8 @@ adapter, ``epochs`` passes in fresh random minibatches (:func:`~marft_agents.alg
   ``generation.tis_cap`` is set;
 - a minibatch whose approx KL to the behaviour policy exceeds ``kl_gate`` is skipped (the original's
   hard-coded 1e-3 gate, as an option);
-- one optimizer step per minibatch (:func:`~marft_agents.algorithms.base.apply`).
+- one optimizer step per minibatch (:func:`~marft_agents.algorithms.base.apply`), or per ``grad_accumulation``
+  minibatches, whose gradients add up as one minibatch's would (the KL gate then has no single minibatch to judge).
 
 Each algorithm computes its own advantages (chain GAE, plain GAE, per-agent GAE) and calls :func:`step` by
 module name (``action_ppo.step(...)``); the sequential update reads :func:`log_ratios` after a step.
@@ -25,7 +26,7 @@ import torch
 from marft_agents.algorithms.base import apply, minibatches
 from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share, shared_means
 from marft_agents.algorithms.losses import action_logps, approx_kl, masked_mean, mean_stats, ppo_clip_loss, reduce_batch
-from marft_agents.algorithms.ppo_settings import PPOSettings
+from marft_agents.algorithms.ppo_settings import PPOSettings, check_kl_gate
 from marft_agents.algorithms.tis import action_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
@@ -74,14 +75,15 @@ def step(
 ) -> dict[str, float]:
     """Epochs of PPO-clip on whole actions over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)`` over ``steps``.
 
-    Returns the minibatches' mean ``loss``, ``entropy``, ``clip_frac``, ``approx_kl`` (and ``kl_ref``,
-    TIS statistics) under ``<adapter>/``, and ``<adapter>/skipped_minibatches`` (the KL gate's).
+    Returns the minibatches' mean ``entropy``, ``clip_frac``, ``approx_kl`` (and ``kl_ref``, TIS statistics) and the
+    optimizer steps' mean ``loss`` under ``<adapter>/``, and ``<adapter>/skipped_minibatches`` (the KL gate's).
     ``ranks``: this rank's steps of a data-parallel update; the KL gate and the clip statistics are the
     global minibatch's, so every rank skips the same minibatches.
     """
-    reduction = settings.logp_reduction
-    log, skipped = [], 0  # per-minibatch stats
-    sizes = dict(minibatch_size=settings.minibatch_size, epochs=settings.ppo_epochs)
+    reduction, accumulation = settings.logp_reduction, settings.grad_accumulation
+    check_kl_gate(settings.kl_gate, accumulation)
+    log, skipped, total = [], 0, 0.0  # per-minibatch stats; total: the loss of the step being accumulated
+    sizes = dict(minibatch_size=settings.minibatch_size, epochs=settings.ppo_epochs, accumulation=accumulation)
     coefs = dict(clip_eps=settings.clip_eps, entropy_coef=settings.entropy_coef, kl_coef=settings.kl_coef)
     for mb in minibatches(
         policy, adapter, steps, idx, rng, temperature=temperature, reference=settings.kl_coef > 0, ranks=ranks, **sizes
@@ -94,10 +96,7 @@ def step(
         loss, stats = action_ppo_loss(
             logp, old, advantages[mb.rows], entropy, kl, weights=weights, share=mb.share, **coefs
         )
-        rows, tokens = (
-            mb.share.rows,
-            mb.share.tokens,
-        )  # the clip statistics are means over rows, entropy and KL over tokens
+        rows, tokens = mb.share.weights  # the clip statistics are means over rows, entropy and KL over tokens
         local = {**stats, "entropy": entropy.item(), **({} if kl is None else {"kl_ref": kl.item()})}
         stats = shared_means(ranks, local, {"clip_frac": rows, "approx_kl": rows, "entropy": tokens, "kl_ref": tokens})
         row = {} if kl is None else {"kl_ref": stats["kl_ref"]}  # logged for gated minibatches too
@@ -105,9 +104,10 @@ def step(
             log.append(row)
             skipped += 1
             continue
-        total = apply(optimizer, loss, policy.parameters(adapter), settings.max_grad_norm, adapter, ranks)
+        part = apply(optimizer, loss, policy.parameters(adapter), settings.max_grad_norm, adapter, ranks, mb.share)
+        total = part if mb.share.first else total + part  # an accumulated step's loss: the sum of its parts'
         clip = {k: stats[k] for k in ("entropy", "clip_frac", "approx_kl")}
-        log.append({**row, "loss": total, **clip, **weight_stats(weights)})
+        log.append({**row, **({"loss": total} if mb.share.last else {}), **clip, **weight_stats(weights)})
     return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}
 
 

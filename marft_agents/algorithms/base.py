@@ -58,8 +58,10 @@ class Learner(ABC):
     """Truncated importance-sampling cap ``C`` (``generation.tis_cap``): each policy-gradient term is
     weighted by ``tis.action_weights`` / ``tis.token_weights`` with it. None: off."""
     optimizers: dict[str, torch.optim.Optimizer]
-    """One optimizer per trainable adapter (:func:`adapter_optimizers` over :attr:`trainable`; empty until the
+    """One optimizer per trainable adapter (``optimizers.adapter_optimizers`` over :attr:`trainable`; empty until the
     learner makes them), checkpointed by :meth:`state_dict`."""
+    schedulers: dict[str, torch.optim.lr_scheduler.LRScheduler]
+    """Each optimizer's learning-rate schedule (``optimizers.attach``; empty until a run attaches them); saved."""
     critic: Critic | None = None
     """The learner's value model with its optimizer, when it has one (MARFT, PPO, IPPO/MAPPO): checkpointed by
     :meth:`state_dict` (learners with several, as CORY, keep and checkpoint their own)."""
@@ -97,7 +99,7 @@ class Learner(ABC):
         self.config = config
         self.temperature = temperature
         self.tis_cap = tis_cap
-        self.optimizers = {}
+        self.optimizers, self.schedulers = {}, {}
         self.group_size = _positive_int(config, "group_size", getattr(type(self), "group_size", 1))
         self.score_batch_size = _positive_int(config, "minibatch_size", 64)
 
@@ -127,12 +129,14 @@ class Learner(ABC):
         """Learn from one batch of whole episodes; return metrics."""
 
     def state_dict(self) -> dict:
-        """Adapters (frozen ones too), their optimizers, the critic's state and the KL reference where it is not the
-        base; learners with other state extend it."""
+        """Adapters (frozen ones too), their optimizers and schedules, the critic's state and the KL reference where it
+        is not the base; learners with other state extend it."""
         state = {
             "adapters": {a: self.policy.adapter_state(a) for a in self.policy.adapters},
             "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
         }
+        if self.schedulers:  # a run's (``optimizers.attach``)
+            state["schedulers"] = {a: s.state_dict() for a, s in self.schedulers.items()}
         reference = self.policy.reference_state()
         if reference is not None:  # a run from init_from: --resume must compare with the same starting adapters
             state["reference"] = reference
@@ -146,6 +150,8 @@ class Learner(ABC):
             self.policy.load_adapter_state(a, state["adapters"][a])
         for a, optimizer in self.optimizers.items():
             optimizer.load_state_dict(state["optimizers"][a])
+        for a in set(self.schedulers) & set(state.get("schedulers", {})):  # older checkpoints: their optimizers' rates
+            self.schedulers[a].load_state_dict(state["schedulers"][a])
         if "reference" in state:
             self.policy.load_reference_state(state["reference"])
         if self.critic is not None:
@@ -157,15 +163,6 @@ def _positive_int(config: Any, name: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{type(config).__name__}.{name} must be an integer >= 1, got {value!r}")
     return value
-
-
-def adapter_optimizers(
-    policy: LaMASPolicy, lr: float, adapters: list[str] | None = None
-) -> dict[str, torch.optim.Optimizer]:
-    """One AdamW (no weight decay) per adapter of ``adapters`` (default: all; a learner passes its
-    :attr:`Learner.trainable`)."""
-    chosen = policy.adapters if adapters is None else adapters
-    return {a: torch.optim.AdamW(policy.parameters(a), lr=lr, weight_decay=0.0) for a in chosen}
 
 
 # -- 1. the batch -----------------------------------------------------------------------------------
@@ -212,8 +209,8 @@ class Minibatch:
     """Log-probs under the adapter's KL reference (``policy.kl_reference``: the base with adapters off, or
     the adapter's frozen starting copy after ``init_from``; no grad) when asked for, else None."""
     share: Share = WHOLE
-    """This rank's part of the global minibatch (data-parallel; all of it in one process): scale each loss
-    term's mean by ``share.rows`` or ``share.tokens``, so that the ranks' terms sum to the global mean."""
+    """Its part of its optimizer step's minibatch (this rank's, data-parallel; one of an accumulation group's; all of it
+    else): scale each loss term's mean by ``share.rows`` or ``share.tokens``, so that the parts sum to its mean."""
 
 
 def minibatches(
@@ -228,6 +225,7 @@ def minibatches(
     epochs: int = 1,
     reference: bool = False,
     ranks: Ranks = SINGLE,
+    accumulation: int = 1,
 ) -> Iterator[Minibatch]:
     """``epochs`` passes over the steps ``idx`` of ``adapter``, each in a fresh ``rng`` permutation.
 
@@ -236,16 +234,12 @@ def minibatches(
     ``temperature``: one for all steps, or each agent's own (a mapping): every step is scored at the
     temperature its agent sampled at (one adapter may serve agents with different ones: ``"shared"``).
     ``ranks`` (with an ``rng``): ``idx`` are this rank's; each global minibatch cut to its rows
-    (``data_parallel.schedule``).
+    (``data_parallel.schedule``). ``accumulation`` k (``grad_accumulation``, with an ``rng``): each k minibatches of a
+    pass make one optimizer step, as one of ``k * minibatch_size`` rows would (``share``: their parts of it).
     """
-    if ranks.parallel and rng is not None:
-        for rows, share in dp.step_schedule(ranks, steps, idx, rng, minibatch_size=minibatch_size, epochs=epochs):
-            yield _scored(policy, adapter, steps, rows, temperature, reference, share)
-        return
-    for _ in range(epochs):
-        order = np.asarray(idx) if rng is None else rng.permutation(idx)
-        for start in range(0, len(order), minibatch_size):
-            yield _scored(policy, adapter, steps, order[start : start + minibatch_size], temperature, reference, WHOLE)
+    sizes = dict(minibatch_size=minibatch_size, epochs=epochs, accumulation=accumulation)
+    for rows, share in dp.step_schedule(ranks, steps, idx, rng, **sizes):
+        yield _scored(policy, adapter, steps, rows, temperature, reference, share)
 
 
 def _scored(
@@ -281,17 +275,22 @@ def apply(
     max_grad_norm: float,
     name: str,
     ranks: Ranks = SINGLE,
+    share: Share = WHOLE,
 ) -> float:
     """One gradient step on ``loss``: zero the gradients, backward, clip their norm, step; returns the loss.
 
     A NaN or infinite loss or gradient norm raises (naming ``name``) before any weight changes. Data-parallel, ``loss``
     is this rank's part: ``params``' gradients (and the loss returned) are summed over the ranks before the clip, so all
-    step alike.
+    step alike. ``share`` (the minibatch's) of accumulated minibatches: the ``first`` zeroes the gradients, each adds
+    its own and returns its part of the loss, and the ``last`` alone clips and steps on their sum.
     """
     if not ranks.parallel:
         ensure_finite(loss, f"{name}/loss")
-    optimizer.zero_grad(set_to_none=True)
+    if share.first:
+        optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    if not share.last:  # the group's step waits for its last part
+        return float(ranks.sum(loss.detach().reshape(1)))
     total = ranks.reduce_gradients(params, loss)
     ensure_finite(total, f"{name}/loss")
     ensure_finite(torch.nn.utils.clip_grad_norm_(params, max_grad_norm), f"{name}/grad_norm")

@@ -35,8 +35,9 @@ import torch
 
 from marft_agents.algorithms import token_ppo
 from marft_agents.algorithms.advantages import at_last_token, normalize, returns_differ, spread, token_advantages
-from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
+from marft_agents.algorithms.base import Learner, by_adapter
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
+from marft_agents.algorithms.optimizers import adapter_optimizers
 from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.algorithms.prepare import agent_health
 from marft_agents.algorithms.returns import agent_returns, require_cooperative
@@ -104,12 +105,12 @@ class CORY(Learner):
             a: ValueHead(policy.hidden_size).to(policy.device) for a in policy.adapters
         }  # made on the CPU, then moved
         self.kl_coefs = {a: config.kl_coef for a in policy.adapters}
-        self._new_optimizers()
+        self.optimizers = adapter_optimizers(policy, config.lr, self.trainable)
+        self._new_critic_optimizers()
         self.pioneer = pioneer_at(self.agents, 0, config.swap_interval)
 
-    def _new_optimizers(self) -> None:
+    def _new_critic_optimizers(self) -> None:
         cfg = self.config
-        self.optimizers = adapter_optimizers(self.policy, cfg.lr, self.trainable)
         self.critic_optimizers = {  # a frozen agent's value head learns nothing either
             a: torch.optim.AdamW(self.critics[a].parameters(), lr=cfg.critic_lr, weight_decay=0.0)
             for a in self.trainable
@@ -134,7 +135,9 @@ class CORY(Learner):
             env.set_pioneer(self.pioneer)
         swapping = cfg.swap_interval > 0 and update > 0 and update % cfg.swap_interval == 0
         if swapping and cfg.reset_on_swap:
-            self._new_optimizers()
+            for optimizer in self.optimizers.values():  # fresh Adam moments in place: each keeps its rate and schedule
+                optimizer.state.clear()
+            self._new_critic_optimizers()
             self.kl_coefs = {a: cfg.kl_coef for a in self.policy.adapters}
 
     # -- one update -----------------------------------------------------------------------------
@@ -179,6 +182,7 @@ class CORY(Learner):
         informative = self.informative(episodes, metrics)  # an agent whose task returns are all equal: no step
         ppo = dict(clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=cfg.kl_gate)
         ppo.update(max_grad_norm=cfg.max_grad_norm, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs)
+        ppo.update(accumulation=cfg.grad_accumulation)
         sampled = dict(temperature=self.temperature, tis_cap=self.tis_cap)
         fit = dict(epochs=cfg.critic_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip)
         for adapter, (values_old, ret, _) in plans.items():  # simultaneous, independent steps

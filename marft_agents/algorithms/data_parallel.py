@@ -158,12 +158,25 @@ SINGLE = Ranks()
 
 @dataclass(frozen=True)
 class Share:
-    """This rank's part of one global minibatch: the fractions of its rows and of its response tokens."""
+    """A part of one optimizer step's minibatch (this rank's of the global one, or one minibatch of an accumulation
+    group): the fractions of its rows and of its response tokens, and where it stands among the step's parts."""
 
     rows: float = 1.0
-    """Local rows over global rows: scales a mean over rows (an action-level loss, a value loss)."""
+    """Local rows over the step's rows: scales a mean over rows (an action-level loss, a value loss)."""
     tokens: float = 1.0
-    """Local tokens over global tokens: scales a mean over tokens (entropy, a per-token KL)."""
+    """Local tokens over the step's tokens: scales a mean over tokens (entropy, a per-token KL)."""
+    first: bool = True
+    """Whether it opens its step (``grad_accumulation``: the first minibatch of its group; the gradients start at 0)."""
+    last: bool = True
+    """Whether it closes its step (the optimizer steps after it, on every part's gradients)."""
+    within: tuple[float, float] | None = None
+    """Local rows and tokens over the global minibatch's, where those differ from ``rows`` and ``tokens`` (this rank's
+    part of one minibatch of an accumulation group); None: the same."""
+
+    @property
+    def weights(self) -> tuple[float, float]:
+        """``(rows, tokens)``: what this rank's statistics of its minibatch weigh in their means over the ranks."""
+        return self.within if self.within is not None else (self.rows, self.tokens)
 
 
 WHOLE = Share()
@@ -198,11 +211,53 @@ class Layout:
         mine = rows[(rows >= lo) & (rows < hi)]
         return mine - lo
 
-    def share(self, rows: np.ndarray, mine: np.ndarray) -> Share:
-        """This rank's share of the global minibatch ``rows`` that it holds as local ``mine``."""
-        lo = self.offsets[self.rank]
+    def share(self, rows: np.ndarray, mine: np.ndarray, group: np.ndarray | None = None, **place: bool) -> Share:
+        """This rank's share of the global minibatch ``rows`` that it holds as local ``mine``; of its accumulation
+        ``group`` (global rows) when one is given (``place``: its ``first`` and ``last``)."""
+        within = self.fractions(rows, mine)
+        if group is None or len(group) == len(rows):
+            return Share(*within, **place)
+        return Share(*self.fractions(group, mine), **place, within=within)
+
+    def fractions(self, rows: np.ndarray, mine: np.ndarray) -> tuple[float, float]:
+        """The fractions of the global ``rows``' rows and tokens that local ``mine`` holds."""
         tokens = int(self.sizes[rows].sum())
-        return Share(rows=len(mine) / len(rows), tokens=int(self.sizes[mine + lo].sum()) / max(tokens, 1))
+        return len(mine) / len(rows), int(self.sizes[mine + self.offsets[self.rank]].sum()) / max(tokens, 1)
+
+
+def cut(
+    order: np.ndarray, minibatch_size: int, accumulation: int = 1
+) -> Iterator[tuple[np.ndarray, np.ndarray, bool, bool]]:
+    """``order`` in minibatches, ``accumulation`` of them to an optimizer step: ``(group, rows, first, last)`` for each,
+    its step's rows, its own, and whether it opens or closes its step (a pass's last group may hold fewer)."""
+    span = minibatch_size * accumulation
+    for start in range(0, len(order), span):
+        group = order[start : start + span]
+        count = -(-len(group) // minibatch_size)  # minibatches in this group: ceil(len / minibatch_size)
+        for k in range(count):
+            yield group, group[k * minibatch_size : (k + 1) * minibatch_size], k == 0, k == count - 1
+
+
+def passes(
+    steps: list,
+    idx: list[int],
+    rng: np.random.Generator | None,
+    *,
+    minibatch_size: int,
+    epochs: int,
+    accumulation: int = 1,
+) -> Iterator[tuple[np.ndarray, Share]]:
+    """One process's minibatches of the agent-steps ``idx``: ``epochs`` passes, each in a fresh ``rng`` permutation
+    (None: in ``idx`` order), each minibatch with its :class:`Share` of its accumulation group (alone: all of it)."""
+    for _ in range(epochs):
+        order = np.asarray(idx) if rng is None else rng.permutation(idx)
+        for group, rows, first, last in cut(order, minibatch_size, accumulation):
+            if first and last:
+                yield rows, WHOLE
+                continue
+            tokens = sum(len(steps[i].response) for i in group)  # a mean over tokens is over the group's
+            part = sum(len(steps[i].response) for i in rows) / max(tokens, 1)
+            yield rows, Share(rows=len(rows) / len(group), tokens=part, first=first, last=last)
 
 
 def schedule(
@@ -214,37 +269,48 @@ def schedule(
     minibatch_size: int,
     epochs: int,
     fallback: int | None,
+    accumulation: int = 1,
 ) -> Iterator[tuple[np.ndarray, Share]]:
     """``epochs`` passes of global minibatches over every rank's rows ``idx``, as this rank takes part in them.
 
     Yields this rank's local rows of each global minibatch and its :class:`Share`; where it holds none,
     the local row ``fallback`` with share 0 (it still joins the gradient sum). ``sizes``: the size in
     tokens of each local row of the batch. Every rank draws the same permutations from ``rng``.
+    ``accumulation``: each group of that many global minibatches is one optimizer step; a share is of its group.
     """
     layout = Layout.gathered(ranks, sizes)
     everyone = layout.to_global(ranks, idx)  # the single process's idx
     for _ in range(epochs):
         order = rng.permutation(everyone)
-        for start in range(0, len(order), minibatch_size):
-            rows = order[start : start + minibatch_size]
+        for group, rows, first, last in cut(order, minibatch_size, accumulation):
             mine = layout.local(rows)
             if len(mine):
-                yield mine, layout.share(rows, mine)
+                yield mine, layout.share(rows, mine, group, first=first, last=last)
             elif fallback is None:
                 raise RuntimeError(f"rank {ranks.rank} holds no step to join the update's gradient sum with")
             else:
-                yield np.asarray([fallback]), Share(rows=0.0, tokens=0.0)
+                yield np.asarray([fallback]), Share(rows=0.0, tokens=0.0, first=first, last=last)
 
 
 def step_schedule(
-    ranks: Ranks, steps: list, idx: list[int], rng: np.random.Generator, *, minibatch_size: int, epochs: int
+    ranks: Ranks,
+    steps: list,
+    idx: list[int],
+    rng: np.random.Generator | None,
+    *,
+    minibatch_size: int,
+    epochs: int,
+    accumulation: int = 1,
 ) -> Iterator[tuple[np.ndarray, Share]]:
-    """:func:`schedule` over agent-steps (a row's size: its response's length); a rank that holds none of a global
-    minibatch's rows scores its first step of ``idx`` (or its first generated step) with share 0."""
+    """The minibatches of the agent-steps ``idx``: one process's :func:`passes` (or, without an ``rng``, a rank's own
+    steps in order), else :func:`schedule` over agent-steps (a row's size: its response's length); a rank that holds
+    none of a global minibatch's rows scores its first step of ``idx`` (or its first generated step) with share 0."""
+    sizes = dict(minibatch_size=minibatch_size, epochs=epochs, accumulation=accumulation)
+    if not ranks.parallel or rng is None:
+        return passes(steps, idx, rng, **sizes)
     generating = next((i for i, s in enumerate(steps) if s.response and not s.skipped), None)
     fallback = idx[0] if len(idx) else generating
-    sizes = [len(s.response) for s in steps]
-    return schedule(ranks, sizes, idx, rng, minibatch_size=minibatch_size, epochs=epochs, fallback=fallback)
+    return schedule(ranks, [len(s.response) for s in steps], idx, rng, **sizes, fallback=fallback)
 
 
 def shared_means(ranks: Ranks, values: dict[str, float], shares: dict[str, float]) -> dict[str, float]:

@@ -35,8 +35,9 @@ import torch
 
 from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import agent_scaled, group_relative, spread
-from marft_agents.algorithms.base import Learner, adapter_optimizers, apply, by_adapter, minibatches, steps_of
+from marft_agents.algorithms.base import Learner, apply, by_adapter, minibatches, steps_of
 from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
+from marft_agents.algorithms.optimizers import adapter_optimizers
 from marft_agents.algorithms.prepare import agent_health
 from marft_agents.algorithms.returns import require_cooperative
 from marft_agents.algorithms.tis import token_weights, weight_stats
@@ -84,6 +85,9 @@ class GRPOConfig(Ranged):
     """Passes over the batch per update."""
     minibatch_size: int = ranged(64, AT_LEAST_ONE)
     """Agent-steps per gradient step."""
+    grad_accumulation: int = ranged(1, AT_LEAST_ONE)
+    """k: the gradients of k consecutive minibatches add up to one optimizer step, the one a minibatch of
+    k * minibatch_size agent-steps would take (same rows, same loss), with one minibatch's activations at a time."""
     max_grad_norm: float = ranged(0.5, POSITIVE)
     """Gradient clipping."""
 
@@ -352,10 +356,9 @@ class GRPO(Learner):
     ) -> dict[str, float]:
         """Epochs of GRPO's clipped objective over ``adapter``'s steps ``idx``; ``advantages`` ``(N,)``."""
         cfg = self.config
-        log = []  # per-minibatch stats
-        passes = dict(
-            minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, reference=cfg.kl_coef > 0, ranks=self.ranks
-        )
+        log, total = [], 0.0  # per-minibatch stats; total: the loss of the step being accumulated
+        passes = dict(minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs, accumulation=cfg.grad_accumulation)
+        passes.update(reference=cfg.kl_coef > 0, ranks=self.ranks)
         for mb in minibatches(self.policy, adapter, steps, idx, rng, temperature=self.temperature, **passes):
             width = mb.mask.shape[1]
             old = _pad([s.token_logps for s in mb.steps], width, mb.mask.device)  # (B, R) behaviour log-probs
@@ -367,14 +370,14 @@ class GRPO(Learner):
             entropy = masked_mean(mb.entropy_tok, mb.mask)
             # data-parallel: each response's token mean is one row of the global mean over rows; entropy is over tokens
             loss = mb.share.rows * grpo - cfg.entropy_coef * mb.share.tokens * entropy
-            total = apply(
-                self.optimizers[adapter], loss, self.policy.parameters(adapter), cfg.max_grad_norm, adapter, self.ranks
-            )
-            tokens = mb.share.tokens  # the clip statistics and the KL are means over tokens
+            params = self.policy.parameters(adapter)
+            part = apply(self.optimizers[adapter], loss, params, cfg.max_grad_norm, adapter, self.ranks, mb.share)
+            total = part if mb.share.first else total + part  # an accumulated step's loss: the sum of its parts'
+            tokens = mb.share.weights[1]  # the clip statistics and the KL are means over the minibatch's tokens
             stats = dp.shared_means(
                 self.ranks, {"entropy": entropy.item(), **stats}, dict.fromkeys(("entropy", *stats), tokens)
             )
-            log.append({"loss": total, **stats, **weight_stats(weights, mb.mask)})
+            log.append({**({"loss": total} if mb.share.last else {}), **stats, **weight_stats(weights, mb.mask)})
         return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": 0.0}  # no gate: never skips
 
 

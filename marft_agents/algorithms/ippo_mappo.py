@@ -33,8 +33,9 @@ import torch
 from marft_agents.algorithms import action_ppo
 from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import chain_gae
-from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
+from marft_agents.algorithms.base import Learner, by_adapter
 from marft_agents.algorithms.critic import Critic, ValueHeads, features
+from marft_agents.algorithms.optimizers import adapter_optimizers
 from marft_agents.algorithms.ppo_settings import PPOSettings
 from marft_agents.algorithms.prepare import prepare_advantages
 from marft_agents.algorithms.returns import agent_returns, require_cooperative

@@ -35,8 +35,9 @@ import torch
 from marft_agents.algorithms import action_ppo, token_ppo
 from marft_agents.algorithms import data_parallel as dp
 from marft_agents.algorithms.advantages import at_last_token, token_advantages
-from marft_agents.algorithms.base import Learner, adapter_optimizers, by_adapter
+from marft_agents.algorithms.base import Learner, by_adapter
 from marft_agents.algorithms.critic import Critic, head_rows, model_heads, token_features
+from marft_agents.algorithms.optimizers import adapter_optimizers
 from marft_agents.algorithms.ppo_settings import ChainSettings
 from marft_agents.algorithms.prepare import prepare_advantages
 from marft_agents.algorithms.returns import agent_returns, require_cooperative, warn_undeclared_team_reward
@@ -127,6 +128,7 @@ class MARFTToken(Learner):
         learning = [a for a in self.learning_adapters(update) if informative[a]]
         ppo = dict(clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate)
         ppo.update(max_grad_norm=cfg.max_grad_norm, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs)
+        ppo.update(accumulation=cfg.grad_accumulation)
         sampled = dict(temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
         scoring = dict(temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction)
         keys, held = [(s.episode, s.round) for s in steps], dp.held(self.ranks, idx_of)  # held: any rank's steps

@@ -41,6 +41,9 @@ class PPOSettings(Ranged):
     """Passes over the batch per update."""
     minibatch_size: int = ranged(64, AT_LEAST_ONE)
     """Agent-steps per gradient step."""
+    grad_accumulation: int = ranged(1, AT_LEAST_ONE)
+    """k: the gradients of k consecutive minibatches add up to one optimizer step, the one a minibatch of
+    k * minibatch_size agent-steps would take (same rows, same loss), with one minibatch's activations at a time."""
     max_grad_norm: float = ranged(0.5, POSITIVE)
     """Gradient clipping."""
     normalize_advantages: bool = True
@@ -68,6 +71,18 @@ class PPOSettings(Ranged):
         """What :func:`~marft_agents.algorithms.prepare.prepare_advantages` takes from these settings."""
         return dict(
             normalize=self.normalize_advantages, scope=self.normalize_scope, skip_equal_returns=self.skip_equal_returns
+        )
+
+
+def check_kl_gate(kl_gate: float | None, accumulation: int, section: str = "") -> None:
+    """Refuse ``kl_gate`` with ``grad_accumulation`` > 1 (ValueError, one line; ``section``: the keys' prefix, e.g.
+    ``marft.``): the gate skips a minibatch by its own KL, which would drop one part of an accumulated step and leave
+    the others weighted as parts of the whole."""
+    if kl_gate is not None and accumulation > 1:
+        raise ValueError(
+            f"{section}kl_gate={kl_gate} judges each minibatch alone, so it cannot skip one part of a step accumulated "
+            f"over {section}grad_accumulation={accumulation} minibatches: unset {section}kl_gate, or set "
+            f"{section}grad_accumulation=1"
         )
 
 

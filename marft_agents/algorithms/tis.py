@@ -27,7 +27,7 @@ import torch
 
 from marft_agents.algorithms.losses import truncated_is_weights
 from marft_agents.models.policy import LaMASPolicy
-from marft_agents.models.sampling import Temperature, row_temperatures
+from marft_agents.models.sampling import Sampling, Temperature, row_temperatures
 from marft_agents.rollout.episode import AgentStep
 
 
@@ -43,7 +43,9 @@ def recompute_behaviour(
     sampled the steps. Returns how far the engine was from the trainer, per response token:
     ``tis/abs_logp_diff_mean`` and ``tis/abs_logp_diff_max``.
     """
-    if min(temperature.values() if isinstance(temperature, Mapping) else [temperature], default=1.0) <= 0:
+    temperatures = temperature.values() if isinstance(temperature, Mapping) else [temperature]
+    temperatures = [t.temperature if isinstance(t, Sampling) else t for t in temperatures]  # an agent that truncates
+    if min(temperatures, default=1.0) <= 0:
         raise ValueError("the TIS recompute needs sampled steps (temperature > 0): greedy steps have no log-probs")
     steps = [s for s in steps if not s.skipped]  # nothing was sampled for them: nothing to score
     order = sorted(range(len(steps)), key=lambda i: (policy.adapter_of[steps[i].agent], steps[i].agent))

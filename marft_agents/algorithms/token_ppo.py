@@ -9,7 +9,8 @@ random minibatches (:func:`~marft_agents.algorithms.base.minibatches`):
 - loss ``= ppo - c_H H + beta KL(pi || pi_ref)``, ``H`` and the KL per-token means; the KL term only when
   ``kl_coef > 0`` (CORY passes 0: its KL penalty is in the reward);
 - a minibatch whose approx KL to the behaviour policy exceeds ``kl_gate`` is skipped (None: never);
-- one optimizer step per minibatch (:func:`~marft_agents.algorithms.base.apply`).
+- one optimizer step per minibatch (:func:`~marft_agents.algorithms.base.apply`), or per ``accumulation``
+  minibatches (``grad_accumulation``), whose gradients add up as one minibatch's would.
 
 Data-parallel (``ranks``), every term is a mean over the global minibatch's response tokens: each rank's
 term is scaled by its share of them (``mb.share.tokens``), and the KL gate reads the global statistics.
@@ -27,6 +28,7 @@ import torch
 from marft_agents.algorithms.base import apply, minibatches
 from marft_agents.algorithms.data_parallel import SINGLE, Ranks, shared_means
 from marft_agents.algorithms.losses import approx_kl, masked_mean, mean_stats, ppo_clip_loss
+from marft_agents.algorithms.ppo_settings import check_kl_gate
 from marft_agents.algorithms.tis import token_weights, weight_stats
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.models.sampling import Temperature
@@ -80,17 +82,20 @@ def step(
     temperature: Temperature,
     tis_cap: float | None,
     ranks: Ranks = SINGLE,
+    accumulation: int = 1,
 ) -> dict[str, float]:
     """Epochs of PPO-clip per token over ``adapter``'s steps ``idx``; ``old_logp``, ``advantages`` ``(N, R)`` over
     ``steps``.
 
-    Returns the minibatches' mean ``loss``, ``entropy``, ``clip_frac``, ``approx_kl`` (and ``kl_ref``, TIS
-    statistics) under ``<adapter>/``, and ``<adapter>/skipped_minibatches`` (the KL gate's). ``ranks``: this rank's
-    steps of a data-parallel update; the KL gate and the logged statistics are the global minibatch's, so every
-    rank skips the same minibatches.
+    Returns the minibatches' mean ``entropy``, ``clip_frac``, ``approx_kl`` (and ``kl_ref``, TIS statistics) and the
+    optimizer steps' mean ``loss`` under ``<adapter>/``, and ``<adapter>/skipped_minibatches`` (the KL gate's).
+    ``ranks``: this rank's steps of a data-parallel update; the KL gate and the logged statistics are the global
+    minibatch's, so every rank skips the same minibatches. ``accumulation``: minibatches per optimizer step.
     """
-    log, skipped = [], 0  # per-minibatch stats
+    check_kl_gate(kl_gate, accumulation)
+    log, skipped, total = [], 0, 0.0  # per-minibatch stats; total: the loss of the step being accumulated
     sizes = dict(minibatch_size=minibatch_size, epochs=epochs, reference=kl_coef > 0, ranks=ranks)
+    sizes["accumulation"] = accumulation
     for mb in minibatches(policy, adapter, steps, idx, rng, temperature=temperature, **sizes):
         rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
         weights = token_weights(mb.steps, width, tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)
@@ -105,13 +110,14 @@ def step(
             kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask)  # per token, to the reference
             loss = loss + kl_coef * tokens * kl
             local["kl_ref"] = kl.item()
-        stats = shared_means(ranks, local, dict.fromkeys(local, tokens))  # the global minibatch's
+        stats = shared_means(ranks, local, dict.fromkeys(local, mb.share.weights[1]))  # the global minibatch's
         row = {"kl_ref": stats["kl_ref"]} if kl_coef > 0 else {}  # logged for gated minibatches too
         if kl_gate is not None and stats["approx_kl"] > kl_gate:  # too far from the behaviour policy
             log.append(row)
             skipped += 1
             continue
-        total = apply(optimizer, loss, policy.parameters(adapter), max_grad_norm, adapter, ranks)
+        part = apply(optimizer, loss, policy.parameters(adapter), max_grad_norm, adapter, ranks, mb.share)
+        total = part if mb.share.first else total + part  # an accumulated step's loss: the sum of its parts'
         clip = {k: stats[k] for k in ("entropy", "clip_frac", "approx_kl")}
-        log.append({**row, "loss": total, **clip, **weight_stats(weights, mb.mask)})
+        log.append({**row, **({"loss": total} if mb.share.last else {}), **clip, **weight_stats(weights, mb.mask)})
     return {**mean_stats(log, f"{adapter}/"), f"{adapter}/skipped_minibatches": float(skipped)}

@@ -1,7 +1,7 @@
 """The trainer's side of distributed rollouts: a Ray cluster, N rollout workers, and the weights they use.
 
 :class:`WorkerPool` is what the trainer drives in place of its in-process rollout engine and
-generation engine (the same calls: ``collect``, ``sync``, ``close``, ``timings``), plus a greedy
+generation engine (the same calls: ``collect``, ``sync``, ``close``, ``timings``), plus an
 ``evaluate`` with :func:`marft_agents.rollout.evaluation.evaluate`'s signature and result.
 
 - **Split by episode index.** An update's episodes are cut into ``workers`` contiguous blocks of
@@ -30,9 +30,17 @@ from marft_agents.distributed.cluster import connect, disconnect, first_line
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.environment import worker_env_vars
 from marft_agents.distributed.worker import RolloutWorker, WorkerSpec
+from marft_agents.engines.config import EvalSampling
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.rollout.episode import Episode
-from marft_agents.rollout.evaluation import HELDOUT_SEED, episode_options, eval_plan, eval_result
+from marft_agents.rollout.evaluation import (
+    HELDOUT_SEED,
+    decoding_of,
+    episode_options,
+    eval_plan,
+    eval_result,
+    eval_sampling,
+)
 
 _open_pools: list[WorkerPool] = []
 
@@ -165,7 +173,7 @@ class WorkerPool:
         version, and a block played again after a failure is played with it too (``distributed.overlap``).
         """
         indices = list(episodes)
-        return PendingBatch(self, indices, [seed_of(i) for i in indices], None, None, greedy=False)
+        return PendingBatch(self, indices, [seed_of(i) for i in indices], None, None)
 
     def evaluate(
         self,
@@ -179,18 +187,25 @@ class WorkerPool:
         samples: int = 0,
         engine: Any = None,
         agent_max_new_tokens: dict[str, int] | None = None,
+        sampling: EvalSampling | None = None,
+        stop: tuple[str, ...] = (),
+        agent_stop: dict[str, list[str]] | None = None,
+        split: str = "test",
+        outcomes: bool = False,
     ) -> dict:
-        """Greedy held-out evaluation through the workers; :func:`~marft_agents.rollout.evaluation.evaluate`'s result.
+        """Held-out evaluation through the workers; :func:`~marft_agents.rollout.evaluation.evaluate`'s arguments and
+        result (a sampled one draws each episode from its own generator, as an episode-seeded engine in one process).
 
         ``policy`` and ``engine`` (the trainer's) are not used: the workers have their own.
         """
-        plan = eval_plan(env_id, env_kwargs or {}, rounds)
+        plan = eval_plan(env_id, env_kwargs or {}, rounds, split)
         options = episode_options(plan, marft_envs.make(env_id, **plan.env_kwargs), n)
         indices = list(range(len(options)))
         seeds = [HELDOUT_SEED + i for i in indices]
-        limits = {"max_new_tokens": max_new_tokens, "agent_max_new_tokens": agent_max_new_tokens}
-        episodes = PendingBatch(self, indices, seeds, options, plan.env_kwargs, greedy=True, **limits).result()
-        return eval_result(episodes, plan, samples)
+        run, own = eval_sampling(sampling, max_new_tokens, agent_max_new_tokens, stop, agent_stop)
+        evaluation = (run, own, (sampling or EvalSampling()).seed)
+        episodes = PendingBatch(self, indices, seeds, options, plan.env_kwargs, evaluation).result()
+        return eval_result(episodes, plan, samples, decoding_of(run), options if outcomes else None)
 
     def _retry(self, k: int, submit, why: str):
         """Submit block ``k`` again once worker ``k`` is restarted (it plays the block from its seeds), or stop."""
@@ -247,9 +262,7 @@ class PendingBatch:
         seeds: list[int],
         options: list | None,
         env_kwargs: dict | None,
-        greedy: bool,
-        max_new_tokens: int | None = None,
-        agent_max_new_tokens: dict[str, int] | None = None,
+        evaluation: tuple | None = None,
     ):
         self.pool = pool
         self.indices = indices
@@ -266,23 +279,17 @@ class PendingBatch:
             )
             for block in self._blocks
         ]
-        self._env_kwargs, self._greedy, self._max_new_tokens = env_kwargs, greedy, max_new_tokens
-        self._agent_max_new_tokens = None if agent_max_new_tokens is None else dict(agent_max_new_tokens)
+        self._env_kwargs = env_kwargs
+        self._evaluation = evaluation
+        """None (training episodes), or an evaluation's sampling, each agent's own and its seed
+        (``RolloutWorker.collect``)."""
         self._t0 = time.perf_counter()
         self._running = {k: (self._submit(k), time.monotonic()) for k, block in enumerate(self._blocks) if block}
 
     def _submit(self, k: int):
         block, seeds, options = self._args[k]
         return self.pool.workers[k].collect.remote(
-            self.version,
-            [self._weights],
-            block,
-            seeds,
-            options,
-            self._env_kwargs,
-            self._greedy,
-            self._max_new_tokens,
-            self._agent_max_new_tokens,
+            self.version, [self._weights], block, seeds, options, self._env_kwargs, self._evaluation
         )
 
     def result(self) -> list[Episode]:

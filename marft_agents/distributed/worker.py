@@ -4,8 +4,8 @@
 It builds everything from a :class:`WorkerSpec` (the same model and adapters as the trainer's
 policy), loads the adapter weights the trainer publishes (:meth:`RolloutWorker.load`: a version and
 a reference to the weights in Ray's object store) and plays the episodes it is given: training
-episodes sampled per episode (:mod:`marft_agents.engines.seeded`), or greedy evaluation
-episodes. It keeps no state between calls but its envs and the weights, so a restarted worker plays
+episodes sampled per episode (:mod:`marft_agents.engines.seeded`), or evaluation episodes (greedy, or
+sampled from their own seeds). It keeps no state between calls but its envs and the weights, so a restarted worker plays
 a batch exactly as the first one would have.
 
 ``MARFT_RAY_TEST_FAULT=PATH`` (tests only): the first worker to find the file ``PATH`` when a training
@@ -20,9 +20,12 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from marft_agents.settings.agents import AgentSettings, values
+from marft_agents.settings.agents import AgentSettings, lora_values, sampling_values, values
+
+if TYPE_CHECKING:  # torch is imported when a worker is built, not with the spec
+    from marft_agents.models.sampling import Sampling
 
 FAULT_VAR = "MARFT_RAY_TEST_FAULT"
 """The test-only fault hook's environment variable (forwarded to the workers)."""
@@ -52,8 +55,15 @@ class WorkerSpec:
     """Longest response, in tokens."""
     seed: int
     """The run's seed (per-episode sampling seeds derive from it)."""
+    top_k: int = 0
+    """Training draws among the ``top_k`` likeliest tokens (0: all)."""
+    top_p: float = 1.0
+    """Training draws among the likeliest tokens whose probability reaches ``top_p`` (1.0: all)."""
+    stop: tuple[str, ...] = ()
+    """Strings that end a response."""
     agents: dict[str, AgentSettings] = field(default_factory=dict)
-    """Each agent's own settings (``agents.<agent_id>.*``: its temperature, its token limit); unset: the run's above."""
+    """Each agent's own settings (``agents.<agent_id>.*``: its temperature, token limit, top-k, top-p, stop strings);
+    unset: the run's above."""
     threads: int = 1
     """torch threads in the worker."""
     record_state: bool = False
@@ -92,6 +102,7 @@ class RolloutWorker:
             lora_r=spec.lora_r,
             lora_alpha=spec.lora_alpha,
             lora_targets=tuple(spec.lora_targets),
+            agent_lora=lora_values(spec.agents),  # the trainer's adapters' shapes: the weights it publishes fit them
         )
         self.engine = None
         """Built at the first :meth:`load`, on the trainer's weights (vLLM must start on them: its versions only
@@ -152,35 +163,38 @@ class RolloutWorker:
         seeds: list[int],
         options: list[dict | None] | None = None,
         env_kwargs: dict | None = None,
-        greedy: bool = False,
-        max_new_tokens: int | None = None,
-        agent_max_new_tokens: dict[str, int] | None = None,
+        evaluation: tuple[Sampling, dict[str, Sampling], int] | None = None,
     ) -> tuple[list, dict[str, float]]:
         """Play episodes ``indices`` (env seeds ``seeds``) with weights ``version``: ``(episodes, timings)``.
 
-        Training episodes (``greedy=False``) sample with the per-episode generators of ``(seed,
-        version, index)``, each agent at its own temperature and token limit where the spec's
-        ``agents`` set one; evaluation episodes (``greedy=True``) use ``options`` and ``env_kwargs``.
-        ``max_new_tokens`` and ``agent_max_new_tokens`` override the spec's.
+        Training episodes (``evaluation`` None) sample with the per-episode generators of ``(seed,
+        version, index)``, each agent at its own settings where the spec's ``agents`` set them; evaluation
+        episodes use ``options`` and ``env_kwargs`` and play under ``evaluation``: the evaluation's sampling,
+        each agent's own, and the seed of a sampled evaluation's draws
+        (:func:`~marft_agents.rollout.evaluation.eval_sampling`, :func:`~marft_agents.rollout.evaluation.eval_seeds`).
         """
         from marft_agents.engines.seeded import episode_seed
         from marft_agents.models.sampling import Sampling, agent_sampling
+        from marft_agents.rollout.evaluation import eval_seeds
         from marft_agents.rollout.layered import RolloutEngine
 
         self.load(version, weights)
         kwargs = self.spec.env_kwargs if env_kwargs is None else env_kwargs
         envs = self._envs(kwargs, len(indices))
+        if evaluation is None:
+            s = self.spec
+            sampling = Sampling(s.temperature, s.max_new_tokens, s.top_k, s.top_p, tuple(s.stop))
+            own = agent_sampling(sampling, **sampling_values(s.agents))
+            episode_seeds = {i: episode_seed(s.seed, version, i) for i in indices}
+        else:
+            sampling, own, eval_seed = evaluation
+            episode_seeds = eval_seeds(eval_seed, indices)  # a greedy evaluation draws none of them
         if hasattr(self.engine, "seed_episodes"):
-            self.engine.seed_episodes({i: episode_seed(self.spec.seed, version, i) for i in indices})
-        sampling = Sampling(0.0 if greedy else self.spec.temperature, max_new_tokens or self.spec.max_new_tokens)
-        limits = values(self.spec.agents, "max_new_tokens") if agent_max_new_tokens is None else agent_max_new_tokens
-        own = agent_sampling(
-            sampling, temperature=values(self.spec.agents, "temperature"), max_new_tokens=limits
-        )  # greedy stays greedy
+            self.engine.seed_episodes(episode_seeds)
         rollout = RolloutEngine(
             self.policy,
             sampling,
-            record_state=self.spec.record_state and not greedy,
+            record_state=self.spec.record_state and evaluation is None,
             engine=self.engine,
             skip_ignored=self.spec.skip_ignored,
             agent_sampling=own,
@@ -188,7 +202,7 @@ class RolloutWorker:
         seed_of = dict(zip(indices, seeds)).__getitem__
         option_of = dict(zip(indices, options or [None] * len(indices))).__getitem__
         episodes = rollout.collect(
-            envs, indices, seed_of=seed_of, options_of=option_of, progress=None if greedy else _fault_hook()
+            envs, indices, seed_of=seed_of, options_of=option_of, progress=None if evaluation else _fault_hook()
         )
         return episodes, dict(rollout.timings)
 

@@ -2,11 +2,11 @@
 
 A *request* (:class:`~marft_agents.models.sampling.Request`) is one agent's prompt (token ids), the name
 of that agent's adapter, and the agent's own :class:`Sampling` where it has one
-(``agents.<agent_id>.temperature`` / ``.max_new_tokens``). An engine answers a whole layer of
-requests (every ready agent of every live env) under the layer's :class:`Sampling` for the requests
-without their own, with each response's token ids and the per-token log-probs of the distribution
-that sampled it (``softmax(logits / T)`` at the request's ``T``; none when greedy), so the learner's
-PPO ratio has the right denominator.
+(``agents.<agent_id>.temperature`` / ``.max_new_tokens`` / ``.top_k`` / ``.top_p`` / ``.stop``). An engine
+answers a whole layer of requests (every ready agent of every live env) under the layer's :class:`Sampling` for
+the requests without their own, with each response's token ids and the per-token log-probs of the distribution
+that sampled it (``softmax(logits / T)`` at the request's ``T``, truncated by its ``top_k`` / ``top_p``; none when
+greedy), so the learner's PPO ratio has the right denominator.
 
 Adapter weights live in the policy, which the learner trains. After each update the trainer calls
 :meth:`Engine.sync` with the number of updates applied so far; an engine that keeps its own copy of

@@ -1,11 +1,21 @@
-"""The ``generation.*`` section of a run's config: which engine samples the rollouts, and its settings."""
+"""Sections of a run's config about drawing tokens: ``generation.*`` (which engine samples the rollouts, and its
+settings) and ``eval.*`` (how evaluation draws: :func:`marft_agents.rollout.evaluation.evaluate`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from marft_agents.engines import ENGINES
-from marft_agents.settings.fields import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, choice, ranged
+from marft_agents.settings.fields import (
+    AT_LEAST_ONE,
+    EVAL_TEMPERATURE,
+    NON_NEGATIVE,
+    POSITIVE,
+    SEED,
+    TOP_P,
+    choice,
+    ranged,
+)
 
 VLLM_DTYPES = ("float32", "bfloat16", "float16")
 """Values of ``generation.dtype``: the dtypes vLLM serves the base in."""
@@ -29,3 +39,19 @@ class EngineConfig:
     """hf: generate with the adapter merged into a copy of the base's weights (one matmul per layer instead of three; the base comes back bit-identical); samples move by float rounding, so off by default."""
     tis_cap: float | None = ranged(None, AT_LEAST_ONE)
     """Truncated importance sampling for engine/trainer numeric mismatch: the trainer recomputes behaviour log-probs and weights each term by min(pi_trainer/pi_engine, tis_cap) (>= 1; None: off; docs/engines.md)."""
+
+
+@dataclass
+class EvalSampling:
+    """How an evaluation draws the agents' actions: greedy (the default), or sampled with settings of its own."""
+
+    temperature: float = ranged(0.0, EVAL_TEMPERATURE)
+    """Evaluation's sampling temperature: 0 is greedy decoding (the default: every evaluation of the weights alike),
+    else >= 0.001."""
+    top_k: int = ranged(0, NON_NEGATIVE)
+    """When evaluation samples: draw among the ``top_k`` likeliest tokens only (0: all)."""
+    top_p: float = ranged(1.0, TOP_P)
+    """When evaluation samples: draw among the likeliest tokens whose probability reaches ``top_p``, in (0, 1] (1.0:
+    all)."""
+    seed: int = ranged(0, SEED)
+    """When evaluation samples: the seed of its draws (an evaluation draws the same tokens from the same weights)."""

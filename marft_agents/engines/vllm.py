@@ -7,10 +7,20 @@ vLLM serves the old weights when an id is re-used with a new path, and public vL
 never to re-use a name (a stale prefix cache). The base is never merged with an adapter.
 
 Behaviour log-probs are vLLM's *processed* log-probs (``logprobs_mode="processed_logprobs"``): the
-sampled token's log-prob under ``softmax(logits / T)``, every other sampling knob pinned off, the
-distribution the learner's ratio needs (vLLM's default reports the raw, pre-temperature ones).
-In float32 they match the trainer's recompute (``LaMASPolicy.score``) within 1e-4; bfloat16 is
-faster and off by up to ~0.2 (docs/engines.md).
+sampled token's log-prob under ``softmax(logits / T)`` after vLLM's top-k and top-p masks (a request's
+``top_k`` / ``top_p``; every other sampling knob pinned off), renormalised over the kept tokens: the
+distribution the learner's ratio needs, which the learner scores with the same truncation
+(:mod:`marft_agents.models.truncation`; vLLM's default reports the raw, pre-temperature ones). vLLM keeps
+the same set (top-k first, then the smallest most likely set reaching ``top_p``), but ties at the
+k-th logit all stay in vLLM's; the learner keeps the drawn token whatever the rounding. In float32
+they match the trainer's recompute (``LaMASPolicy.score``) within 1e-4; bfloat16 is faster and off by
+up to ~0.2 (docs/engines.md).
+
+Stop strings (``agents.<agent_id>.stop``) end a response at the token that completes one, that token
+kept (``include_stop_str_in_output``), as the hf engine does: the response's tokens are those the
+learner scores, and the text, decoded here from them as on the hf path, ends with the stop string (or
+with the rest of that token). vLLM finds them in its own incremental decoding, which it then runs
+for those requests only (``detokenize``).
 
 vLLM is imported only here, and only when the engine is built. It needs its own venv (its pins
 conflict with the main one's): ``make test-vllm`` builds ``.venv-vllm``. The CPU build's traps are
@@ -213,16 +223,18 @@ class VLLMEngine(Engine):
             SamplingParams(
                 n=1,
                 temperature=s.temperature,
-                top_p=1.0,
-                top_k=0,
+                top_p=s.top_p,
+                top_k=s.top_k,  # 0: every token, as in vLLM 0.32 (-1 also means off there)
                 min_p=0.0,
                 repetition_penalty=1.0,
                 presence_penalty=0.0,
                 frequency_penalty=0.0,
                 max_tokens=s.max_new_tokens,
                 stop_token_ids=[self.policy.eos_token_id],
+                stop=list(s.stop) or None,
+                include_stop_str_in_output=True,  # the token completing a stop string stays: it was drawn and scored
                 logprobs=None if g else 0,
-                detokenize=False,
+                detokenize=bool(s.stop),  # vLLM finds stop strings in its decoded text
                 seed=None if g else seed,
             )
             for s, g, seed in zip(own, greedy, seeds)

@@ -19,9 +19,10 @@ import inspect
 from collections.abc import Sequence
 
 import torch
-from transformers import DynamicCache, GenerationConfig, LlamaForCausalLM, LogitsProcessor, LogitsProcessorList
+from transformers import DynamicCache, GenerationConfig, LlamaForCausalLM
 
 from marft_agents.models.recompute import recomputes
+from marft_agents.models.truncation import truncate
 
 # transformers >= 5 names the KV-cache argument `cache`; earlier versions `past_key_values`.
 CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
@@ -146,12 +147,12 @@ def forward_after_prefix(model, prefix: Sequence[int] | torch.Tensor, ids: torch
 def sampling_config(
     max_new_tokens: int, temperature: float, pad_token_id: int, eos_token_id: int, *, output_logits: bool = False
 ) -> GenerationConfig:
-    """A ``GenerationConfig`` that samples from ``softmax(logits / temperature)`` (greedy at 0), nothing else.
+    """A ``GenerationConfig`` for ``transformers``' own ``generate``: the baseline the benchmarks and tests hold
+    :func:`generate` against (marft samples with its own loop).
 
-    Every knob that would move the distribution away from that (top-k, top-p, min-p, typical-p, the
-    repetition penalty, and whatever a checkpoint's ``generation_config.json`` sets) is pinned off.
-    ``output_logits`` keeps the raw logits of every generated position (:func:`generate` does without:
-    :class:`ChosenLogps` records the log-probs it needs).
+    It asks for ``softmax(logits / T)`` (greedy at 0) with every other knob set to None, but transformers 5 fills a
+    None knob from its global defaults (``top_k=50`` on every model) and from a checkpoint's
+    ``generation_config.json``: that is one reason :func:`generate` does not call it.
     """
     greedy = temperature == 0
     return GenerationConfig(
@@ -184,45 +185,58 @@ def response_lengths(new: torch.Tensor, eos_token_id: int) -> list[int]:
     return first.tolist()
 
 
-class ChosenLogps(LogitsProcessor):
-    """Records each generated token's log-prob under ``softmax(raw logits / T)``, one step at a time.
+class StopStrings:
+    """Whether a response has produced one of its agent's stop strings (``agents.<agent_id>.stop``).
 
-    Put first in ``generate``'s processors, it sees every step's raw float32 logits ``(B, V)`` (what
-    ``output_logits`` would keep; processors that a checkpoint's ``generation_config`` switches on run
-    before it, see the xfail in ``tests/agents/test_lm.py``) and changes nothing. Which token a step drew is known only
-    at the next step, from ``input_ids``, so it holds one step's log-softmax until then and keeps the
-    ``(B,)`` log-probs of the drawn tokens: memory of one step's vocabulary, not of every step's.
+    A response stops at the token that completes a stop string; that token stays in the response (its
+    log-prob was drawn like any other), so the text the env receives ends with the stop string, or with
+    the rest of the token that completed it.
     """
 
-    def __init__(self, temperature: float, prompt_width: int):
-        self.temperature = temperature
-        self.prompt_width = prompt_width
-        self.pending: torch.Tensor | None = None
-        """The last step's log-softmax ``(B, V)``, until its token is known."""
-        self.steps: list[torch.Tensor] = []
-        """The drawn tokens' log-probs, ``(B,)`` per generated position."""
+    def __init__(self, tokenizer, strings: Sequence[str]):
+        self.tokenizer = tokenizer
+        self.strings = tuple(strings)
+        # a stop string lies in the last few tokens of a response: every token spells at least one character
+        # except special ones, so decoding the last len(longest) + 8 tokens sees any string a new token completes
+        self.window = max(len(s) for s in self.strings) + 8
 
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        # input_ids (B, W + t): the prompts and the t tokens drawn so far; scores (B, V): step t's raw logits
-        self._settle(input_ids)
-        self.pending = torch.log_softmax(scores.float() / self.temperature, dim=-1)  # (B, V)
-        return scores
+    def __call__(self, response: Sequence[int]) -> bool:
+        """Whether ``response`` (its token ids so far) ends a stop string with its last token."""
+        tail = self.tokenizer.decode(response[-self.window :], skip_special_tokens=True)
+        before = self.tokenizer.decode(response[-self.window : -1], skip_special_tokens=True)
+        # only a string the last token completed: one already in `before` stopped the response a token earlier
+        return any(s in tail and s not in before for s in self.strings)
 
-    def _settle(self, sequences: torch.Tensor) -> None:
-        column = self.prompt_width + len(self.steps)  # where the pending step's token lands
-        if self.pending is not None and column < sequences.shape[1]:
-            self.steps.append(self.pending.gather(-1, sequences[:, column : column + 1]).squeeze(-1))  # (B,)
-        self.pending = None
 
-    def logps(self, sequences: torch.Tensor) -> torch.Tensor:
-        """``(B, L)`` log-probs of the ``L`` tokens generated after the prompts in ``sequences`` ``(B, W + L)``."""
-        self._settle(sequences)
-        L = sequences.shape[1] - self.prompt_width
-        return (
-            torch.stack(self.steps[:L], dim=1)
-            if L
-            else sequences.new_zeros((sequences.shape[0], 0), dtype=torch.float32)
-        )
+def draw(
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generators: Sequence[torch.Generator] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``(tokens, logps)`` ``(B,)`` of one decode step from raw float32 ``logits`` ``(B, V)``.
+
+    Greedy at temperature 0 (``logps`` None). Otherwise a draw from ``softmax(truncate(logits / T))``
+    (:func:`~marft_agents.models.truncation.truncate`) by inverting its cumulative distribution at a
+    uniform number: one random number per row where ``torch.multinomial`` makes one per vocabulary
+    entry (15 ms of a 73 ms batch-16 step of SmolLM2: ``benchmarks/speed.py``). The cumulative sum runs
+    in float64, so a token's chance is its probability to ~1e-13. ``generators``: one per row, each
+    row's number drawn from its own (the episode-seeded engine), else from torch's global generator.
+    ``logps`` are the drawn tokens' log-probs under the same truncated distribution.
+    """
+    if temperature == 0:
+        return logits.argmax(-1), None
+    scaled = truncate(logits / temperature, top_k or None, top_p if top_p < 1.0 else None)  # (B, V)
+    logp_all = torch.log_softmax(scaled, dim=-1)  # (B, V)
+    cdf = logp_all.double().exp().cumsum(-1)  # (B, V), ends at ~1
+    if generators is None:
+        u = torch.rand(logits.shape[0], 1, dtype=torch.float64, device=logits.device)  # (B, 1)
+    else:
+        u = torch.cat([torch.rand(1, 1, dtype=torch.float64, generator=g, device=logits.device) for g in generators])
+    # the first token whose cumulative mass passes u: a token of zero probability never does
+    tokens = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).clamp(max=logits.shape[-1] - 1)  # (B, 1)
+    return tokens.squeeze(-1), logp_all.gather(-1, tokens).squeeze(-1)
 
 
 @torch.no_grad()
@@ -235,30 +249,62 @@ def generate(
     pad_token_id: int,
     eos_token_id: int,
     logprobs: bool = True,
-    logits_processor=None,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    stop: StopStrings | None = None,
+    generators: Sequence[torch.Generator] | None = None,
 ) -> tuple[list[list[int]], list[torch.Tensor]]:
-    """One batched ``generate`` call: ``(responses, token_logps)``.
+    """Sample responses to ``prompts`` with a KV cache: ``(responses, token_logps)``.
 
-    Each response holds its token ids up to and including the end-of-turn token when one was
-    produced. ``token_logps[b]`` ``(len(responses[b]),)`` are the tokens' log-probs under the
-    sampling distribution; empty when greedy (greedy tokens have no usable log-prob) or when
-    ``logprobs`` is False. ``logits_processor`` (a ``transformers.LogitsProcessorList``) runs before
-    the temperature; ``token_logps`` stay those of ``softmax(logits / T)`` on the raw logits
-    (:class:`ChosenLogps` runs before it).
+    Each response holds its token ids up to and including the end-of-turn token (or the token that
+    completed a ``stop`` string) when one was produced. ``token_logps[b]`` ``(len(responses[b]),)``
+    are the tokens' log-probs under the distribution that drew them (:func:`draw`); empty when greedy
+    or when ``logprobs`` is False. ``generators``: one per prompt (the episode-seeded engine).
+
+    marft's own loop rather than ``model.generate``: a row that has finished leaves the batch (its
+    keys and values dropped from the cache), so the rest of the batch stops paying for it; the
+    distribution is exactly the one asked for (``generate`` adds its global ``top_k=50`` and a
+    checkpoint's settings); and a step runs only the model and :func:`draw`.
     """
-    ids, mask = left_pad(prompts, pad_token_id, device_of(model))  # (B, W)
-    recorder = ChosenLogps(temperature, ids.shape[1]) if logprobs and temperature != 0 else None
-    if recorder is not None:
-        logits_processor = LogitsProcessorList([recorder, *(logits_processor or [])])
-    config = sampling_config(max_new_tokens, temperature, pad_token_id, eos_token_id)
-    out = model.generate(
-        input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=logits_processor
+    device = device_of(model)
+    ids, mask = left_pad(prompts, pad_token_id, device)  # (B, W)
+    cache = DynamicCache()
+    out = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=position_ids(mask),
+        use_cache=True,
+        logits_to_keep=1,
+        **{CACHE_ARG: cache},
     )
-    new = out.sequences[:, ids.shape[1] :]  # (B, L)
-    lengths = response_lengths(new, eos_token_id)
-    if recorder is not None:
-        logp = recorder.logps(out.sequences)  # (B, L)
-        token_logps = [logp[i, :n].clone() for i, n in enumerate(lengths)]
-    else:
-        token_logps = [torch.empty(0, device=ids.device) for _ in prompts]
-    return [new[i, :n].tolist() for i, n in enumerate(lengths)], token_logps
+    live = list(range(len(prompts)))  # the prompt each row of the batch answers
+    responses: list[list[int]] = [[] for _ in prompts]
+    logps: list[list[torch.Tensor]] = [[] for _ in prompts]  # (1,) per token
+    for step in range(max_new_tokens):
+        rows = [generators[i] for i in live] if generators is not None else None
+        tokens, logp = draw(out.logits[:, -1].float(), temperature, top_k, top_p, rows)  # (b,), (b,) or None
+        done = []
+        for r, (i, token) in enumerate(zip(live, tokens.tolist())):
+            responses[i].append(token)
+            if logp is not None and logprobs:
+                logps[i].append(logp[r : r + 1])
+            done.append(
+                token == eos_token_id or step + 1 == max_new_tokens or (stop is not None and stop(responses[i]))
+            )
+        if all(done):
+            break
+        if any(done):  # finished rows leave the batch and the cache
+            keep = torch.tensor([r for r, d in enumerate(done) if not d], device=device)
+            cache.batch_select_indices(keep)
+            mask, tokens = mask[keep], tokens[keep]
+            live = [live[r] for r, d in enumerate(done) if not d]
+        mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)  # (b, W + step + 1)
+        out = model(
+            input_ids=tokens[:, None],
+            attention_mask=mask,
+            position_ids=mask.sum(-1, keepdim=True) - 1,
+            use_cache=True,
+            **{CACHE_ARG: cache},
+        )
+    empty = torch.empty(0, device=device)
+    return responses, [torch.cat(p) if p else empty for p in logps]

@@ -27,12 +27,14 @@ from __future__ import annotations
 import copy
 import os
 import warnings
+from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LogitsProcessorList
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from marft_agents.models import lm, token_scores
 from marft_agents.models.chat import prompt_ids
@@ -91,6 +93,29 @@ def load_base(model: str, dtype: torch.dtype = torch.float32):
     return lm, tokenizer
 
 
+def _lora_configs(model, adapters: list[str], shape: dict, agent_lora: Mapping[str, Mapping[str, Any]]) -> dict:
+    """Each adapter's peft ``LoraConfig``: the run's ``shape`` (``lora_r``, ``lora_alpha``, ``lora_targets``) with its
+    agent's own keys of ``agent_lora`` on top; a rank above the model's hidden size is refused before peft allocates."""
+    from peft import LoraConfig
+
+    unknown = sorted(set(agent_lora) - set(adapters))
+    if unknown:
+        raise ValueError(f"agent_lora names agents {unknown} without an adapter here: its adapters are {adapters}")
+    hidden = getattr(model.config, "hidden_size", None)
+    configs = {}
+    for name in adapters:
+        own = {**shape, **agent_lora.get(name, {})}
+        r, key = own["lora_r"], f"agents.{name}.lora_r" if "lora_r" in agent_lora.get(name, {}) else "lora_r"
+        if isinstance(hidden, int) and r > hidden:  # before peft allocates (r, d) matrices per layer
+            raise ValueError(
+                f"{key}={r} is above the model's hidden size {hidden}: a rank-r update of a {hidden}-wide layer has "
+                f"rank at most {hidden}, so more only costs memory; use {key} <= {hidden}"
+            )
+        targets = list(own["lora_targets"])
+        configs[name] = LoraConfig(r=r, lora_alpha=own["lora_alpha"], target_modules=targets, lora_dropout=0.0)
+    return configs
+
+
 class LaMASPolicy:
     """A multi-agent LLM policy: one base, an adapter per agent; generate, score, reference, features."""
 
@@ -107,7 +132,10 @@ class LaMASPolicy:
         lora_r: int = 8,
         lora_alpha: int = 16,
         lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
+        agent_lora: Mapping[str, Mapping[str, Any]] | None = None,
     ):
+        """``agent_lora``: agent -> its adapter's own ``lora_r``, ``lora_alpha`` or ``lora_targets`` (any of them; the
+        others as given above), ``agents.<agent_id>.lora_*``; an adapter per agent only (``"lora"`` mode)."""
         if mode not in ADAPTER_MODES:
             raise ValueError(f"unknown adapter mode {mode!r}: use one of {list(ADAPTER_MODES)}")
         self.tokenizer = tokenizer
@@ -119,20 +147,19 @@ class LaMASPolicy:
         """Adapter -> the name of its frozen reference copy; empty while the base is every adapter's reference."""
         model.requires_grad_(False)
         model.eval()
+        if agent_lora and mode != "lora":
+            raise ValueError(
+                f"agents {sorted(agent_lora)} set their own LoRA (agents.<agent_id>.lora_*), which needs an adapter "
+                f"per agent: adapter_mode=lora, not {mode}"
+            )
         if mode == "copies":
             self.base = model
             self.models = {name: copy.deepcopy(model).requires_grad_(True) for name in self.adapters}
         else:
-            from peft import LoraConfig, get_peft_model
+            from peft import get_peft_model
 
-            hidden = getattr(model.config, "hidden_size", None)
-            if isinstance(hidden, int) and lora_r > hidden:  # before peft allocates (r, d) matrices per layer
-                raise ValueError(
-                    f"lora_r={lora_r} is above the model's hidden size {hidden}: a rank-r update of a "
-                    f"{hidden}-wide layer has rank at most {hidden}, so more only costs memory; "
-                    f"use lora_r <= {hidden}"
-                )
-            config = LoraConfig(r=lora_r, lora_alpha=lora_alpha, target_modules=list(lora_targets), lora_dropout=0.0)
+            shape = dict(lora_r=lora_r, lora_alpha=lora_alpha, lora_targets=lora_targets)
+            configs = _lora_configs(model, self.adapters, shape, agent_lora or {})
             with warnings.catch_warnings():
                 # peft reads a transformers attribute that transformers 5 deprecates; not ours to fix, only noise
                 warnings.filterwarnings(
@@ -141,9 +168,10 @@ class LaMASPolicy:
                 # float32 adapters on any base dtype (peft's autocast_adapter_dtype, spelt out): on a bf16
                 # base, bf16 LoRA weights would round away Adam's steps (~lr, below bf16's 2^-8 relative
                 # resolution); float32 costs a few MB and peft runs the LoRA branch in its weights' dtype.
-                peft_model = get_peft_model(model, config, adapter_name=self.adapters[0], autocast_adapter_dtype=True)
-            for name in self.adapters[1:]:
-                peft_model.add_adapter(name, config, autocast_adapter_dtype=True)
+                first = self.adapters[0]
+                peft_model = get_peft_model(model, configs[first], adapter_name=first, autocast_adapter_dtype=True)
+            for name in self.adapters[1:]:  # peft keeps each named adapter's own LoraConfig
+                peft_model.add_adapter(name, configs[name], autocast_adapter_dtype=True)
             self.base = peft_model
             self.models = {name: peft_model for name in self.adapters}
             self._keep_trainable()
@@ -356,12 +384,12 @@ class LaMASPolicy:
         sampling: Sampling,
         *,
         merge: bool = False,
-        logits_processor: LogitsProcessorList | None = None,
+        generators: Sequence[torch.Generator] | None = None,
     ) -> Generation:
-        """One batched ``generate`` call for ``prompts`` with ``adapter`` active (``merge``: merged, :meth:`merged`).
+        """Responses to ``prompts`` with ``adapter`` active (``merge``: merged, :meth:`merged`): :func:`lm.generate`.
 
-        ``logits_processor`` runs before the temperature (:func:`~marft_agents.models.lm.generate`): the seeded
-        engine draws each row's token with it (``engines/seeded.py``)."""
+        ``generators``: one per prompt, each row drawn from its own (the seeded engine, ``engines/seeded.py``)."""
+        stop = lm.StopStrings(self.tokenizer, sampling.stop) if sampling.stop else None
         with self.merged(adapter) if merge else self.active(adapter) as model:
             responses, token_logps = lm.generate(
                 model,
@@ -370,7 +398,10 @@ class LaMASPolicy:
                 max_new_tokens=sampling.max_new_tokens,
                 pad_token_id=self.pad_token_id,
                 eos_token_id=self.eos_token_id,
-                logits_processor=logits_processor,
+                top_k=sampling.top_k,
+                top_p=sampling.top_p,
+                stop=stop,
+                generators=generators,
             )
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
         return Generation(responses=responses, token_logps=token_logps, texts=texts)

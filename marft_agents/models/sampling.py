@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from marft_agents.models.truncation import Truncation
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -26,6 +28,17 @@ class Sampling:
     """Softmax temperature; 0 means greedy (evaluation only: greedy actions have no usable log-prob)."""
     max_new_tokens: int = 48
     """The longest response, in tokens."""
+    top_k: int = 0
+    """Draw among the ``top_k`` likeliest tokens only (0: all; :mod:`~marft_agents.models.truncation`)."""
+    top_p: float = 1.0
+    """Draw among the likeliest tokens whose probability reaches ``top_p`` (1.0: all)."""
+    stop: tuple[str, ...] = ()
+    """Strings that end a response at the token completing one (the end-of-turn token always does)."""
+
+    @property
+    def truncated(self) -> bool:
+        """Whether draws are restricted by ``top_k`` or ``top_p`` (the learner must then score the same way)."""
+        return self.top_k > 0 or self.top_p < 1.0
 
 
 @dataclass(frozen=True)
@@ -55,39 +68,67 @@ class Generation:
 
 
 def agent_sampling(
-    sampling: Sampling, temperature: Mapping[str, float] | None = None, max_new_tokens: Mapping[str, int] | None = None
+    sampling: Sampling,
+    temperature: Mapping[str, float] | None = None,
+    max_new_tokens: Mapping[str, int] | None = None,
+    *,
+    top_k: Mapping[str, int] | None = None,
+    top_p: Mapping[str, float] | None = None,
+    stop: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Sampling]:
-    """Each agent's own :class:`Sampling` (``agents.<agent_id>.*``): ``sampling`` with the agent's temperature and
-    token limit where it has one. Greedy ``sampling`` (evaluation) stays greedy: only the token limits apply."""
-    temperature = {} if sampling.temperature == 0 else dict(temperature or {})
-    max_new_tokens = dict(max_new_tokens or {})
+    """Each agent's own :class:`Sampling` (``agents.<agent_id>.*``): ``sampling`` with the agent's temperature, token
+    limit, top-k, top-p and stop strings where it has them. Greedy ``sampling`` (evaluation) stays greedy: only the
+    token limits and stop strings apply."""
+    greedy = sampling.temperature == 0
+    own = {
+        "temperature": {} if greedy else dict(temperature or {}),
+        "max_new_tokens": dict(max_new_tokens or {}),
+        "top_k": {} if greedy else dict(top_k or {}),
+        "top_p": {} if greedy else dict(top_p or {}),
+        "stop": {agent: tuple(strings) for agent, strings in (stop or {}).items()},
+    }
     out = {}
-    for agent in dict.fromkeys([*temperature, *max_new_tokens]):
-        out[agent] = replace(
-            sampling,
-            temperature=temperature.get(agent, sampling.temperature),
-            max_new_tokens=max_new_tokens.get(agent, sampling.max_new_tokens),
-        )
+    for agent in dict.fromkeys(a for values in own.values() for a in values):
+        out[agent] = replace(sampling, **{k: v[agent] for k, v in own.items() if agent in v})
     return out
 
 
-Temperature = float | Mapping[str, float]
-"""A learner's sampling temperature: one for every agent, or each agent's own (agent id -> T)."""
+Temperature = float | Mapping[str, "float | Sampling"]
+"""A learner's sampling distribution: one temperature for every agent, or each agent's own (agent id -> T), or each
+agent's whole :class:`Sampling` where one truncates its draws (``top_k``/``top_p``: the learner scores the same way)."""
 
 
 def row_temperatures(
     agents: Sequence[str], temperature: Temperature, device: torch.device | None = None
-) -> float | torch.Tensor:
-    """The temperature to score each of a batch's rows at, the row played by ``agents[b]``: a number when all
-    rows share one, else a ``(B,)`` tensor on ``device`` (the policy's; :meth:`LaMASPolicy.score` takes either)."""
+) -> float | torch.Tensor | Truncation:
+    """The distribution to score each of a batch's rows under, the row played by ``agents[b]``: a number when all
+    rows share one temperature, else a ``(B,)`` tensor on ``device`` (the policy's; :meth:`LaMASPolicy.score` takes
+    either), or a :class:`~marft_agents.models.truncation.Truncation` when an agent's sampling truncates."""
     if not isinstance(temperature, Mapping):
         return temperature
     try:
-        rows = [float(temperature[a]) for a in agents]
+        rows = [temperature[a] for a in agents]
     except KeyError as err:
         raise KeyError(
             f"no sampling temperature for agent {err.args[0]!r}: the learner has {sorted(temperature)}"
         ) from None
+    if any(isinstance(r, Sampling) for r in rows):
+        return _truncation(rows, device)
+    rows = [float(r) for r in rows]
     if len(set(rows)) <= 1:
         return rows[0] if rows else 1.0
     return torch.tensor(rows, dtype=torch.float32, device=device)  # (B,)
+
+
+def _truncation(rows: Sequence[float | Sampling], device: torch.device | None) -> Truncation:
+    """Each row's temperature, top-k and top-p as ``(B,)`` tensors (a plain temperature truncates nothing)."""
+    own = [r if isinstance(r, Sampling) else Sampling(temperature=float(r)) for r in rows]
+
+    def column(values, dtype):
+        return torch.tensor(values, dtype=dtype, device=device)  # (B,)
+
+    return Truncation(
+        temperature=column([s.temperature for s in own], torch.float32),
+        top_k=column([s.top_k for s in own], torch.long) if any(s.top_k for s in own) else None,
+        top_p=column([s.top_p for s in own], torch.float32) if any(s.top_p < 1.0 for s in own) else None,
+    )

@@ -136,11 +136,11 @@ class TeamPolicy:
         return self.members[self.model_of[agent]].prompt(observation)
 
     def generate(
-        self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False, logits_processor=None
+        self, prompts: list[list[int]], adapter: str, sampling: Sampling, *, merge: bool = False, generators=None
     ) -> Generation:
         """:meth:`LaMASPolicy.generate` on ``adapter``'s model, with its tokenizer's end and padding tokens
-        (``logits_processor``: the episode-seeded engine's sampler, as for one model)."""
-        return self.member(adapter).generate(prompts, adapter, sampling, merge=merge, logits_processor=logits_processor)
+        (``generators``: the episode-seeded engine's, one per prompt, as for one model)."""
+        return self.member(adapter).generate(prompts, adapter, sampling, merge=merge, generators=generators)
 
     def score(
         self, prompts: list[list[int]], responses: list[list[int]], adapter: str | None, temperature: float | Tensor

@@ -19,6 +19,8 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from marft_agents.models.truncation import Truncation, truncate
+
 CHUNK_LOGITS = 1 << 22
 """Logits per chunk (rows x vocabulary): 16 MB per vocabulary-wide float32 tensor, whatever the vocabulary."""
 LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling")
@@ -43,13 +45,20 @@ def decoder_and_head(model) -> tuple[torch.nn.Module, torch.nn.Module]:
 
 
 def _scores(
-    hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, temperature: float | torch.Tensor
+    hidden: torch.Tensor, targets: torch.Tensor, head: torch.nn.Module, temperature: float | torch.Tensor | Truncation
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    # hidden (N, d), targets (N,), temperature a number or (N, 1) -> logp (N,), entropy (N,)
-    logits = head(hidden).float() / temperature  # (N, V)
-    logp_all = torch.log_softmax(logits, dim=-1)  # (N, V)
+    # hidden (N, d), targets (N,), temperature a number, (N, 1) or a Truncation of N rows -> logp (N,), entropy (N,)
+    if isinstance(
+        temperature, Truncation
+    ):  # top-k/top-p draws: the same kept set the sampler had, the drawn token in it
+        logits = truncate(head(hidden).float() / temperature.temperature, temperature.top_k, temperature.top_p, targets)
+        logp_all = torch.log_softmax(logits, dim=-1)  # (N, V), -inf outside the kept set
+        kept = logp_all.masked_fill(torch.isinf(logp_all), 0.0)  # 0 * -inf would make the entropy nan
+        entropy = -(kept.exp() * kept).sum(-1)  # (N,)
+    else:
+        logp_all = torch.log_softmax(head(hidden).float() / temperature, dim=-1)  # (N, V)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)  # (N,)
     logp = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (N,)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)  # (N,)
     return logp, entropy
 
 
@@ -63,7 +72,9 @@ def chosen_logps_and_entropy(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logp, entropy)``, each ``(B, R)``: of ``targets`` ``(B, R)`` under ``softmax(head(hidden) / T)``.
 
-    ``temperature`` is one number, or one per row ``(B,)`` (agents sampled at their own temperatures).
+    ``temperature`` is one number, or one per row ``(B,)`` (agents sampled at their own temperatures), or a
+    :class:`~marft_agents.models.truncation.Truncation` of ``B`` rows (agents sampled with top-k/top-p): the
+    log-probs are then of the truncated distribution, the drawn token always in its kept set.
 
     ``hidden`` ``(B, R, d)`` are the final hidden states at the positions that predict ``targets``.
     Positions run in chunks of about ``chunk_logits / V`` rows (default :data:`CHUNK_LOGITS`); with
@@ -77,12 +88,17 @@ def chosen_logps_and_entropy(
     flat_h, flat_t = hidden.reshape(B * R, d), targets.reshape(B * R)  # (N, d), (N,)
     if isinstance(temperature, torch.Tensor):  # one per row -> one per position, (N, 1)
         temperature = temperature.float().to(hidden.device).repeat_interleave(R).reshape(B * R, 1)
+    elif isinstance(temperature, Truncation):
+        temperature = temperature.per_position(R, hidden.device)
     rows = max(1, (chunk_logits or CHUNK_LOGITS) // head.weight.shape[0])
     recompute = torch.is_grad_enabled() and type(head) is torch.nn.Linear
     logps, entropies = [], []
     for start in range(0, max(B * R, 1), rows):  # no positions (every response empty): one empty chunk
         h, t = flat_h[start : start + rows], flat_t[start : start + rows]
-        T = temperature[start : start + rows] if isinstance(temperature, torch.Tensor) else temperature
+        if isinstance(temperature, Truncation):
+            T = temperature.rows(start, start + rows)
+        else:
+            T = temperature[start : start + rows] if isinstance(temperature, torch.Tensor) else temperature
         if recompute:
             # preserve_rng_state=False: nothing here draws random numbers, and the run's RNG stays untouched
             logp, entropy = checkpoint(_scores, h, t, head, T, use_reentrant=False, preserve_rng_state=False)

@@ -2,7 +2,8 @@
 
 Each step of the engine takes every ready agent across all live envs (one *layer* per env) and hands
 them, each with its agent's adapter and its agent's own sampling where it has one
-(``agents.<agent_id>.temperature`` / ``.max_new_tokens``: :func:`~marft_agents.models.sampling.agent_sampling`),
+(``agents.<agent_id>.temperature`` / ``.max_new_tokens`` / ``.top_k`` / ``.top_p`` / ``.stop``:
+:func:`~marft_agents.models.sampling.agent_sampling`),
 to a generation engine (:mod:`marft_agents.engines`: the hf engine makes one batched ``generate``
 call per adapter and sampling, the vllm engine one call for the whole layer).
 Each agent-step keeps its exact prompt and response token ids (never re-tokenised), its behaviour

@@ -1,1 +1,2 @@
-"""What a run writes: its files and folder, the lock, checkpoints, the metrics log, plots and reports."""
+"""What a run writes: its files and folder, the lock, checkpoints, the metrics log, plots and reports, and the
+statistics a table of runs carries (``stats``)."""

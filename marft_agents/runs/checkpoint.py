@@ -1,8 +1,11 @@
 """Full training checkpoints, written atomically.
 
 A checkpoint holds everything needed to continue a run exactly: adapter weights, critic, every
-optimizer's state, the RNG states (Python, NumPy, torch, and CUDA's once a run has used a GPU) and the
-data position (the next update). Its tensors are saved on the CPU, whatever the run's device: a
+optimizer's state and learning-rate schedule (``algo.schedulers``: its position, its base rates; absent
+from checkpoints written before schedules, which resume at their optimizers' rates), the RNG states
+(Python, NumPy, torch, and CUDA's once a run has used a GPU) and the data position (the next update).
+Gradient accumulation has no position to keep: its groups never span two updates, and a checkpoint is
+written between updates. Its tensors are saved on the CPU, whatever the run's device: a
 checkpoint of a GPU run loads on any machine, and loading copies each tensor onto the run's device
 (``LaMASPolicy.load_adapter_state``, ``Module.load_state_dict`` and ``Optimizer.load_state_dict``
 copy or cast to their parameters' device).

@@ -30,8 +30,10 @@ RUN_DIRS = ("checkpoints", "tb", "samples", "engine", "trackers")
 # to 0.2 per token) and the random stream, and ``generation.tis_cap`` changes the loss: those are refused.
 # The distributed keys other than ``workers`` say where and with what resources the same episodes are
 # played (each episode's sampling seed does not depend on the worker that plays it).
-# ``gradient_checkpointing`` recomputes the same activations (memory, not numbers); ``device`` is
+# ``gradient_checkpointing`` recomputes the same activations and ``mmap_threshold_kb`` says where freed memory
+# goes (memory, not numbers); ``device`` is
 # refused: a GPU samples from its own random generator, so the continuation would play other episodes.
+# The ``log.*`` keys say what is written about the run (trackers, transcripts), never what it plays or learns.
 SAFE_ON_RESUME = (
     "updates",
     "eval_every",
@@ -39,6 +41,7 @@ SAFE_ON_RESUME = (
     "checkpoints.keep",
     "threads",
     "gradient_checkpointing",
+    "mmap_threshold_kb",
     "run_dir",
     "generation.kv_cache_gb",
     "generation.threads",
@@ -53,6 +56,8 @@ SAFE_ON_RESUME = (
     "log.wandb",
     "log.project",
     "log.run_name",
+    "log.transcripts_every",
+    "log.transcripts_episodes",
 )
 """Config keys that may change on ``--resume``: they do not change what the earlier updates did."""
 

@@ -7,7 +7,7 @@ attempts option, and mean return as the headline when the env never reports succ
 
 Transcripts (``samples/eval_before.jsonl``, ``samples/eval_after.jsonl``) hold a few whole
 evaluation episodes: every agent's observation and action, rewards and the outcome; ``marft show
-RUN`` prints them.
+RUN`` prints them, and the ones written while training too (``runs/transcripts.py``: ``--which train``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,12 @@ import secrets
 from pathlib import Path
 
 from marft_agents.runs import files as run_files
+from marft_agents.runs import transcripts
 
 SAMPLES = "samples"
 """The run folder's subfolder of transcripts."""
+OUTCOMES = "outcomes"
+"""The run folder's subfolder of per-problem evaluation outcomes (``<evaluation>.jsonl`` each, beside ``samples/``)."""
 
 
 def headline(result: dict) -> tuple[str, str]:
@@ -31,16 +34,17 @@ def headline(result: dict) -> tuple[str, str]:
         if result.get("heldout", True)
         else f"{n} episodes of the env as configured, seeds disjoint from training"
     )
+    drawn = result.get("decoding", "greedy")  # eval.temperature > 0: "sampled at T=..."
     if not result.get("success_reported", True):
-        return "mean_return", f"mean return (greedy; {where}; the env reports no success)"
+        return "mean_return", f"mean return ({drawn}; {where}; the env reports no success)"
     if result.get("headline_metric") == "mean_return":  # partial credit: the env says which number to read
-        return "mean_return", f"mean return (greedy; {where}; partial credit)"
+        return "mean_return", f"mean return ({drawn}; {where}; partial credit)"
     if result.get("protocol", "single_pass") == "attempts_with_feedback":
-        return "accuracy", f"solved within {result['attempts']} attempts with feedback (greedy; {where})"
+        return "accuracy", f"solved within {result['attempts']} attempts with feedback ({drawn}; {where})"
     single = ", single pass" if result.get("protocol", "single_pass") == "single_pass" else ""
     if result.get("heldout", True):
-        return "accuracy", f"held-out accuracy (greedy{single})"
-    return "accuracy", f"accuracy (greedy{single}) on {where}"
+        return "accuracy", f"held-out accuracy ({drawn}{single})"
+    return "accuracy", f"accuracy ({drawn}{single}) on {where}"
 
 
 HEALTH = {
@@ -188,8 +192,9 @@ def zero_reward_warning(
         f"warning: every reward of the first {updates_seen} updates was exactly 0, so there is nothing to "
         f"learn from.{first} the model cannot do the task at all ({unable}), max_new_tokens is too "
         "short to finish an answer, or the env never rewards success (check its reward on a hand-written "
-        "right answer). Transcripts of the evaluation episodes are in the run's samples/ folder "
-        f"(marft show RUN).{todo}"
+        "right answer). Transcripts of the evaluation episodes (and, with log.transcripts_every, samples of the "
+        "training episodes, each prompt as the model read it) are in the run's samples/ folder "
+        f"(marft show RUN --list).{todo}"
     )
 
 
@@ -202,36 +207,44 @@ def write_samples(run_dir: Path, name: str, transcripts: list[dict]) -> Path:
     return run_files.write_text(run_dir, Path(SAMPLES, f"{name}.jsonl"), text)
 
 
-def check_transcripts_path(path: Path, *, overwrite: bool = False) -> None:
-    """Refuse (one line) a ``--transcripts`` path no evaluation should be played for: checked before it is.
+def write_outcomes(run_dir: Path, name: str, outcomes: list[dict]) -> Path:
+    """Write an evaluation's per-problem outcomes (``evaluation.problem_outcomes``) to
+    ``run_dir/outcomes/<name>.jsonl``, whole and atomically (``run_files``)."""
+    text = "".join(json.dumps(o) + "\n" for o in outcomes)
+    return run_files.write_text(run_dir, Path(OUTCOMES, f"{name}.jsonl"), text)
+
+
+def check_transcripts_path(path: Path, *, overwrite: bool = False, flag: str = "--transcripts") -> None:
+    """Refuse (one line, naming ``flag``) a ``--transcripts`` (or ``--outcomes``) path no evaluation should be played
+    for: checked before it is.
 
     It must name a ``.jsonl`` file that is not a symbolic link, in a folder that can be written (or
     created), and that does not exist yet unless ``overwrite`` (a run's ``metrics.jsonl`` is a ``.jsonl`` too).
     """
     if path.suffix != ".jsonl":
-        raise ValueError(f"--transcripts {path}: name a .jsonl file")
+        raise ValueError(f"{flag} {path}: name a .jsonl file")
     too_long = [part for part in path.parts if len(os.fsencode(part)) > NAME_MAX]
     if too_long:
-        raise ValueError(f"--transcripts {path}: the name {too_long[0][:40]}… is longer than {NAME_MAX} bytes")
+        raise ValueError(f"{flag} {path}: the name {too_long[0][:40]}… is longer than {NAME_MAX} bytes")
     run_files.refuse_link(path)
     if path.exists():
         if path.is_dir():
-            raise ValueError(f"--transcripts {path} is a folder: name a .jsonl file")
+            raise ValueError(f"{flag} {path} is a folder: name a .jsonl file")
         if not overwrite:
-            raise ValueError(f"--transcripts {path} exists: name a new file, or pass --overwrite to replace it")
+            raise ValueError(f"{flag} {path} exists: name a new file, or pass --overwrite to replace it")
     existing = next(
         p for p in [path.parent, *path.parent.parents] if os.path.lexists(p)
     )  # the folder the rest is made in
     if not existing.is_dir():
-        raise ValueError(f"--transcripts {path}: {existing} is not a folder")
+        raise ValueError(f"{flag} {path}: {existing} is not a folder")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"--transcripts {path}: the folder {existing} cannot be written")
+        raise ValueError(f"{flag} {path}: the folder {existing} cannot be written")
     probe = existing / f".marft-probe.{secrets.token_hex(4)}.tmp"  # root passes os.access: try what the write does
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
         os.unlink(probe)
     except OSError as err:
-        raise ValueError(f"--transcripts {path}: the folder {existing} cannot be written ({err.strerror})") from None
+        raise ValueError(f"{flag} {path}: the folder {existing} cannot be written ({err.strerror})") from None
 
 
 NAME_MAX = 240
@@ -244,6 +257,13 @@ def write_transcripts(path: Path, transcripts: list[dict], *, overwrite: bool = 
     check_transcripts_path(path, overwrite=overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
     return run_files.write_text(path.parent, path.name, "".join(json.dumps(t) + "\n" for t in transcripts))
+
+
+def write_outcomes_file(path: Path, outcomes: list[dict], *, overwrite: bool = False) -> Path:
+    """Per-problem outcomes to a ``.jsonl`` file of the user's choosing (``marft eval --outcomes``), atomically."""
+    check_transcripts_path(path, overwrite=overwrite, flag="--outcomes")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return run_files.write_text(path.parent, path.name, "".join(json.dumps(o) + "\n" for o in outcomes))
 
 
 REWARD_FILTERS = {
@@ -286,56 +306,106 @@ def check_transcript(t, where: str) -> None:
     def bad(field: str, problem: str):
         raise ValueError(f"{where}: field {field!r} {problem}{NOT_TRANSCRIPTS}")
 
-    def number(value) -> bool:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-
     if not isinstance(t, dict):
         raise ValueError(f"{where}: a {type(t).__name__}, not a JSON object{NOT_TRANSCRIPTS}")
     if "episode" not in t:
         bad("episode", "is missing")
-    if not number(t.get("return")):
+    if not _number(t.get("return")):
         bad("return", f"must be a number, got {str(t.get('return'))[:40]!r}")
     if "solved" not in t or t["solved"] not in (True, False, None) or type(t["solved"]) not in (bool, type(None)):
         bad("solved", "must be true, false or null")
     if not isinstance(t.get("steps"), list):
         bad("steps", "must be a list")
     for i, step in enumerate(t["steps"]):
-        if not isinstance(step, dict):
-            bad(f"steps[{i}]", "must be an object")
-        for key in ("round", "agent", "action"):
-            if key not in step:
-                bad(f"steps[{i}].{key}", "is missing")
-        if not number(step.get("reward")):
-            bad(f"steps[{i}].reward", f"must be a number, got {str(step.get('reward'))[:40]!r}")
-        if not isinstance(step.get("reward_components"), dict):
-            bad(f"steps[{i}].reward_components", "must be an object")
-        if step.get("observation") is not None and not isinstance(step["observation"], dict):
-            bad(f"steps[{i}].observation", "must be an object or null")
+        _check_step(step, f"steps[{i}]", bad)
+    agents = t.get("agents", {})  # a training transcript's (runs/transcripts.py)
+    if not isinstance(agents, dict) or not all(isinstance(h, dict) for h in agents.values()):
+        bad("agents", "must be an object of objects")
 
 
-def show(run_dir: str | Path, which: str = "eval_after", n: int | None = None, reward: str = "any") -> str:
-    """Transcripts as readable text: a run folder's (``which``: eval_before or eval_after) or a ``.jsonl`` file's."""
+def _check_step(step, field: str, bad) -> None:
+    """``bad(field, problem)`` unless the agent-step ``step`` has every field :func:`show` prints, of its type."""
+    if not isinstance(step, dict):
+        bad(field, "must be an object")
+    for key in ("round", "agent", "action"):
+        if key not in step:
+            bad(f"{field}.{key}", "is missing")
+    for key in ("reward", "return_to_go"):  # return_to_go: a training transcript's, where there
+        if (key == "reward" or key in step) and not _number(step.get(key)):
+            bad(f"{field}.{key}", f"must be a number, got {str(step.get(key))[:40]!r}")
+    if not isinstance(step.get("reward_components"), dict):
+        bad(f"{field}.reward_components", "must be an object")
+    if step.get("observation") is not None and not isinstance(step["observation"], dict):
+        bad(f"{field}.observation", "must be an object or null")
+    for key in ("prompt", "response"):  # a training transcript's
+        if key in step and not isinstance(step[key], str):
+            bad(f"{field}.{key}", "must be a string")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def show(
+    run_dir: str | Path, which: str = "eval_after", n: int | None = None, reward: str = "any", update: int | None = None
+) -> str:
+    """Transcripts as readable text: a run folder's or a ``.jsonl`` file's.
+
+    In a run folder, ``which`` (with ``update``) names the file (``transcripts.resolve``): eval_before, eval_after,
+    ``train`` (a sample of an update's training episodes: each step's prompt and response as the model read and
+    wrote them), ``eval`` (a mid-run evaluation's), or a whole name such as ``train_update_000025``.
+    """
     if reward not in REWARD_FILTERS:
         raise ValueError(f"reward must be one of {list(REWARD_FILTERS)}, got {reward!r}")
     given = Path(run_dir)
-    path = given if given.suffix == ".jsonl" else given / SAMPLES / f"{which}.jsonl"
+    if given.suffix == ".jsonl":
+        if update is not None:
+            raise ValueError("--update picks a file in a run folder's samples/, not in a .jsonl file")
+        path = given
+    else:
+        which = transcripts.resolve(given / SAMPLES, which, update)
+        path = given / SAMPLES / f"{which}.jsonl"
     if not path.is_file():
-        known = sorted(p.stem for p in path.parent.glob("*.jsonl")) if path.parent.is_dir() else []
+        known = transcripts.names(path.parent)
         raise FileNotFoundError(
             f"no transcripts at {path}"
             + (f"; there are: {', '.join(known)}" if known else "; runs write them at each evaluation")
         )
     if n is not None and n < 1:
         raise ValueError(f"-n must be at least 1, got {n}")
-    out = []
-    for t in read_transcripts(path, n, REWARD_FILTERS[reward]):
-        solved = {True: "yes", False: "no", None: "not reported"}[t["solved"]]
-        out.append(f"=== {which}, episode {t['episode']}: solved {solved}, return {t['return']:.2f}")
-        for s in t["steps"]:
-            parts = ", ".join(f"{k}={v:g}" for k, v in s["reward_components"].items() if isinstance(v, (int, float)))
-            out.append(f"--- round {s['round']}, {s['agent']} (reward {s['reward']:g}{'; ' + parts if parts else ''})")
-            for field, text in (s["observation"] or {}).items():
-                if text:
-                    out.append(f"[{field}]\n{text}")
-            out.append(f"[action]\n{s['action']}")
-    return "\n".join(out)
+    return "\n".join(
+        line for t in read_transcripts(path, n, REWARD_FILTERS[reward]) for line in _episode_text(t, which)
+    )
+
+
+def _episode_text(t: dict, which: str) -> list[str]:
+    """One transcript's lines: its outcome, then each step's reward and text (a training step's exact prompt and
+    response, else what the env showed and the action it received); a training sample's learner figures first."""
+    solved = {True: "yes", False: "no", None: "not reported"}[t["solved"]]
+    out = [f"=== {which}, episode {t['episode']}: solved {solved}, return {t['return']:.2f}"]
+    for agent, health in t.get("agents", {}).items():  # this update's, from the learner's metrics
+        figures = ", ".join(f"{k}={v:.3g}" for k, v in health.items() if isinstance(v, (int, float)))
+        out.append(f"learner, {agent}: {figures}")
+    for s in t["steps"]:
+        parts = ", ".join(f"{k}={v:g}" for k, v in s["reward_components"].items() if isinstance(v, (int, float)))
+        to_go = f", return to go {s['return_to_go']:g}" if "return_to_go" in s else ""
+        out.append(
+            f"--- round {s['round']}, {s['agent']} (reward {s['reward']:g}{to_go}{'; ' + parts if parts else ''})"
+        )
+        if "prompt" in s or "response" in s:
+            out += [f"[prompt]\n{s.get('prompt', '')}", f"[response]\n{s.get('response', '')}"]
+            continue
+        for field, text in (s["observation"] or {}).items():
+            if text:
+                out.append(f"[{field}]\n{text}")
+        out.append(f"[action]\n{s['action']}")
+    return out
+
+
+def list_samples(run_dir: str | Path) -> str:
+    """The transcripts a run folder holds, one name a line (what ``marft show RUN --which NAME`` reads)."""
+    folder = Path(run_dir) / SAMPLES
+    found = transcripts.names(folder)
+    if not found:
+        raise FileNotFoundError(f"no transcripts in {folder}: a run writes them at each evaluation")
+    return "\n".join(found)

@@ -3,11 +3,14 @@
     marft train agents.reasoner_0.temperature=1.0 agents.actor_0.temperature=0.3 agents.actor_0.max_new_tokens=16
 
 or, in a TOML file, ``[agents.actor_0]`` with ``temperature = 0.3``. A key an agent leaves unset
-(None) takes the run's value of the same name (``temperature``, ``max_new_tokens``), so a config
+(None) takes the run's value of the same name (``temperature``, ``max_new_tokens``, ``top_k``, ``top_p``,
+``stop``), so a config
 without the section runs as before. ``train`` (default true) has no run-wide twin: ``agents.actor_0.train=false``
 freezes that agent (:func:`frozen_agents`; it acts, its adapter is never updated); ``model`` gives it a base model of
-its own (:func:`models`; ``marft_agents.models.team``). The agent ids are the env's
-(``possible_agents``): a run refuses an id its env does not have before any model loads (:func:`check_ids`). Each field
+its own (:func:`models`; ``marft_agents.models.team``); ``lr`` its adapter's learning rate (unset: the algorithm's
+``<algo>.lr``) and ``lora_r``, ``lora_alpha``, ``lora_targets`` its adapter's shape (:func:`lora_values`). The
+agent ids are the env's (``possible_agents``): a run refuses an id its env does not have before any model loads
+(:func:`check_ids`). Each field
 carries its check (``ranged``), so ``marft_agents.training.config.validate`` checks ``agents.actor_0.temperature`` as
 it checks ``temperature``. A new per-agent key is a new field of :class:`AgentSettings` with its
 one-line docstring; parsing, ``--help-config``, validation and the run's ``config.json`` follow.
@@ -22,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from marft_agents.settings.fields import AT_LEAST_ONE, TEMPERATURE, ranged
+from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, TEMPERATURE, TOP_P, WHY_LR, ranged
 from marft_agents.settings.text import ConfigError, coerce, cut, shown
 
 SECTION = "agents"
@@ -40,11 +43,28 @@ class AgentSettings:
     ``temperature``)."""
     max_new_tokens: int | None = ranged(None, AT_LEAST_ONE)
     """This agent's longest response in tokens, in training and evaluation (None: the run's ``max_new_tokens``)."""
+    top_k: int | None = ranged(None, NON_NEGATIVE)
+    """This agent draws among its ``top_k`` likeliest tokens in training, 0 all; its log-probs use the same (None: the
+    run's ``top_k``)."""
+    top_p: float | None = ranged(None, TOP_P)
+    """This agent draws among its likeliest tokens whose probability reaches ``top_p`` in training, in (0, 1] (None: the
+    run's ``top_p``)."""
+    stop: list[str] | None = None
+    """Strings that end this agent's responses, in training and evaluation (None: the run's ``stop``)."""
     train: bool = True
     """Whether this agent learns; false freezes it: it still acts with its adapter, which no update changes."""
     model: str | None = None
     """This agent's base model, any value ``model`` takes (None: the run's ``model``); agents naming one model share
     it."""
+    lr: float | None = ranged(None, LR, WHY_LR)
+    """This agent's adapter's learning rate (None: the algorithm's ``<algo>.lr``); ``lr_schedule`` scales it as the
+    run's."""
+    lora_r: int | None = ranged(None, AT_LEAST_ONE)
+    """This agent's LoRA rank (None: the run's ``lora_r``)."""
+    lora_alpha: int | None = ranged(None, POSITIVE)
+    """This agent's LoRA alpha (None: the run's ``lora_alpha``)."""
+    lora_targets: list[str] | None = None
+    """The module names this agent's LoRA adapter adapts (None: the run's ``lora_targets``)."""
 
 
 def field_names() -> list[str]:
@@ -120,6 +140,28 @@ def frozen_agents(
 def values(agents: Mapping[str, AgentSettings], name: str) -> dict[str, Any]:
     """Each agent's own value of field ``name``, for the agents that set one (None elsewhere: the run's value)."""
     return {agent: getattr(s, name) for agent, s in agents.items() if getattr(s, name) is not None}
+
+
+SAMPLING = ("temperature", "max_new_tokens", "top_k", "top_p", "stop")
+"""The keys that shape how an agent's actions are drawn: each one a keyword of ``models.sampling.agent_sampling``."""
+
+
+def sampling_values(agents: Mapping[str, AgentSettings]) -> dict[str, dict[str, Any]]:
+    """Each key of :data:`SAMPLING` -> the agents that set it, with their values (``agent_sampling``'s arguments)."""
+    return {name: values(agents, name) for name in SAMPLING}
+
+
+LORA = ("lora_r", "lora_alpha", "lora_targets")
+"""The keys that shape an agent's LoRA adapter: each one a keyword of ``LaMASPolicy``."""
+
+
+def lora_values(agents: Mapping[str, AgentSettings]) -> dict[str, dict[str, Any]]:
+    """Each agent that sets a key of :data:`LORA` -> the keys it sets, with their values (``LaMASPolicy``'s
+    ``agent_lora``)."""
+    own = {name: values(agents, name) for name in LORA}
+    return {
+        a: {name: own[name][a] for name in LORA if a in own[name]} for a in agents if any(a in v for v in own.values())
+    }
 
 
 def per_agent(agents: Mapping[str, AgentSettings], name: str, default: Any, agent_ids: Sequence[str]) -> dict[str, Any]:

@@ -42,6 +42,8 @@ more to find informative groups is too hard or too easy for the model: a curricu
 split serves it better. ``max_draws=10**9`` on uninformative groups made an update that never ended."""
 DRAWS = f"an integer in [1, {MAX_DRAWS}]"
 TEMPERATURE, LR = f">= {MIN_TEMPERATURE:g}", f"in (0, {MAX_LR:g})"
+EVAL_TEMPERATURE = f"0 (greedy) or >= {MIN_TEMPERATURE:g}"
+TOP_P = "in (0, 1]"
 EVAL_EPISODES, SEED = f"in [1, {MAX_EVAL_EPISODES}]", f"an integer in [0, {MAX_SEED}]"
 WHY_LR = "an Adam step moves each weight by about lr; LoRA's usual rates are 1e-5 to 1e-3"
 
@@ -51,6 +53,8 @@ HOLDS = {
     AT_LEAST_ONE: lambda v: v >= 1,
     UNIT: lambda v: 0 <= v <= 1,
     TEMPERATURE: lambda v: v >= MIN_TEMPERATURE,
+    EVAL_TEMPERATURE: lambda v: v == 0 or v >= MIN_TEMPERATURE,
+    TOP_P: lambda v: 0 < v <= 1,
     LR: lambda v: 0 < v < MAX_LR,
     EVAL_EPISODES: lambda v: 1 <= v <= MAX_EVAL_EPISODES,
     SEED: lambda v: isinstance(v, int) and 0 <= v <= MAX_SEED,
@@ -146,6 +150,15 @@ def check_value(key: str, value: Any, rule: Rule, why: str | None = None) -> Non
         raise ValueError(f"{key} must be a number, got {shown(value)}")
     if not HOLDS[rule](value):
         raise ValueError(f"{key} must be {rule}{because}, got {shown(value)}")
+
+
+def check_stop(key: str, value: Any) -> None:
+    """Raise ValueError (one line naming ``key``) unless ``value`` is None or a list of non-empty strings (stop
+    strings: an empty one is found everywhere)."""
+    if value is None:
+        return
+    if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) and s for s in value):
+        raise ValueError(f'{key} must be a list of non-empty strings (e.g. {key}=["\\n\\n"]), got {shown(value)}')
 
 
 def check_ranges(obj: Any, prefix: str = "") -> None:

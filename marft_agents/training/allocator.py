@@ -14,11 +14,13 @@ what the ``MALLOC_MMAP_THRESHOLD_`` environment variable does when set before th
 It changes no number a run computes, only where freed memory goes. A threshold the user set in the
 environment is left alone, and off glibc (macOS, musl) nothing happens.
 
-Runs do not call it: with the threshold held, every freed buffer above 128 KiB is unmapped and the
-next one is faulted in afresh, and a real-model update (8 chain episodes' collection and a MARFT
-update, SmolLM2-135M-Instruct) took 1.4x the CPU time of glibc's default (105-123 s against 76-87 s;
-the learner 1.5-1.7x). It is for memory-bound machines: call it first, or start the process with
-``MALLOC_MMAP_THRESHOLD_=131072``.
+A run holds it where ``mmap_threshold_kb`` asks (``training/setup.py``; 0, the default, leaves glibc's dynamic
+threshold): with activation checkpointing it took E2's peak from 6.8 GB to 1.9 GB (float32). It is not the
+default because of its cost: every freed buffer above the threshold is unmapped and the next one is faulted in
+afresh. A float32 real-model update (8 chain episodes' collection and a MARFT update, SmolLM2-135M-Instruct) took
+1.4x the CPU time of glibc's default (105-123 s against 76-87 s; the learner 1.5-1.7x), and a 16-episode bf16
+update with ``gradient_checkpointing`` and 128 KiB held took 95 s against 33 s without either
+(``benchmarks/speed.py``, 2026-12-06). ``MALLOC_MMAP_THRESHOLD_`` set before the process starts wins over the key.
 """
 
 from __future__ import annotations

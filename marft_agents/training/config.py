@@ -24,12 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from marft_agents import algorithms
+from marft_agents.algorithms.optimizers import SCHEDULES
+from marft_agents.algorithms.ppo_settings import check_kl_gate
 from marft_agents.distributed.config import DistributedConfig
 from marft_agents.distributed.config import check as check_distributed
-from marft_agents.engines.config import EngineConfig
+from marft_agents.engines.config import EngineConfig, EvalSampling
 from marft_agents.models.device import DEVICE_CHOICES, DEVICE_SPELLING
 from marft_agents.models.dtype import BASE_DTYPES
 from marft_agents.models.policy import ADAPTER_MODES
+from marft_agents.rollout.evaluation import EVAL_SPLITS
 from marft_agents.runs.checkpoint import CheckpointConfig
 from marft_agents.runs.trackers import LogConfig
 from marft_agents.runs.trackers import check as check_log
@@ -43,6 +46,8 @@ from marft_agents.settings.fields import (
     POSITIVE,
     SEED,
     TEMPERATURE,
+    TOP_P,
+    check_stop,
     check_value,
     choice,
     ranged,
@@ -66,12 +71,14 @@ class TrainConfig:
     """Keyword arguments for the env (e.g. ``{"rounds": 3}``)."""
     model: str = "embedded"
     """Base model: "embedded" (the shipped tiny model), a named model (``marft models list``), a local folder, or a Hub id."""
-    dtype: str = choice("float32", BASE_DTYPES)  # no float16: without loss scaling its small gradients underflow
-    """The base model's dtype for training and rollouts: "float32", "bfloat16" or "auto" (bfloat16 on a GPU or CPU with native bf16; LoRA adapters stay float32)."""
+    dtype: str = choice("auto", BASE_DTYPES)  # no float16: without loss scaling its small gradients underflow
+    """The base model's dtype for training and rollouts: "float32", "bfloat16" or "auto" (bfloat16 on a GPU or CPU with native bf16 for a base of 50 M parameters or more, else float32; LoRA adapters stay float32)."""
     device: str = spelled("auto", DEVICE_SPELLING, DEVICE_CHOICES)
     """Where the model, adapters, critics and every tensor of training live: "auto" (the first GPU torch sees, else the CPU), "cpu", "cuda" or "cuda:N"."""
     gradient_checkpointing: bool = False
-    """Recompute each layer's activations in the backward pass instead of keeping them: less memory for long responses, about a third more compute."""
+    """Recompute each layer's activations in the backward pass instead of keeping them: less memory for long responses, more learner time (a real-model update 2-3x slower with mmap_threshold_kb=128, benchmarks/speed.py)."""
+    mmap_threshold_kb: int = ranged(0, NON_NEGATIVE)
+    """Hold glibc's mmap threshold at this many KiB, so freed buffers above it go back to the system at once: with gradient_checkpointing, E2's peak 1.9 GB instead of 13 GB, at a cost in time (training/allocator.py); 0 (the default): glibc's own dynamic threshold."""
     adapter_mode: str = choice("lora", ADAPTER_MODES)
     """"lora" (one adapter per agent), "shared" (one adapter for all), or "copies" (full copies)."""
     lora_r: int = ranged(8, AT_LEAST_ONE)
@@ -90,12 +97,22 @@ class TrainConfig:
     """Seed for every random generator (problems, sampling, shuffling); 0 to 2**32 - 1."""
     updates: int = ranged(300, NON_NEGATIVE)
     """Number of updates (each collects ``episodes_per_update`` fresh episodes); 0 only evaluates."""
+    lr_schedule: str = choice("constant", SCHEDULES)
+    """How every adapter's learning rate changes over the run's updates after ``warmup_updates``: "constant", "linear" or "cosine" (both down towards 0 at the run's end); per update, not per optimizer step."""
+    warmup_updates: int = ranged(0, NON_NEGATIVE)
+    """Updates over which every adapter's learning rate rises linearly from 0 (update t < W steps at (t + 1) / W of it); 0: none."""
     episodes_per_update: int = ranged(64, AT_LEAST_ONE)
     """Episodes collected per update (all envs stepped together)."""
     temperature: float = ranged(0.7, TEMPERATURE, "training samples; greedy decoding is for evaluation")
     """Sampling temperature during training, >= 0.001 (log-probs use the same; 0.7 beat 1.0 on the embedded model)."""
     max_new_tokens: int = ranged(48, AT_LEAST_ONE)
     """Longest response per action, in tokens."""
+    top_k: int = ranged(0, NON_NEGATIVE)
+    """Draw each token during training among the ``top_k`` likeliest only, 0 all (log-probs use the same truncation)."""
+    top_p: float = ranged(1.0, TOP_P)
+    """Draw each token during training among the likeliest whose probability reaches ``top_p`` (nucleus), in (0, 1], 1.0 all."""
+    stop: list[str] = field(default_factory=list)
+    """Strings that end a response at the token completing one (kept in the response), in training and evaluation."""
     agents: dict[str, AgentSettings] = field(default_factory=dict)
     """Each agent's own settings, keys ``agents.<agent_id>.<key>`` (e.g. ``agents.actor_0.temperature=0.3``); a key left unset takes the run's value."""
     eval_episodes: int = ranged(300, EVAL_EPISODES, "the held-out split's draw slows sharply past it")
@@ -104,8 +121,12 @@ class TrainConfig:
     """Also evaluate every N updates, for the curves (0: only before and after)."""
     eval_rounds: int = ranged(3, NON_NEGATIVE)
     """Attempts in the multi-round (feedback) evaluation protocol; 0 skips it."""
+    eval_split: str = choice("test", EVAL_SPLITS)
+    """The held-out split every evaluation plays: "test", or "validation" (an env whose held-out options set ``split``: the MATH family's -v1 ids, MathJigsaw-v2) to choose settings without reading test."""
     eval_transcripts: int = ranged(6, NON_NEGATIVE)
     """Evaluation episodes saved whole to ``samples/`` each evaluation, rewarded and unrewarded half each where both exist."""
+    eval: EvalSampling = field(default_factory=EvalSampling)
+    """How evaluation draws actions: greedy by default, or sampled (``eval.temperature=0.7``); each agent's token limit and stop strings hold there too."""
     checkpoint_every: int = ranged(50, NON_NEGATIVE)
     """Write a checkpoint every N updates (and at the end)."""
     checkpoints: CheckpointConfig = field(default_factory=CheckpointConfig)
@@ -313,6 +334,12 @@ def validate(config: TrainConfig) -> None:
             check_value(key, value, *rule_of(owner, f.name))
         except ValueError as err:
             raise ConfigError(str(err)) from None
+    try:  # stop strings: a list each, which no range rule checks
+        check_stop("stop", config.stop)
+        for agent, settings in config.agents.items():
+            check_stop(f"{agent_section.SECTION}.{agent}.stop", settings.stop)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     if config.generation.engine == "vllm" and config.adapter_mode == "copies":
         raise ConfigError(
             "generation.engine=vllm serves LoRA adapters on one base: use adapter_mode=lora or shared "
@@ -330,6 +357,7 @@ def validate(config: TrainConfig) -> None:
             f"dtype={config.dtype} is for LoRA on a frozen base: use adapter_mode=lora or shared with it, "
             "or dtype=float32 with adapter_mode=copies"
         )
+    _check_optimization(config)
     try:
         check_distributed(config.distributed, config.generation.engine)
         check_signal(config.signal)
@@ -341,6 +369,41 @@ def validate(config: TrainConfig) -> None:
             "distributed.overlap=true trains on episodes played with the weights of one update before: set "
             "generation.tis_cap (e.g. 2.0), whose importance weights correct for it, or distributed.overlap=false"
         )
+
+
+def _check_optimization(config: TrainConfig) -> None:
+    """The cross-field rules of the learning rates and adapters: ConfigError (one line naming the key)."""
+    if 0 < config.updates < config.warmup_updates:
+        raise ConfigError(
+            f"warmup_updates={config.warmup_updates} is longer than the run (updates={config.updates}): its learning "
+            f"rates would never reach their value; use warmup_updates <= {config.updates}"
+        )
+    args = config.algo_args
+    try:
+        check_kl_gate(getattr(args, "kl_gate", None), getattr(args, "grad_accumulation", 1), f"{config.algo}.")
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    for agent, own in config.agents.items():
+        key = f"{agent_section.SECTION}.{cut(agent)}"
+        lora = [k for k in agent_section.LORA if getattr(own, k) is not None]
+        if lora and config.adapter_mode != "lora":
+            raise ConfigError(
+                f"{key}.{lora[0]}: adapter_mode={config.adapter_mode} gives the agents no LoRA adapter of their own: "
+                "use adapter_mode=lora"
+            )
+        if own.lr is not None and config.adapter_mode == "shared":
+            raise ConfigError(
+                f"{key}.lr: with adapter_mode=shared one adapter (one optimizer) serves every agent: use "
+                f"{config.algo}.lr, or adapter_mode=lora"
+            )
+        if own.lr is not None and not own.train:
+            raise ConfigError(f"{key}.lr: the agent is frozen ({key}.train=false) and never steps: drop one of them")
+        targets = own.lora_targets
+        if targets is not None and (not targets or not all(isinstance(t, str) and t for t in targets)):
+            raise ConfigError(
+                f'{key}.lora_targets must be a non-empty list of module names (e.g. ["q_proj", "v_proj"]), got '
+                f"{shown(targets)}"
+            )
 
 
 def _fields(config: TrainConfig) -> list[tuple[str, Any, dataclasses.Field, type]]:

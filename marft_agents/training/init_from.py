@@ -24,6 +24,7 @@ from typing import Any
 from marft_agents.models.policy import LaMASPolicy
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import folder as run_folder
+from marft_agents.settings import agents as agent_section
 from marft_agents.training.config import ConfigError, TrainConfig, to_dict
 
 MATCHING_KEYS = ("model", "adapter_mode", "lora_r", "lora_alpha", "lora_targets")
@@ -69,6 +70,15 @@ def load_init_adapters(config: TrainConfig, policy: LaMASPolicy) -> dict[str, An
                 f"init_from={run} trained agent {agent} on model {theirs!r}, this run gives it {ours!r}: "
                 f"set agents.{agent}.model to the earlier run's, or drop init_from"
             )
+        for key in agent_section.LORA:  # its adapter's own shape (an alpha of its own scales the same weights)
+            theirs = section[key] if section.get(key) is not None else saved.get(key)
+            mine = getattr(config.agents.get(agent), key, None)
+            mine = mine if mine is not None else getattr(config, key)
+            if theirs != mine:
+                raise ConfigError(
+                    f"init_from={run} trained agent {agent} with {key}={theirs!r}, this run gives it {mine!r}: "
+                    f"set agents.{agent}.{key} to the earlier run's, or drop init_from"
+                )
     try:
         latest = ckpt.checkpoint_inside(run / "checkpoints", f"init_from={run}")
     except ckpt.CheckpointError as err:

@@ -24,18 +24,19 @@ import marft_envs
 from marft_agents.algorithms import build_learner, lookup
 from marft_agents.algorithms.base import Learner
 from marft_agents.algorithms.data_parallel import SINGLE, Ranks
+from marft_agents.algorithms.optimizers import attach as attach_schedules
 from marft_agents.distributed.pool import WorkerPool
 from marft_agents.engines.base import Engine
 from marft_agents.engines.seeded import EpisodeSeededEngine
 from marft_agents.models.device import resolve_device
 from marft_agents.models.protocol import Policy
-from marft_agents.rollout.evaluation import evaluate
+from marft_agents.rollout.evaluation import OUTCOMES, evaluate, held_out_kwargs
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.rollout.tree import TreeRollout
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import files as run_files
 from marft_agents.runs import folder as run_folder
-from marft_agents.runs import report
+from marft_agents.runs import report, transcripts
 from marft_agents.runs.lock import RunLock
 from marft_agents.runs.metrics import MetricsLog
 from marft_agents.runs.trackers import WandbTracker, open_tracker
@@ -75,28 +76,45 @@ class Evaluation:
     result)."""
     policy: Policy
     args: dict[str, Any]
-    """``env_id``, ``env_kwargs``, ``n``, ``max_new_tokens``, ``agent_max_new_tokens``, ``engine``: what every
-    evaluation shares."""
+    """``env_id``, ``env_kwargs``, ``n``, ``max_new_tokens``, ``agent_max_new_tokens``, ``sampling``, ``stop``,
+    ``agent_stop``, ``engine``: what every evaluation shares."""
     run_dir: Path
     """Where the transcripts go."""
     transcripts: int
-    """Transcripts written per full evaluation (``eval_transcripts``)."""
+    """Transcripts written per evaluation, full or mid-run (``eval_transcripts``)."""
     rounds: int
     """Attempts of the feedback protocol, where the env declares one (``eval_rounds``; 1 or less: none)."""
     tracker: WandbTracker | None = None
     """The run's experiment tracker (``runs/trackers.py``), told each full evaluation; None: none."""
 
-    def accuracy(self) -> float:
-        """The single-pass accuracy (the ``eval/accuracy`` metric during training)."""
-        return self.run(self.policy, **self.args)["accuracy"]
+    def midway(self, update: int) -> float:
+        """The evaluation after update ``update`` (every ``eval_every``): its single-pass accuracy (``eval/accuracy``),
+        its transcripts to ``samples/eval_update_<update + 1>.jsonl`` and the tracker (at ``update``'s step, the row
+        its accuracy is logged in)."""
+        result = self.run(self.policy, **self.args, samples=self.transcripts)
+        self.write_outcomes(transcripts.sample_name(transcripts.EVAL, update + 1), result)
+        samples = result.pop("samples", [])
+        if samples:  # eval_transcripts=0: none asked for, no file
+            report.write_samples(self.run_dir, transcripts.sample_name(transcripts.EVAL, update + 1), samples)
+            if self.tracker is not None:
+                self.tracker.transcripts(transcripts.EVAL, update, samples)
+        return result["accuracy"]
+
+    def write_outcomes(self, name: str, result: dict) -> None:
+        """Move ``result``'s per-problem outcomes to ``outcomes/<name>.jsonl`` (the summary keeps the aggregates)."""
+        lines = result.pop(OUTCOMES, None)
+        if lines is not None:
+            report.write_outcomes(self.run_dir, name, lines)
 
     def full(self, name: str) -> dict:
         """The single-pass evaluation, the attempts protocol where the env declares one, and transcripts as ``name``."""
         result = self.run(self.policy, **self.args, samples=self.transcripts)
+        self.write_outcomes(name, result)
         samples = result.pop("samples", [])  # eval_transcripts=0: none asked for
         report.write_samples(self.run_dir, name, samples)
         if self.rounds > 1 and marft_envs.spec(self.args["env_id"]).attempts_option is not None:
             multi = self.run(self.policy, **self.args, rounds=self.rounds)
+            self.write_outcomes(f"{name}_within_{self.rounds}_attempts", multi)
             result[f"solved_within_{self.rounds}_attempts_with_feedback"] = multi["accuracy"]
         if self.tracker is not None:
             self.tracker.evaluation(name, result, samples)
@@ -199,6 +217,9 @@ def build_run(
     else:
         eval_before = evaluation.full("eval_before")
         run_files.write_text(run_dir, "eval_before.json", json.dumps(eval_before, indent=2))
+    if resumed and ranks.lead:  # the updates past the checkpoint are played again: their transcripts too
+        transcripts.drop_after(run_dir / report.SAMPLES, start)
+        transcripts.drop_after(run_dir / report.OUTCOMES, start)  # mid-run evaluations' outcomes are named alike
     log = MetricsLog(run_dir, resume_from=start if resumed else None, tracker=tracker) if ranks.lead else None
     return RunParts(
         run_dir=run_dir,
@@ -280,6 +301,13 @@ def _check_config(config: TrainConfig, *, resume: bool, overwrite: bool, folder:
         check_resumable(run_dir, config)
     resolve_env(config.env)  # entry points, ``module:Class`` ids
     check_env_kwargs(config.env, config.env_kwargs)
+    try:  # an eval_split the env has no option for, or no such split (a -v0 id), is named before any model loads
+        held_out = held_out_kwargs(config.env, marft_envs.spec(config.env).eval_kwargs, config.eval_split)
+        if config.eval_split != "test":
+            marft_envs.make(config.env, **{**config.env_kwargs, **held_out})
+    except ValueError as err:
+        said = str(err) if "eval_split" in str(err) else f"eval_split={config.eval_split}: {err}"
+        raise ConfigError(said) from None
     check_trackers(config.log)  # wandb installed and logged in (or WANDB_MODE=offline)
     return run_dir
 
@@ -343,6 +371,9 @@ def _build_learner(config: TrainConfig, policy: Policy, probe: FlexEnv) -> Learn
     )  # agents.<agent_id>.train=false: adapters no update changes
     algo = build_learner(config.algo, policy, config.algo_args, temperature, config.generation.tis_cap, frozen=adapters)
     algo.reward_structure = reward_structure(probe)  # opponents are scored by their own rewards (GRPO)
+    own = {policy.adapter_of[a]: lr for a, lr in agent_section.values(config.agents, "lr").items()}  # agents.*.lr
+    schedule = dict(schedule=config.lr_schedule, warmup=config.warmup_updates, updates=config.updates)
+    algo.schedulers = attach_schedules(algo.optimizers, own, **schedule)  # before a checkpoint loads their state
     group = algo.group_size
     if config.episodes_per_update % group:
         raise ValueError(
@@ -443,6 +474,11 @@ def _evaluation(
         n=config.eval_episodes,
         max_new_tokens=config.max_new_tokens,
         agent_max_new_tokens=agent_section.values(config.agents, "max_new_tokens"),
+        sampling=config.eval,  # greedy unless eval.temperature > 0
+        stop=tuple(config.stop),
+        agent_stop=agent_section.values(config.agents, "stop"),
+        split=config.eval_split,
+        outcomes=True,  # every evaluation's per-problem outcomes go to outcomes/ (Evaluation.write_outcomes)
         engine=engine,
     )
     run = engine.evaluate if isinstance(engine, WorkerPool) else evaluate  # the workers play the evaluation too

@@ -11,25 +11,28 @@ import copy
 import dataclasses
 import json
 import random
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from marft_agents.distributed.worker import WorkerSpec
 from marft_agents.engines import Engine, make_engine
+from marft_agents.models import dtype as base_dtype
 from marft_agents.models.device import bf16_native, resolve_device
-from marft_agents.models.dtype import resolve_dtype
 from marft_agents.models.policy import LaMASPolicy, load_base
 from marft_agents.models.recompute import checkpoint_activations
-from marft_agents.models.sampling import Sampling, agent_sampling
+from marft_agents.models.sampling import Sampling, Temperature, agent_sampling
 from marft_agents.models.team import TeamPolicy
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import folder as run_folder
 from marft_agents.settings import agents as agent_section
 from marft_agents.signal import diagnostics as reward_signal
 from marft_agents.signal.collection import declared_levels
+from marft_agents.training import allocator
 from marft_agents.training.config import ConfigError, TrainConfig, from_dict, to_dict
 
 
@@ -65,9 +68,7 @@ def build_policy(config: TrainConfig, agents: list[str]) -> LaMASPolicy | TeamPo
 
 def _model_policy(config: TrainConfig, model_name: str, agents: list[str], device: torch.device) -> LaMASPolicy:
     """``model_name``'s base with one adapter per agent of ``agents``, on ``device``."""
-    # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
-    dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
-    dtype = resolve_dtype(dtype, gpu_bf16=bf16_native(device) if device.type == "cuda" else None)
+    model, tokenizer, dtype, parameters = _base(config, model_name, device)
     if config.generation.merge_lora and dtype != "float32" and config.generation.tis_cap is None:
         # a LoRA delta merged into bf16 weights is rounded away (about 40 % of an update, measured): the rollouts
         # would come from a policy part of the way back to the base, which only importance weights correct
@@ -75,7 +76,6 @@ def _model_policy(config: TrainConfig, model_name: str, agents: list[str], devic
             f"generation.merge_lora=true on a {dtype} base rounds the merged adapter weights: set generation.tis_cap "
             "(e.g. 2.0: the learner weights each term by the gap) or dtype=float32"
         )
-    model, tokenizer = load_base(model_name, dtype=getattr(torch, dtype))
     policy = LaMASPolicy(
         model,
         tokenizer,
@@ -84,10 +84,29 @@ def _model_policy(config: TrainConfig, model_name: str, agents: list[str], devic
         lora_r=config.lora_r,
         lora_alpha=config.lora_alpha,
         lora_targets=tuple(config.lora_targets),
+        agent_lora={a: own for a, own in agent_section.lora_values(config.agents).items() if a in agents},
     ).to(device)
     if config.gradient_checkpointing:
         checkpoint_activations([policy.base, *policy.models.values()])
+    if config.mmap_threshold_kb:  # memory for time: every freed buffer above it is unmapped, the next faulted in
+        allocator.hold_mmap_threshold(config.mmap_threshold_kb * 1024)
     return policy
+
+
+def _base(config: TrainConfig, model_name: str, device: torch.device) -> tuple[torch.nn.Module, Any, str, int]:
+    """``(model, tokenizer, dtype, parameters)``: the base in the dtype ``config.dtype`` resolves to, and its size."""
+    # copies train every weight: bf16 would round Adam's small steps away, so auto means float32 there
+    dtype = "float32" if config.dtype == "auto" and config.adapter_mode == "copies" else config.dtype
+    gpu_bf16 = bf16_native(device) if device.type == "cuda" else None
+    model, tokenizer = load_base(model_name, dtype=torch.float32 if dtype == "auto" else getattr(torch, dtype))
+    parameters = sum(p.numel() for p in model.parameters())
+    if dtype != "auto":
+        return model, tokenizer, base_dtype.resolve_dtype(dtype, gpu_bf16=gpu_bf16), parameters
+    # the base's size decides too (models/dtype.py): loaded in float32, counted, converted where bf16 pays
+    dtype = base_dtype.resolve_dtype("auto", gpu_bf16=gpu_bf16, parameters=parameters)
+    if parameters >= base_dtype.AUTO_BF16_MIN_PARAMETERS:  # a small base is float32 everywhere: nothing to say
+        print(f"marft: {model_name}: {base_dtype.auto_choice(dtype, parameters, gpu_bf16)}", file=sys.stderr)
+    return model.to(getattr(torch, dtype)), tokenizer, dtype, parameters
 
 
 def context_length(policy: LaMASPolicy | TeamPolicy) -> int | None:
@@ -135,17 +154,17 @@ def check_models(config: TrainConfig, agents: Sequence[str]) -> None:
 
 def training_sampling(config: TrainConfig) -> tuple[Sampling, dict[str, Sampling]]:
     """The run's training sampling, and each agent's own where ``agents.<agent_id>.*`` sets one."""
-    sampling = Sampling(config.temperature, config.max_new_tokens)
-    own = agent_sampling(
-        sampling,
-        temperature=agent_section.values(config.agents, "temperature"),
-        max_new_tokens=agent_section.values(config.agents, "max_new_tokens"),
-    )
-    return sampling, own
+    sampling = Sampling(config.temperature, config.max_new_tokens, config.top_k, config.top_p, tuple(config.stop))
+    return sampling, agent_sampling(sampling, **agent_section.sampling_values(config.agents))
 
 
-def learner_temperature(config: TrainConfig, agents: list[str]) -> float | dict[str, float]:
-    """The temperature the learner scores at: the run's, or every agent's own (agent id -> T) when one has its own."""
+def learner_temperature(config: TrainConfig, agents: list[str]) -> Temperature:
+    """The distribution the learner scores under: the run's temperature, or every agent's own (agent id -> T) when one
+    has its own, or every agent's whole :class:`Sampling` when the run or an agent truncates (``top_k``/``top_p``), so
+    that scoring truncates as sampling did."""
+    sampling, own = training_sampling(config)
+    if any(s.truncated for s in [sampling, *own.values()]):
+        return {agent: own.get(agent, sampling) for agent in agents}
     if not agent_section.values(config.agents, "temperature"):
         return config.temperature
     return agent_section.per_agent(config.agents, "temperature", config.temperature, agents)
@@ -208,6 +227,11 @@ def check_resumable(run_dir: Path, config: TrainConfig) -> None:
             f"{run_folder.describe_changes(saved, to_dict(config), changed)}; only "
             f"{', '.join(run_folder.SAFE_ON_RESUME)} may change on resume"
         )
+    if saved["updates"] != config.updates and config.lr_schedule != "constant":  # its decay spans the run's updates
+        raise ConfigError(
+            f"--resume: lr_schedule={config.lr_schedule} decays the learning rates over the run's updates="
+            f"{saved['updates']}: resume with updates={saved['updates']} (a run of more updates is a new run)"
+        )
     latest = ckpt.latest_checkpoint(run_dir / "checkpoints")
     if latest is None:
         raise FileNotFoundError(f"--resume: no checkpoint in {run_dir / 'checkpoints'}; start again with --overwrite")
@@ -254,6 +278,9 @@ def worker_spec(config: TrainConfig, record_state: bool, skip_ignored: bool = Tr
         lora_targets=tuple(config.lora_targets),
         temperature=config.temperature,
         max_new_tokens=config.max_new_tokens,
+        top_k=config.top_k,
+        top_p=config.top_p,
+        stop=tuple(config.stop),
         agents=copy.deepcopy(config.agents),
         seed=config.seed,
         threads=max(1, int(config.distributed.cpus_per_worker)),

@@ -1,8 +1,11 @@
 """The training loop behind ``marft train``: collect, update, log, checkpoint, evaluate.
 
 A run folder holds ``config.json``, ``metrics.jsonl`` (one line per update), TensorBoard events in
-``tb/``, checkpoints in ``checkpoints/``, ``eval_before.json``, ``summary.json`` and ``curves.png`` (and,
-with ``log.wandb=true``, the W&B run in ``trackers/``: ``runs/trackers.py``).
+``tb/``, checkpoints in ``checkpoints/``, ``eval_before.json``, ``summary.json``, ``curves.png``, transcripts in
+``samples/`` (the evaluations', and a sample of every ``log.transcripts_every``-th update's episodes:
+``runs/transcripts.py``), every evaluation's per-problem outcomes in ``outcomes/`` (``eval_before.jsonl``,
+``eval_update_NNNNNN.jsonl``, ``eval_after.jsonl``: ``evaluation.problem_outcomes``), and, with ``log.wandb=true``, the
+W&B run in ``trackers/`` (``runs/trackers.py``).
 ``resume=True`` continues from the latest checkpoint and ends with the same metrics as a run that
 was never interrupted (same RNG states, same data position). Every file goes through ``run_files``
 (atomic, inside the folder, no symbolic link followed); the run holds the folder's lock
@@ -26,13 +29,15 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms.data_parallel import Ranks
+from marft_agents.algorithms.optimizers import advance as advance_schedules
+from marft_agents.algorithms.optimizers import rates as lr_rates
 from marft_agents.algorithms.tis import recompute_behaviour
 from marft_agents.models.protocol import Policy
 from marft_agents.rollout.episode import check_on_policy, to_device
-from marft_agents.rollout.evaluation import summarize
+from marft_agents.rollout.evaluation import pick_transcripts, summarize, training_transcript
 from marft_agents.runs import checkpoint as ckpt
 from marft_agents.runs import files as run_files
-from marft_agents.runs import report
+from marft_agents.runs import report, transcripts
 from marft_agents.runs.metrics import Timings
 from marft_agents.signal import diagnostics as reward_signal
 from marft_agents.training.config import TrainConfig, to_dict
@@ -153,6 +158,7 @@ def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progres
         t1 = time.perf_counter()
         metrics = run.ranks.mean_metrics(_learn(config, run, episodes, update))  # data-parallel: the ranks' mean
         timings.training = time.perf_counter() - t1
+        played = episodes  # with their tokens: a transcript sample decodes them (data-parallel: this rank's share)
         episodes = _whole_batch(run.ranks, episodes)  # what the batch's metrics and warnings read
         t2 = time.perf_counter()
         if pending is not None:  # the workers load them once the batch they are playing is done
@@ -164,10 +170,13 @@ def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progres
         metrics.update({**reward_signal.signal_metrics(episodes, run.algo.group_size, limits), **sampling})
         evaluate = config.eval_every and (update + 1) % config.eval_every == 0 and update + 1 < config.updates
         if evaluate and run.ranks.lead:
-            metrics["eval/accuracy"] = run.evaluation.accuracy()
+            metrics["eval/accuracy"] = run.evaluation.midway(update)
         warning = watch.check(update, episodes, metrics)
         requested = _stop_requested(run.ranks, stop)  # data-parallel: every rank stops after the same update
         if run.ranks.lead:
+            every = config.log.transcripts_every
+            if every and update % every == 0:
+                _write_transcripts(run, played, update, metrics, config.log.transcripts_episodes)
             run.log.write(update, metrics)
             if warning is not None:
                 _say(warning, bar)
@@ -188,6 +197,31 @@ def _run_updates(config: TrainConfig, run: RunParts, stop: StopOnSignal, progres
     if stop.requested is not None:  # it came after the last update's own check
         raise RunInterrupted(stop.requested, f"stopped by {stop.name} after update {config.updates}")
     return watch.warnings
+
+
+def _write_transcripts(run: RunParts, episodes: list, update: int, metrics: dict[str, float], n: int) -> None:
+    """``n`` of ``update``'s episodes (rewarded and unrewarded half each where both exist; no random draw, so the run
+    plays on as without them) to ``samples/train_update_<update>.jsonl`` and the tracker, with each agent's health in
+    this update's metrics (``runs/transcripts.py``)."""
+    health = report.agent_health(metrics, run.policy.adapter_of)
+    decode = _decoder(run.policy)
+    lines = [
+        {"update": update, **training_transcript(e, decode), "agents": health} for e in pick_transcripts(episodes, n)
+    ]
+    report.write_samples(run.run_dir, transcripts.sample_name(transcripts.TRAIN, update), lines)
+    if run.tracker is not None:  # before the update's metrics: the same step, one row
+        run.tracker.transcripts(transcripts.TRAIN, update, lines)
+
+
+def _decoder(policy: Policy):
+    """``decode(agent, ids)``: token ids as text with the agent's own tokenizer (a team of models: its model's), the
+    special tokens kept: the exact ids an update trains on."""
+
+    def decode(agent: str, ids: list[int]) -> str:
+        model = policy.member(policy.adapter_of[agent]) if policy.is_team else policy
+        return model.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    return decode
 
 
 def _stop_requested(ranks: Ranks, stop: StopOnSignal) -> int | None:
@@ -222,7 +256,10 @@ def _learn(config: TrainConfig, run: RunParts, episodes: list, update: int) -> d
         tis = recompute_behaviour(
             run.policy, steps, run.algo.temperature, run.algo.score_batch_size
         )  # each agent's own T
-    return {**run.algo.update(episodes, update, run.rng), **tis}
+    rates = lr_rates(run.algo.optimizers)  # <adapter>/lr: the rate this update's steps take
+    metrics = {**run.algo.update(episodes, update, run.rng), **tis, **rates}
+    advance_schedules(run.algo.schedulers)  # the next update steps at the next rate of lr_schedule
+    return metrics
 
 
 class RewardWatch:

@@ -49,7 +49,8 @@ ROOT = HERE.parents[1]
 def learner(algo: str, model_dir: str) -> tuple[LaMASPolicy, Learner, list]:
     """A tiny policy and its learner, with every loss term on (entropy, KL to the reference) and no clipping of the norm.
 
-    ``marft_frozen``: MARFT with ``reasoner_0`` frozen (``agents.reasoner_0.train=false``).
+    ``marft_frozen``: MARFT with ``reasoner_0`` frozen (``agents.reasoner_0.train=false``); ``<algo>_accumulate``: its
+    gradients accumulated over 2 minibatches per step (``grad_accumulation=2``).
     """
     torch.manual_seed(0)
     env_id, options = ENVS.get(algo, ("marft/MathChain-v0", {}))
@@ -57,6 +58,8 @@ def learner(algo: str, model_dir: str) -> tuple[LaMASPolicy, Learner, list]:
     model, tokenizer = load_base(model_dir)
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
     terms = dict(minibatch_size=3, ppo_epochs=2, kl_coef=0.1, entropy_coef=0.01, max_grad_norm=1e9)
+    if algo.endswith("_accumulate"):
+        algo, terms["grad_accumulation"] = algo.removesuffix("_accumulate"), 2
     if algo in ("marft", "marft_frozen"):
         frozen = frozenset({"reasoner_0"}) if algo == "marft_frozen" else frozenset()
         return policy, MARFT(policy, MARFTConfig(**terms), temperature=1.0, frozen=frozen), envs

@@ -17,7 +17,7 @@ from marft_agents.training.config import ConfigError, TrainConfig, describe, fie
 PACKAGE = Path(marft_agents.__file__).parent
 SHARED = (
     *("__init__", "base", "ppo_settings", "advantages", "losses", "tis", "critic", "sequential", "prepare", "returns"),
-    *("action_ppo", "token_ppo", "data_parallel"),
+    *("action_ppo", "token_ppo", "data_parallel", "optimizers"),
 )
 """The shared base and the shared pieces beside it: every algorithm may import these, and no other sibling."""
 ALGORITHM_FILES = sorted(p for p in (PACKAGE / "algorithms").glob("*.py") if p.stem not in SHARED)

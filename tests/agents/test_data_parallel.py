@@ -110,23 +110,31 @@ def _relative_error(a: list[tuple[int, list]], b: list[tuple[int, list]]) -> flo
 def launch(tiny_model_dir, tmp_path_factory):
     """One 2-rank launch of every learner's updates (and MARFT's with ``reasoner_0`` frozen): the folder of results."""
     out = tmp_path_factory.mktemp("ranks")
-    algos = ",".join(("marft_frozen", *ALGOS))
+    algos = ",".join(("marft_frozen", *ACCUMULATING, *ALGOS))
     run = torchrun([str(HERE / "data_parallel_helpers.py"), algos, str(tiny_model_dir), str(out)], timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     return out
 
 
-@pytest.fixture(scope="module", params=ALGOS)
+ACCUMULATING = ("marft_accumulate", "marft_token_accumulate")
+"""Learners whose gradients add up over 2 minibatches per step (``grad_accumulation=2``): rows and tokens shares."""
+
+
+@pytest.fixture(scope="module", params=[*ALGOS, *ACCUMULATING])
 def two_ranks(request, tiny_model_dir, launch):
     """Each rank's first-update gradients and final weights after 3 updates on its share; one process's on the whole."""
     ranks = [torch.load(launch / f"{request.param}-rank{r}.pt") for r in range(2)]
     return ranks, learn(request.param, str(tiny_model_dir))
 
 
-def test_one_update_on_two_ranks_has_the_gradients_of_one_process_on_the_whole_batch(two_ranks):
+def test_one_update_on_two_ranks_has_the_gradients_of_one_process_on_the_whole_batch(two_ranks, request):
     (rank0, rank1), alone = two_ranks
-    assert _relative_error(rank0["gradients"], alone["gradients"]) <= 1e-5
-    assert _relative_error(rank1["gradients"], alone["gradients"]) <= 1e-5
+    # accumulating, each rank scores its rows of each of a step's minibatches in batches of another composition than one
+    # process's, and adds the parts in another order: float32 rounding reaches 1.3e-5 (MARFT); a share of the wrong
+    # whole (the minibatch's, not the step's) would be off by a factor of 2
+    tolerance = 5e-5 if request.node.callspec.params["two_ranks"] in ACCUMULATING else 1e-5
+    assert _relative_error(rank0["gradients"], alone["gradients"]) <= tolerance
+    assert _relative_error(rank1["gradients"], alone["gradients"]) <= tolerance
 
 
 def test_the_ranks_weights_are_identical_after_three_updates(two_ranks):
@@ -137,8 +145,11 @@ def test_the_ranks_weights_are_identical_after_three_updates(two_ranks):
     # composition changed (each row scored alone) ends up to 7.5e-6 apart (IPPO; PPO 5.9e-6): a weight whose first
     # gradient is below Adam's eps moves by lr * g / eps, where rounding g moves the step. Adam steps on zeros (a
     # critic head with no row of a minibatch on any rank, summed as present) put IPPO's weights 6.5e-3 apart.
+    # How far depends on which episodes were drawn: with marft's decode loop's draws (2026-12-06) one IPPO weight of
+    # 256 ended 2.5e-5 apart, and the same test with torch.multinomial's draws passes at 1e-5; a wrong reduction
+    # (a rank's gradients lost, or Adam stepping on zeros as above) is 1e-3 and more.
     for a, b in zip(rank0["weights"], alone["weights"]):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=5e-5)
 
 
 def test_a_frozen_agent_is_neither_summed_over_the_ranks_nor_stepped(launch):

@@ -272,6 +272,8 @@ def test_a_batch_started_before_a_publish_keeps_its_weights_even_when_played_aga
 def test_greedy_evaluation_through_workers_equals_in_process_before_and_after_a_publish(pool, policy):
     args = dict(env_id=ENV, env_kwargs={}, n=6, max_new_tokens=16)
     assert pool.evaluate(policy, **args, samples=2) == evaluate(policy, **args, samples=2)
+    played = pool.evaluate(policy, **args, outcomes=True)  # each problem's outcome too (issue 53)
+    assert played == evaluate(policy, **args, outcomes=True) and len(played["outcomes"]) == 6
     saved = {a: policy.adapter_state(a) for a in policy.adapters}
     try:
         with torch.no_grad():  # new weights, as an update would leave them

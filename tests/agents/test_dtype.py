@@ -20,11 +20,27 @@ def snapshot(policy):
     return {n: (p.detach().clone(), p.requires_grad) for n, p in policy.base.named_parameters()}
 
 
-def test_the_default_is_float32_and_unchanged(tiny_model_dir):
+def test_the_default_is_auto_and_a_small_base_stays_float32(tiny_model_dir, capsys):
     config = TrainConfig(model=str(tiny_model_dir))
-    assert config.dtype == "float32"
+    assert config.dtype == "auto"
     policy = build_policy(config, ["reasoner_0", "actor_0"])
+    assert {p.dtype for p in policy.base.parameters()} == {torch.float32}  # under 50 M parameters, on any CPU
+    assert "dtype=auto" not in capsys.readouterr().err  # a small base is float32 on every machine: nothing to say
+
+
+def test_auto_loads_a_large_base_in_bf16_where_the_cpu_computes_it(tiny_model_dir, monkeypatch, capsys):
+    from marft_agents.models import dtype
+
+    monkeypatch.setattr(dtype, "AUTO_BF16_MIN_PARAMETERS", 1)  # the tiny base counts as large
+    monkeypatch.setattr(dtype, "cpu_flags", lambda: frozenset({"avx512_bf16"}))
+    policy = build_policy(TrainConfig(model=str(tiny_model_dir)), ["reasoner_0", "actor_0"])
+    assert {p.dtype for n, p in policy.base.named_parameters() if "lora_" not in n} == {torch.bfloat16}
+    assert {p.dtype for p in policy.parameters("reasoner_0")} == {torch.float32}  # the adapters stay float32
+    assert "dtype=auto: bfloat16 (this CPU computes bf16 natively" in capsys.readouterr().err
+    monkeypatch.setattr(dtype, "cpu_flags", lambda: frozenset({"avx2"}))
+    policy = build_policy(TrainConfig(model=str(tiny_model_dir)), ["reasoner_0", "actor_0"])
     assert {p.dtype for p in policy.base.parameters()} == {torch.float32}
+    assert "this CPU has no native bf16" in capsys.readouterr().err
 
 
 def test_bfloat16_loads_the_base_in_bf16_and_keeps_the_adapters_in_float32(tiny_model_dir):
@@ -111,6 +127,9 @@ def test_auto_picks_bf16_only_where_the_hardware_has_it(dtype, flags, gpu_bf16, 
     from marft_agents.models.dtype import resolve_dtype
 
     assert resolve_dtype(dtype, gpu_bf16=gpu_bf16, flags=flags) == resolved
+    assert resolve_dtype(dtype, gpu_bf16=gpu_bf16, flags=flags, parameters=135_000_000) == resolved  # SmolLM2's size
+    # the embedded model's size: auto stays float32 everywhere, an explicit dtype is kept
+    assert resolve_dtype(dtype, gpu_bf16=gpu_bf16, flags=flags, parameters=1_000_000) == ("float32" if dtype == "auto" else dtype)
 
 
 def test_explicit_bf16_on_a_cpu_without_it_warns_once_in_one_line():
@@ -130,3 +149,17 @@ def test_auto_is_accepted_and_copies_stay_float32(tiny_model_dir):
     assert {p.dtype for p in policy.base.parameters()} == {torch.float32}
     with pytest.raises(ConfigError, match="dtype must be one of"):
         validate(load(overrides=["dtype=float16"]))
+
+
+def test_mmap_threshold_kb_holds_glibcs_threshold_only_when_asked(tiny_model_dir, monkeypatch):
+    from marft_agents.training import allocator
+
+    held = []
+    monkeypatch.setattr(allocator, "hold_mmap_threshold", lambda threshold=allocator.DEFAULT_THRESHOLD: held.append(threshold))
+    agents = ["reasoner_0", "actor_0"]
+    build_policy(TrainConfig(model=str(tiny_model_dir)), agents)
+    assert held == []  # the default: glibc's own dynamic threshold
+    build_policy(TrainConfig(model=str(tiny_model_dir), mmap_threshold_kb=128), agents)
+    assert held == [128 * 1024]
+    with pytest.raises(ConfigError, match="mmap_threshold_kb"):
+        validate(load(overrides=["mmap_threshold_kb=-1"]))

@@ -143,7 +143,7 @@ def test_eval_generates_with_the_engine_it_is_given(small_run, monkeypatch, caps
     assert calls  # the run's engine (hf) generated every layer
     capsys.readouterr()
     for argv, message in (
-        (["seed=3"], "marft eval takes generation.* keys and threads, max_new_tokens, dtype"),
+        (["seed=3"], "marft eval takes generation.* and eval.* keys and threads, max_new_tokens, stop, dtype"),
         (["generation.engine=sglang"], "generation.engine must be one of"),
         (["generation.tis_cap=0.5"], "generation.tis_cap must be >= 1"),
     ):

@@ -290,7 +290,7 @@ def test_eval_takes_threads_and_token_limits_writes_transcripts_and_show_filters
     shown = capsys.readouterr().out
     assert shown.count("=== ") == sum(r["return"] == 0 for r in rows)
     assert cli(["eval", "--model", str(tiny_model_dir), "lr=1"]) == 2  # other keys are refused in one line
-    assert "takes generation.* keys and threads, max_new_tokens, dtype" in capsys.readouterr().err
+    assert "takes generation.* and eval.* keys and threads, max_new_tokens, stop, dtype" in capsys.readouterr().err
 
 
 def test_an_evaluation_only_run_evaluates_once_and_trains_nothing(tmp_path, tiny_model_dir):

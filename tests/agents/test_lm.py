@@ -63,12 +63,6 @@ def test_sampling_config_pins_every_knob():
     assert (greedy.do_sample, greedy.temperature, greedy.output_logits) == (False, None, False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the pins are not in force: transformers 5 fills a None knob from the checkpoint's generation_config and its "
-    "global defaults (top_k=50 on every model), so this checkpoint's repetition penalty runs before lm.ChosenLogps "
-    "records the logits (and top-k/top-p after); pinning neutral values changes the tokens drawn: a separate change",
-)
 def test_generate_ignores_the_checkpoints_sampling_settings(tiny_model_dir):
     # A checkpoint's generation_config.json may ask for top-k, top-p or a repetition penalty; the
     # pinned config must override them, or behaviour log-probs would be of another distribution.
@@ -147,30 +141,35 @@ def test_pinned_greedy_generation(embedded_policy):
             0.7,
             1,
             [
-                [23, 20, 28, 15, 26, 34, 23, 2],
-                [28, 27, 16, 30, 26, 34, 22, 27, 22, 2],
-                [22, 20, 24, 16, 26, 20, 27, 34, 23, 22, 20, 22, 23, 2],
+                [23, 20, 28, 15, 26, 34, 23, 694, 23, 20, 24, 2],
+                [28, 27, 16, 30, 26, 34, 22, 28, 22, 2],
+                [22, 20, 24, 16, 26, 20, 27, 34, 22, 24, 20, 24, 2],
             ],
-            [-1.397571, -0.624761, -5.168757],
+            [-10.61143, -2.100577, -4.855],
         ),
         (
             1.0,
             2,
             [
-                [23, 20, 28, 15, 26, 34, 23, 20, 28, 2],
-                [28, 27, 16, 30, 26, 34, 22, 27, 22, 2],
-                [22, 20, 24, 16, 26, 20, 27, 34, 22, 24, 20, 22, 26, 2],
+                [23, 20, 28, 15, 26, 34, 25, 20, 28, 2],
+                [28, 27, 16, 30, 26, 34, 22, 28, 22, 2],
+                [22, 20, 24, 16, 26, 20, 27, 34, 28, 20, 22, 23, 2],
             ],
-            [-2.657333, -1.024708, -6.374189],
+            [-2.501376, -2.001048, -3.738495],
         ),
     ],
 )
 def test_pinned_sampled_generation(embedded_policy, temperature, seed, responses, logp_sums):
+    # pinned from marft's decode loop (inverse-CDF draws, 2026-12-06); the learner's scoring of the same responses
+    # gives the same sums (below), which is what makes the pins right rather than merely recorded
     policy, prompts = embedded_policy
     torch.manual_seed(seed)
     gen = policy.generate(prompts, "reasoner_0", Sampling(temperature, 24))
     assert gen.responses == responses
     torch.testing.assert_close(torch.stack([t.sum() for t in gen.token_logps]), torch.tensor(logp_sums), atol=2e-5, rtol=0)
+    with torch.no_grad():
+        logp, _, mask = policy.score(prompts, responses, "reasoner_0", temperature)
+    torch.testing.assert_close((logp * mask).sum(-1), torch.tensor(logp_sums), atol=2e-5, rtol=0)
 
 
 def test_pinned_scores_and_features(embedded_policy):

@@ -16,10 +16,10 @@ from marft_agents.engines.hf import HFEngine
 from marft_agents.engines.seeded import EpisodeSeededEngine
 from marft_agents.models.policy import LaMASPolicy, load_base
 from marft_agents.models.sampling import Sampling, agent_sampling, row_temperatures
-from marft_agents.rollout.evaluation import answer_agreement, copy_rates, evaluate
+from marft_agents.rollout.evaluation import answer_agreement, copy_rates, eval_sampling, evaluate
 from marft_agents.rollout.layered import RolloutEngine
 from marft_agents.runs.report import agent_health, summary_table
-from marft_agents.settings.agents import AgentSettings
+from marft_agents.settings.agents import AgentSettings, field_names
 from marft_agents.training.config import ConfigError, TrainConfig, describe, from_dict, load, to_dict, validate
 from marft_agents.training.setup import learner_temperature, worker_spec
 from marft_agents.training.trainer import train
@@ -44,9 +44,11 @@ def test_overrides_and_files_fill_one_section_per_agent_and_round_trip(tmp_path)
         "actor_0": AgentSettings(temperature=0.3, max_new_tokens=8),
     }
     assert isinstance(config.agents["reasoner_0"].temperature, float)
-    assert to_dict(config)["agents"] == {
-        "reasoner_0": {"temperature": 1.0, "max_new_tokens": None, "train": True, "model": None},
-        "actor_0": {"temperature": 0.3, "max_new_tokens": 8, "train": True, "model": None},
+    plain = to_dict(config)["agents"]
+    assert all(set(section) == set(field_names()) for section in plain.values())  # every key, unset ones as None
+    assert {a: {k: section[k] for k in ("temperature", "max_new_tokens", "train", "model", "top_k", "stop")} for a, section in plain.items()} == {
+        "reasoner_0": {"temperature": 1.0, "max_new_tokens": None, "train": True, "model": None, "top_k": None, "stop": None},
+        "actor_0": {"temperature": 0.3, "max_new_tokens": 8, "train": True, "model": None, "top_k": None, "stop": None},
     }
     assert from_dict(json.loads(json.dumps(to_dict(config)))) == config  # config.json and back
     toml = tmp_path / "run.toml"
@@ -217,8 +219,9 @@ def test_a_worker_plays_each_agent_at_its_own_settings(tiny_model_dir):
     config.agents = {a: AgentSettings(max_new_tokens=n) for a, n in LIMITS.items()}
     worker = RolloutWorker(worker_spec(config, record_state=False))
     worker.engine, worker.version = worker._build_engine(), 0  # as load() makes it, without Ray's object store
-    for greedy in (False, True):
-        episodes, _ = worker.collect(0, [None], list(range(4)), [10 + i for i in range(4)], greedy=greedy)
+    greedy = eval_sampling(None, 48, agent_max_new_tokens=LIMITS)  # as the worker pool's evaluate asks
+    for evaluation in (None, (*greedy, 0)):
+        episodes, _ = worker.collect(0, [None], list(range(4)), [10 + i for i in range(4)], evaluation=evaluation)
         for e in episodes:
             assert all(len(s.response) <= LIMITS[s.agent] for s in e.steps)
 

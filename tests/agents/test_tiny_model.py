@@ -235,28 +235,28 @@ def test_pretrain_rejects_an_unfinished_rate_outside_0_1(tmp_path, rate):
 
 
 def test_held_out_evaluation_of_the_shipped_model(shipped):
-    # Pinned from the evaluator pre-training had before it played the envs through the RolloutEngine
-    # (then named team_accuracy, team_accuracy_by_level): the same episodes, the same numbers.
+    # Pinned 2026-12-06 on the test split by arithmetic (issue 53; the split by uid gave 0.3333 on its 24): the
+    # shipped model was pretrained on the old split's train set, which holds most of these problems' arithmetic
     model, tok = shipped
     greedy = evaluate_chain(model, tok, n=24, seed=0)
     assert (greedy["n"], greedy["episodes"], greedy["temperature"]) == (24, 24, 0.0)
-    assert round(greedy["accuracy"], 4) == 0.3333
-    assert greedy["accuracy_by_level"] == {"1": 0.7143, "2": 0.0, "3": 0.2857, "4": 0.3333}
-    assert (greedy["reasoner_finished"], greedy["accuracy_when_finished"]) == (0.5417, 0.6154)
-    assert greedy["examples"][0] == {"gold": "35", "reasoner_0": "94-59=35", "actor_0": "\\boxed{35}", "solved": True}
+    assert round(greedy["accuracy"], 4) == 0.25
+    assert greedy["accuracy_by_level"] == {"1": 1.0, "2": 0.0, "3": 0.0, "4": 0.5}
+    assert (greedy["reasoner_finished"], greedy["accuracy_when_finished"]) == (0.7083, 0.3529)
+    assert greedy["examples"][0] == {"gold": "31", "reasoner_0": "18-3=15", "actor_0": "\\boxed{15}", "solved": False}
     # the metric names of marft eval (evaluation.summarize)
     assert {"accuracy", "accuracy_stderr", "mean_return", "roles"} <= set(greedy)
     assert {"own_accuracy", "answer_accuracy_when_right", "mean_response_tokens"} <= set(greedy["roles"]["reasoner_0"])
     assert "team_accuracy" not in greedy
 
-    sampled = evaluate_chain(model, tok, n=12, seed=0, temperature=1.0, samples=3)
-    assert (sampled["episodes"], sampled["samples"], sampled["pass@1"], sampled["pass@3"]) == (36, 3, 0.1944, 0.5)
-    assert sampled["accuracy_by_level"] == {"1": 0.4444, "2": 0.0, "3": 0.1333, "4": 0.3333}
-    assert (sampled["reasoner_finished"], sampled["accuracy_when_finished"]) == (0.4722, 0.4118)
+    sampled = evaluate_chain(model, tok, n=12, seed=0, temperature=1.0, samples=3)  # marft's decode loop's draws
+    assert (sampled["episodes"], sampled["samples"], sampled["pass@1"], sampled["pass@3"]) == (36, 3, 0.1667, 0.3333)
+    assert sampled["accuracy_by_level"] == {"1": 0.3333, "2": 0.0833, "3": 0.1667, "4": 0.2}
+    assert (sampled["reasoner_finished"], sampled["accuracy_when_finished"]) == (0.7222, 0.1923)
 
     solo = evaluate_solo(model, tok, n=24, seed=0)
-    assert solo["n"] == 24 and round(solo["accuracy"], 4) == 0.375
-    assert solo["accuracy_by_level"] == {"1": 0.4286, "2": 0.1429, "3": 0.4286, "4": 0.6667}
+    assert solo["n"] == 24 and round(solo["accuracy"], 4) == 0.3333
+    assert solo["accuracy_by_level"] == {"1": 1.0, "2": 0.125, "3": 0.1429, "4": 0.5}
 
 
 def test_sft_loss_equals_the_plain_loss_on_full_sequences(tiny_model_dir):

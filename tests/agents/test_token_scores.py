@@ -1,17 +1,17 @@
 """Scoring and generation without vocabulary-wide tensors per position: the numbers of the unchunked paths.
 
-The references below are the code ``LaMASPolicy.score`` and ``lm.generate`` ran before the chunking:
-the output layer on every response position at once, and ``generate``'s kept raw logits, stacked.
+The references below are the code ``LaMASPolicy.score`` ran before the chunking (the output layer on every
+response position at once) and, for ``lm.generate``, one full forward pass per response.
 """
 
 import pytest
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
 
 import marft_envs
 from marft_agents.models import lm, token_scores
 from marft_agents.models.policy import LaMASPolicy, load_base
 from marft_agents.models.sampling import Sampling
+from marft_agents.models.truncation import truncate
 
 TOL = dict(atol=1e-6, rtol=1e-6)
 
@@ -125,54 +125,47 @@ def test_score_equals_the_unchunked_path_with_the_same_gradients(tiny_model_dir,
             torch.testing.assert_close(a, b, **TOL)
 
 
-def unchunked_generate(model, prompts, temperature, max_new_tokens, pad, eos, logits_processor=None):
-    """``lm.generate`` as it was: every step's raw logits kept (``output_logits``), stacked at the end."""
-    ids, mask = lm.left_pad(prompts, pad)
-    config = lm.sampling_config(max_new_tokens, temperature, pad, eos, output_logits=True)
-    out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config, logits_processor=logits_processor)
-    new = out.sequences[:, ids.shape[1] :]
-    lengths = lm.response_lengths(new, eos)
-    logp = torch.log_softmax(torch.stack(out.logits, dim=1).float() / temperature, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
-    return [new[i, :n].tolist() for i, n in enumerate(lengths)], [logp[i, :n] for i, n in enumerate(lengths)]
+def teacher_forced_logps(model, prompts, responses, temperature, top_k=None, top_p=None):
+    """Each response's log-probs from one full forward pass per row: the numbers ``lm.generate`` must have recorded."""
+    out = []
+    for prompt, response in zip(prompts, responses):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1].float()  # (R, V)
+        target = torch.tensor(response)
+        logits = truncate(logits / temperature, top_k, top_p, keep=target)
+        out.append(torch.log_softmax(logits, -1).gather(-1, target[:, None])[:, 0])
+    return out
 
 
-class BanToken(LogitsProcessor):
-    """A caller's processor (as the seeded engine's sampler is one): runs after the recorder."""
-
-    def __call__(self, input_ids, scores):
-        return scores.masked_fill(torch.arange(scores.shape[-1]) == 7, float("-inf"))
-
-
-@pytest.mark.parametrize("temperature, processor", [(1.0, None), (0.7, None), (0.7, BanToken)])
-def test_generate_draws_the_same_tokens_with_the_same_logps_as_the_unchunked_path(temperature, processor):
+@pytest.mark.parametrize("temperature, top_k, top_p", [(1.0, None, None), (0.7, None, None), (0.7, 4, None), (0.9, None, 0.7)])
+def test_generate_records_the_logps_of_the_distribution_it_draws_from(temperature, top_k, top_p):
     policy, prompts = chain_policy("embedded")  # trained: its rows end at different lengths
     prompts = [prompts[0], prompts[1][:-3] + prompts[1][-1:], prompts[2], prompts[3]]  # unequal widths: left padding
     pad, eos = policy.pad_token_id, policy.eos_token_id
     with torch.no_grad(), policy.active("reasoner_0") as model:
-        runs = []
-        for generate in (lm.generate, unchunked_generate):
-            torch.manual_seed(11)
-            kwargs = {"logits_processor": LogitsProcessorList([processor()]) if processor else None}
-            if generate is lm.generate:
-                runs.append(
-                    generate(model, prompts, temperature=temperature, max_new_tokens=20, pad_token_id=pad, eos_token_id=eos, **kwargs)
-                )
-            else:
-                runs.append(generate(model, prompts, temperature, 20, pad, eos, **kwargs))
-            runs[-1] += (torch.rand(1),)  # the RNG after generation: the same draws were made
-    (responses, logps, after), (old_responses, old_logps, old_after) = runs
-    assert responses == old_responses and torch.equal(after, old_after)
-    assert len({len(r) for r in responses}) > 1  # some rows stopped early
-    for a, b in zip(logps, old_logps):
-        torch.testing.assert_close(a, b, **TOL)
+        torch.manual_seed(11)
+        responses, logps = lm.generate(
+            model,
+            prompts,
+            temperature=temperature,
+            max_new_tokens=20,
+            pad_token_id=pad,
+            eos_token_id=eos,
+            top_k=top_k or 0,
+            top_p=top_p or 1.0,
+        )
+        reference = teacher_forced_logps(model, prompts, responses, temperature, top_k, top_p)
+    assert len({len(r) for r in responses}) > 1  # some rows stopped early and left the batch
+    assert all(eos not in r[:-1] for r in responses)
+    for a, b in zip(logps, reference):
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=1e-5)
 
 
-def test_generate_keeps_no_logits(tiny_model_dir, monkeypatch):
+def test_generate_never_calls_transformers_generate(tiny_model_dir, monkeypatch):
+    # transformers' generate fills None knobs with its global top_k=50 and a checkpoint's settings: it would sample
+    # from another distribution than the recorded log-probs (and it keeps every step's logits when asked)
     policy, prompts = chain_policy(tiny_model_dir)
-    configs = []
     with policy.active("reasoner_0") as model:
-        real = model.generate
-        monkeypatch.setattr(model, "generate", lambda **kw: configs.append(kw["generation_config"]) or real(**kw))
+        monkeypatch.setattr(model, "generate", lambda **kw: pytest.fail("model.generate was called"))
         gen = policy.generate(prompts, "reasoner_0", Sampling(0.7, 6))
-    assert configs and not any(c.output_logits or c.output_scores for c in configs)
     assert [len(t) for t in gen.token_logps] == [len(r) for r in gen.responses]

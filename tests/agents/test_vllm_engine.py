@@ -116,3 +116,38 @@ def test_a_layer_of_every_agent_of_every_env_is_one_generate_call(served):
     assert len(steps) == 12 and {s.version for s in steps} == {engine.version}
     for s in steps[:3]:
         assert max_gap(policy, s.prompt, s.response, s.token_logps, policy.adapter_of[s.agent], 0.7) < TOLERANCE
+
+
+def test_top_k_and_top_p_reach_vllm_and_its_logps_are_the_truncated_distributions(served):
+    from marft_agents.models.sampling import row_temperatures
+
+    policy, engine, prompts = served
+    a, b, c = list(prompts)
+    own = {a: Sampling(0.9, 16, top_k=5), b: Sampling(0.8, 16, top_p=0.7), c: Sampling(1.0, 16, top_k=1)}
+    layer = [Request(prompts[x], x, sampling=own[x]) for x in (a, b, c) for _ in range(3)]
+    gen = engine.generate(layer, Sampling(0.7, 16))
+    truncated, plain = [], []
+    for request, response, logps in zip(layer, gen.responses, gen.token_logps):
+        assert len(response) == len(logps) >= 1
+        scoring = row_temperatures([request.adapter], own, policy.device)  # the learner's: the same truncation
+        truncated.append(max_gap(policy, request.prompt, response, logps, request.adapter, scoring))
+        plain.append(max_gap(policy, request.prompt, response, logps, request.adapter, request.sampling.temperature))
+    assert max(truncated) < TOLERANCE
+    assert max(plain[:6]) > 100 * TOLERANCE  # the control: untruncated, top-k 5 and top-p 0.7 score otherwise
+    greedy = policy.generate([prompts[c]], c, Sampling(0.0, 16)).responses[0]
+    assert all(r == greedy for r in gen.responses[6:]) and all(lp.abs().max() < TOLERANCE for lp in gen.token_logps[6:])
+
+
+def test_a_stop_string_ends_a_vllm_response_where_the_hf_engine_ends_it(served):
+    policy, engine, prompts = served
+    agent, prompt = next(iter(prompts.items()))
+    full = engine.generate([Request(prompt, agent)], Sampling(0.0, 16)).responses[0]
+    texts = [policy.tokenizer.decode(full[: k + 1], skip_special_tokens=True) for k in range(len(full))]
+    k = next(k for k in range(1, len(full)) if texts[k] and texts[k][-1] not in texts[k - 1])  # a new character
+    stop = Sampling(0.0, 16, stop=(texts[k][-1],))
+    ours = engine.generate([Request(prompt, agent, sampling=stop)], Sampling(0.7, 16))
+    assert ours.responses == [full[: k + 1]] == policy.generate([prompt], agent, stop).responses
+    assert ours.texts == [texts[k]]
+    sampled = engine.generate([Request(prompt, agent, sampling=Sampling(1.0, 16, stop=stop.stop))] * 4, Sampling(0.7, 16))
+    for response, logps in zip(sampled.responses, sampled.token_logps):  # the token completing the stop keeps its log-prob
+        assert len(response) == len(logps) and max_gap(policy, prompt, response, logps, agent, 1.0) < TOLERANCE

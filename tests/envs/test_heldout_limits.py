@@ -58,7 +58,7 @@ def test_sources_refuse_past_their_limit_and_a_fixed_list_still_gives_all_it_hol
 
 
 def test_a_small_synthetic_level_set_runs_out_soon(monkeypatch):
-    # Level 0 has 112 distinct test problems; asking it for 10,000 drew 501,000 problems (3 minutes)
+    # Level 0 has 86 distinct test problems (112 split by uid); asking it for 10,000 drew 501,000 problems (3 minutes)
     # before refusing. Now it stops once thousands of draws in a row bring nothing new.
     source = SyntheticMath(levels=(0,))
     draws = []
@@ -71,9 +71,9 @@ def test_a_small_synthetic_level_set_runs_out_soon(monkeypatch):
         return real(self, rng, split, levels)
 
     monkeypatch.setattr(SyntheticMath, "_draw", counted)
-    with pytest.raises(ValueError, match="found only 112 distinct test problems; ask for fewer"):
+    with pytest.raises(ValueError, match="found only 86 distinct test problems; ask for fewer"):
         source.heldout(MAX_HELDOUT)
-    assert len(source.heldout(112)) == 112  # all of them, when asked for no more
+    assert len(source.heldout(86)) == 86  # all of them, when asked for no more
     assert synthetic._MAX_STALE < 20_000
 
 

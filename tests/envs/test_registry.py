@@ -27,7 +27,7 @@ def test_each_kind_has_at_least_one_id():
     assert "marft/MathChain-v0" in marft_envs.list_envs("aec")
     assert "marft/MathDebate-v0" in marft_envs.list_envs("parallel")
     assert "marft/MathSolo-v0" in marft_envs.list_envs("gym")
-    assert shipped() == AEC_IDS and len(AEC_IDS) == 13
+    assert shipped() == AEC_IDS and len(AEC_IDS) == 19
 
 
 @pytest.mark.parametrize("env_id", AEC_IDS)
@@ -99,7 +99,7 @@ def test_registered_env_is_deterministic_with_a_scripted_policy(env_id):
 def test_ecosystem_make_functions():
     assert isinstance(pettingzoo.make("aec", "marft/MathChain-v0"), pettingzoo.AECEnv)
     assert isinstance(pettingzoo.make("parallel", "marft/MathDebate-v0", n_agents=2), pettingzoo.ParallelEnv)
-    env = gymnasium.make("marft/MathSolo-v0")
+    env = gymnasium.make("marft/MathSolo-v1")
     obs, info = env.reset(seed=0)
     assert obs["text"].startswith("Problem:") and info["parents"] == []
 
@@ -135,11 +135,17 @@ def test_import_stays_torch_free():
 # What each shipped env declares for held-out evaluation: (eval_kwargs, attempts_option).
 EVAL_DECLARATIONS = {
     "marft/MathChain-v0": ({"split": "test"}, "rounds"),
+    "marft/MathChain-v1": ({"split": "test"}, "rounds"),
     "marft/MathSolo-v0": ({"split": "test"}, "rounds"),
+    "marft/MathSolo-v1": ({"split": "test"}, "rounds"),
     "marft/MathCORY-v0": ({"split": "test"}, "rounds"),
+    "marft/MathCORY-v1": ({"split": "test"}, "rounds"),
     "marft/MathJigsaw-v0": ({"split": "test"}, "rounds"),
     "marft/MathJigsaw-v1": ({"split": "test"}, "rounds"),
+    "marft/MathJigsaw-v2": ({"split": "test"}, "rounds"),
+    "marft/MathJigsawSolo-v0": ({"split": "test"}, "rounds"),
     "marft/MathDebate-v0": ({"split": "test"}, None),  # its rounds are debate rounds, not attempts
+    "marft/MathDebate-v1": ({"split": "test"}, None),
     "marft/CodeRepair-v0": ({"split": "test"}, "rounds"),
     "marft/CodeRepairVote-v0": ({"split": "test"}, "rounds"),
     "marft/CodeRepairSolo-v0": ({"split": "test"}, "rounds"),
@@ -222,17 +228,17 @@ def test_a_known_id_is_not_re_registered_to_another_env():
     from marft_envs.tasks.math import MathChain
 
     with pytest.raises(marft_envs.RegistrationError) as info:
-        marft_envs.register("marft/MathChain-v0", Impostor)
+        marft_envs.register("marft/MathChain-v1", Impostor)
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith(
-        "env id 'marft/MathChain-v0' is already registered to marft_envs.tasks.math.chain:MathChain; refusing to re-register it to "
+        "env id 'marft/MathChain-v1' is already registered to marft_envs.tasks.math.chain:MathChain; refusing to re-register it to "
     )
     assert message.endswith(":Impostor: register your env under an id of its own (e.g. 'you/Name-v0')")
     assert isinstance(info.value, ValueError)
     # nothing changed, in any registry
-    assert marft_envs.spec("marft/MathChain-v0").factory is MathChain
-    assert isinstance(pettingzoo.make("aec", "marft/MathChain-v0").env, MathChain)
+    assert marft_envs.spec("marft/MathChain-v1").factory is MathChain
+    assert isinstance(pettingzoo.make("aec", "marft/MathChain-v1").env, MathChain)
     with pytest.raises(marft_envs.RegistrationError, match="already registered to .*with other gym"):
         marft_envs.register("marft/MathSolo-v0", marft_envs.spec("marft/MathSolo-v0").factory, gym=False)
 
@@ -256,7 +262,7 @@ def test_an_entry_point_that_takes_a_known_id_fails_in_one_line(monkeypatch, scr
 
     (tmp_path / "impostor_plugin.py").write_text(
         "import marft_envs\n\nclass Fake(marft_envs.FlexEnv):\n    pass\n\n"
-        "def register_envs():\n    marft_envs.register('marft/MathChain-v0', Fake)\n"
+        "def register_envs():\n    marft_envs.register('marft/MathChain-v1', Fake)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     point = metadata.EntryPoint(name="impostor", value="impostor_plugin:register_envs", group=plugins.ENTRY_POINT_GROUP)
@@ -267,9 +273,9 @@ def test_an_entry_point_that_takes_a_known_id_fails_in_one_line(monkeypatch, scr
     assert "\n" not in str(info.value)
     assert str(info.value).startswith(
         "entry point 'impostor' (impostor_plugin:register_envs) of group 'marft.envs' "
-        "failed: RegistrationError: env id 'marft/MathChain-v0' is already registered"
+        "failed: RegistrationError: env id 'marft/MathChain-v1' is already registered"
     )
-    assert marft_envs.spec("marft/MathChain-v0").factory.__name__ == "MathChain"
+    assert marft_envs.spec("marft/MathChain-v1").factory.__name__ == "MathChain"
 
 
 @pytest.mark.parametrize("command", [["train"], ["envs"]])
@@ -279,10 +285,10 @@ def test_the_cli_refuses_an_import_that_takes_a_known_id(tmp_path, command):
     import sys
 
     (tmp_path / "impostor_task.py").write_text(
-        "import marft_envs\n\nclass Always(marft_envs.FlexEnv):\n    pass\n\nmarft_envs.register('marft/MathChain-v0', Always)\n"
+        "import marft_envs\n\nclass Always(marft_envs.FlexEnv):\n    pass\n\nmarft_envs.register('marft/MathChain-v1', Always)\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
-    overrides = ["env=marft/MathChain-v0", f"run_dir={tmp_path / 'run'}"] if command == ["train"] else []
+    overrides = ["env=marft/MathChain-v1", f"run_dir={tmp_path / 'run'}"] if command == ["train"] else []
     out = subprocess.run(
         [sys.executable, "-m", "marft_agents.cli", *command, "--import", "impostor_task", *overrides],
         cwd=tmp_path,
@@ -296,7 +302,7 @@ def test_the_cli_refuses_an_import_that_takes_a_known_id(tmp_path, command):
     assert out.stderr.count("\n") == 1, out.stderr
     assert out.stderr.startswith(
         f"marft {command[0]}: error: cannot import 'impostor_task' (--import / imports): "
-        "RegistrationError: env id 'marft/MathChain-v0' is already registered to "
+        "RegistrationError: env id 'marft/MathChain-v1' is already registered to "
         "marft_envs.tasks.math.chain:MathChain; refusing to re-register it to "
         "impostor_task:Always"
     ), out.stderr

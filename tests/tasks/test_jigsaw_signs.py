@@ -10,7 +10,7 @@ import pytest
 
 import marft_envs
 from marft_envs.outcomes import OWN_CORRECT, REWARD_COMPONENTS
-from marft_envs.tasks.math import MathJigsaw, MathJigsawV0
+from marft_envs.tasks.math import MathJigsaw, MathJigsawV0, MathJigsawV1
 from marft_envs.tasks.math.jigsaw import numbers_in, passes_on
 from marft_envs.testing import Case, check_table
 
@@ -45,8 +45,9 @@ def test_v0_is_kept_as_it_was():
     assert sharer_scores("marft/MathJigsaw-v0", "-{q}") == [1.0] * 20  # the old grader, for old results
     assert sharer_scores("marft/MathJigsaw-v0", "{q}") == [1.0] * 20
     assert type(marft_envs.make("marft/MathJigsaw-v0")) is MathJigsawV0
-    assert type(marft_envs.make("marft/MathJigsaw-v1")) is MathJigsaw
-    assert MathJigsawV0.metadata["name"] == "marft/MathJigsaw-v0" and MathJigsaw.metadata["name"] == "marft/MathJigsaw-v1"
+    assert type(marft_envs.make("marft/MathJigsaw-v1")) is MathJigsawV1 and type(marft_envs.make("marft/MathJigsaw-v2")) is MathJigsaw
+    assert MathJigsawV0.metadata["name"] == "marft/MathJigsaw-v0" and MathJigsawV1.metadata["name"] == "marft/MathJigsaw-v1"
+    assert MathJigsaw.metadata["name"] == "marft/MathJigsaw-v2"
 
 
 def test_a_chain_sharer_must_keep_every_sign():

@@ -257,7 +257,7 @@ def test_registered_with_a_heldout_split_and_attempts():
         ({"graph": "ring"}, "graph must be one of ['chain', 'star'], got 'ring'"),
         ({"levels": 4}, "jigsaw levels must be one or more of [1, 2, 3]"),
         ({"levels": []}, "jigsaw levels must be one or more of [1, 2, 3]"),
-        ({"split": "dev"}, "jigsaw split must be 'train' or 'test', got 'dev'"),
+        ({"split": "dev"}, "jigsaw split must be 'train', 'validation' or 'test', got 'dev'"),
         ({"profile": "general-v0"}, "the profile has no prompt for roles ['answerer', 'sharer']"),
         ({"credit": "everyone"}, "unknown credit mode 'everyone'"),
     ],

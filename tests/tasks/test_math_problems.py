@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from marft_envs.tasks.math.problems import FileProblems, Problem, ProblemSource, load_problems
-from marft_envs.tasks.math.synthetic import TEMPLATES, SyntheticMath, latex_answer, split_of
+from marft_envs.tasks.math.synthetic import TEMPLATES, SyntheticMath, arithmetic_key, arithmetic_split, latex_answer, split_of
 
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 STEP = re.compile(r"^([0-9+\-*/]+)=(-?\d+(?:/\d+)?)$")
@@ -113,29 +113,64 @@ def test_templates_are_varied_and_all_reachable():
     assert len({p.question for p in problems[:300]}) >= 200
 
 
-def test_train_and_test_are_disjoint():
-    train = draw(SyntheticMath(split="train"), 1, 1000)
-    test = draw(SyntheticMath(split="test"), 1, 1000)
-    assert {split_of(p.uid) for p in train} == {"train"} and {split_of(p.uid) for p in test} == {"test"}
-    assert not {p.uid for p in train} & {p.uid for p in test}
+def split_by_arithmetic(p: Problem) -> str:
+    """The arithmetic split of a drawn synthetic problem, read back from its uid's numbers and its answer."""
+    return arithmetic_split(arithmetic_key([Fraction(x) for x in p.uid.split(":")[1].split(",")], gold_value(p.answer)))
+
+
+def test_train_validation_and_test_are_disjoint():
+    drawn = {split: draw(SyntheticMath(split=split), 1, 1000) for split in ("train", "validation", "test")}
+    for split, problems in drawn.items():
+        assert {split_by_arithmetic(p) for p in problems} == {split}
+    assert not {p.uid for p in drawn["train"]} & {p.uid for p in drawn["test"] + drawn["validation"]}
+    old = {split: draw(SyntheticMath(split=split, split_by="uid"), 1, 1000) for split in ("train", "test")}
+    assert {split_of(p.uid) for p in old["train"]} == {"train"} and {split_of(p.uid) for p in old["test"]} == {"test"}
+
+
+def test_the_arithmetic_key_ignores_wording_and_order():
+    assert arithmetic_key([23, 15], 38) == arithmetic_key([15, 23], Fraction(38)) == "15,23=38"
+    assert arithmetic_key([Fraction(1, 3), 6], 2) == "1/3,6=2"
+    assert {arithmetic_split(f"{k},{k + 1}={2 * k + 1}") for k in range(200)} == {"train", "validation", "test"}
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"split": "dev"}, "synthetic split must be 'train', 'validation' or 'test', got 'dev'"),
+        ({"split_by": "hash"}, "synthetic split_by must be 'arithmetic' or 'uid', got 'hash'"),
+        ({"split": "validation", "split_by": "uid"}, "synthetic split by uid (the first release's, kept by the -v0 ids) has no validation"),
+    ],
+)
+def test_bad_splits_are_refused_in_one_line(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        SyntheticMath(**kwargs)
 
 
 def test_heldout_is_deterministic_distinct_and_from_the_test_split():
     source = SyntheticMath()
     heldout = source.heldout(300, seed=5)
     assert heldout == SyntheticMath().heldout(300, seed=5) != source.heldout(300, seed=6)
-    assert len({p.uid for p in heldout}) == 300 and {split_of(p.uid) for p in heldout} == {"test"}
+    assert len({p.uid for p in heldout}) == 300 and {split_by_arithmetic(p) for p in heldout} == {"test"}
     assert {p.level for p in SyntheticMath(levels=(4,)).heldout(200)} == {4}
+    validation = SyntheticMath(split="validation").heldout(100, seed=5)
+    assert {split_by_arithmetic(p) for p in validation} == {"validation"}
+    assert SyntheticMath(split="train").heldout(50, seed=5) == heldout[:50]  # a train source holds out its test split
 
 
 def test_synthetic_specs():
     assert load_problems("synthetic").levels == (1, 2, 3, 4)
     assert load_problems("synthetic:0").name == "synthetic:0"
-    assert len(SyntheticMath(levels=(0,)).heldout(100)) == 100  # ~112 distinct test problems exist
+    assert len(SyntheticMath(levels=(0,)).heldout(80)) == 80  # 86 distinct test problems exist
     source = load_problems("synthetic:2,1", split="test")
     assert isinstance(source, SyntheticMath) and source.levels == (1, 2) and source.name == "synthetic:1,2"
-    assert {split_of(p.uid) for p in draw(source, 0, 50)} == {"test"}
+    assert {split_by_arithmetic(p) for p in draw(source, 0, 50)} == {"test"}
     assert load_problems(source) is source
+    # the first release's split, by name or as the -v0 env ids read a "synthetic" spec
+    for old in (load_problems("synthetic-v0:1,2", split="test"), load_problems("synthetic:1,2", split="test", split_by="uid")):
+        assert old.split_by == "uid" and old.name == "synthetic-v0:1,2"
+        assert {split_of(p.uid) for p in draw(old, 0, 50)} == {"test"}
+    assert load_problems("synthetic-v0", split_by="arithmetic").split_by == "uid"
+    assert load_problems("synthetic", split="validation").split == "validation"
 
 
 # ---- files --------------------------------------------------------------------------------------
@@ -217,12 +252,12 @@ def test_bad_columns(fixtures):
     [
         ("gsm9k", "unknown problem spec"),
         ("synthetic:7", "synthetic:1,2"),
-        ("synthetic", "'train' or 'test'"),
+        ("synthetic", "'train', 'validation' or 'test'"),
         ("hub:", "hub:<dataset name>"),
     ],
 )
 def test_bad_specs(spec, words):
-    assert words in one_line_error(spec, split="validation" if spec == "synthetic" else "train")
+    assert words in one_line_error(spec, split="dev" if spec == "synthetic" else "train")
 
 
 @pytest.mark.timeout(60)

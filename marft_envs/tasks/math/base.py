@@ -31,6 +31,8 @@ class MathTask(AttemptsTask):
     profile_package = "marft_envs.tasks.math"
     problem_type = Problem
     reset_options = ("problem", "difficulty")
+    split_by = "arithmetic"
+    """What a ``"synthetic"`` problem spec's split hashes: its arithmetic; ``"uid"`` in the ``-v0`` ids, as released."""
 
     def __init__(
         self,
@@ -57,7 +59,7 @@ class MathTask(AttemptsTask):
         )
         if isinstance(format_reward, bool) or not isinstance(format_reward, (int, float)) or not 0 <= format_reward <= 1:
             raise ValueError(f"format_reward must be a number in [0, 1] (0: off), got {format_reward!r}")
-        self.problems = load_problems(problems, split=split)
+        self.problems = load_problems(problems, split=split, split_by=self.split_by)
         self.problem: Problem | None = None
         self.format_reward = float(format_reward)
         """Weight of the gold-free bonus for a parsable ``\\boxed{}`` answer (``rewards.format``); 0: off."""

@@ -1,4 +1,4 @@
-"""``marft/MathChain-v0``: a chain of agents solves a math problem (reasoner -> actor).
+"""``marft/MathChain-v1``: a chain of agents solves a math problem (reasoner -> actor).
 
 The MARFT setting. Each round, agent ``k`` sees the problem, the earlier attempts' feedback and the
 same-round outputs of every agent before it in the chain (its parents are all earlier
@@ -6,9 +6,13 @@ agents, MARFT's ``a^{1:i-1}``); the last agent's ``\\boxed{}`` answer is
 the team's. Roles come from a profile (``profile=``); ``n_agents`` makes longer chains
 (``reasoner_0 -> reasoner_1 -> ... -> actor_0``) or pass ``roles=[...]`` explicitly.
 
-Options: ``problems`` (``"synthetic"``, a file, ``"hub:<name>"``, or a ProblemSource), ``split``,
+Options: ``problems`` (``"synthetic"``, a file, ``"hub:<name>"``, or a ProblemSource), ``split``
+(``"train"``, ``"validation"`` or ``"test"``: disjoint by arithmetic, :mod:`marft_envs.tasks.math.synthetic`),
 ``rounds`` and ``feedback`` (single pass, or several attempts with right/wrong feedback), ``credit``
 (``"team"``, ``"last"``, ``"per_agent"``).
+
+``marft/MathChain-v0`` (:mod:`marft_envs.tasks.math.chain_v0`) is this env on the first
+release's leaky synthetic split by uid.
 
 Version history: the family's, in :mod:`marft_envs.tasks.math`.
 """
@@ -36,7 +40,7 @@ def agent_ids(roles: list[str]) -> list[str]:
 class MathChain(MathTask):
     """Agents in a chain, each seeing its predecessors' outputs; the last one answers."""
 
-    metadata = {"name": "marft/MathChain-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
+    metadata = {"name": "marft/MathChain-v1", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
 
     def __init__(self, n_agents: int | None = None, roles: list[str] | None = None, **kwargs: Any):
         if roles is None:

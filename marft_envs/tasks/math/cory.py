@@ -1,4 +1,4 @@
-"""``marft/MathCORY-v0``: CORY's pioneer and observer, two copies of one LLM, on a math problem.
+"""``marft/MathCORY-v1``: CORY's pioneer and observer, two copies of one LLM, on a math problem.
 
 Two agents, ``solver_0`` and ``solver_1`` (two adapters on one base: "the other you"). Each round
 one of them is the **pioneer**, which sees only the problem; the other is the **observer**, which
@@ -13,7 +13,12 @@ between training iterations and every agent keeps its own adapter and optimizer.
 
 Options: ``pioneer`` (the first pioneer, default ``"solver_0"``), ``reference`` (False: the empty
 graph, both answer the problem alone — CORY's "no reference" ablation, and the protocol for
-evaluating each policy alone), ``problems``, ``split``, ``rounds`` and ``feedback``, ``profile``.
+evaluating each policy alone), ``problems``, ``split`` (``"train"``, ``"validation"`` or ``"test"``: disjoint by
+arithmetic, :mod:`marft_envs.tasks.math.synthetic`),
+``rounds`` and ``feedback``, ``profile``.
+
+``marft/MathCORY-v0`` (:mod:`marft_envs.tasks.math.cory_v0`) is this env on the first
+release's leaky synthetic split by uid.
 
 Version history: the family's, in :mod:`marft_envs.tasks.math`.
 """
@@ -33,7 +38,7 @@ AGENTS = ["solver_0", "solver_1"]
 class MathCORY(MathTask):
     """A pioneer answers, an observer answers with the pioneer's answer as a reference; rewards are summed."""
 
-    metadata = {"name": "marft/MathCORY-v0", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
+    metadata = {"name": "marft/MathCORY-v1", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
     reset_options = ("problem", "pioneer")
 
     def __init__(self, pioneer: str = "solver_0", reference: bool = True, **kwargs: Any):

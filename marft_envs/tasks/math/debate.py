@@ -1,4 +1,4 @@
-"""``marft/MathDebate-v0``: independent solvers answer, then see each other's previous answers.
+"""``marft/MathDebate-v1``: independent solvers answer, then see each other's previous answers.
 
 Every round's dependency graph is empty — within a round the solvers act independently — so this is
 a Dec-POMDP and has a PettingZoo Parallel view. From the second round on, each solver also sees the
@@ -8,7 +8,11 @@ earliest solver). The team reward is the fraction of solvers whose answer is rig
 
 Options: ``n_agents`` (solvers, default 3), ``rounds`` (debate rounds, default 2), ``feedback``
 (also tell the solvers whether the vote was right and stop early when it is), ``problems``,
-``split``, ``credit`` (``"team"``, ``"last"``, ``"per_agent"``), ``profile``.
+``split`` (``"train"``, ``"validation"`` or ``"test"``: disjoint by arithmetic, :mod:`marft_envs.tasks.math.synthetic`),
+``credit`` (``"team"``, ``"last"``, ``"per_agent"``), ``profile``.
+
+``marft/MathDebate-v0`` (:mod:`marft_envs.tasks.math.debate_v0`) is this env on the first
+release's leaky synthetic split by uid.
 
 Version history: the family's, in :mod:`marft_envs.tasks.math`.
 """
@@ -41,7 +45,7 @@ def majority_vote(answers: list[str | None]) -> str | None:
 class MathDebate(MathTask):
     """N solvers answer independently each round, then see each other's previous answers."""
 
-    metadata = {"name": "marft/MathDebate-v0", "is_parallelizable": True, "render_modes": ["human", "ansi"]}
+    metadata = {"name": "marft/MathDebate-v1", "is_parallelizable": True, "render_modes": ["human", "ansi"]}
 
     def __init__(self, n_agents: int = 3, rounds: int = 2, feedback: bool = False, **kwargs: Any):
         n_agents = check_n_agents(n_agents)

@@ -1,4 +1,4 @@
-"""``marft/MathJigsaw-v1``: each agent sees only part of a math word problem; the team must pool them.
+"""``marft/MathJigsaw-v2``: each agent sees only part of a math word problem; the team must pool them.
 
 A task that needs its team. The problem is a short story of counts (:mod:`marft_envs.tasks.math.jigsaw_problems`)
 cut into one share per agent: ``sharer_0`` sees ``Tom has 17 apples.``, ``answerer_0`` sees ``Tom buys
@@ -30,9 +30,12 @@ digits alone and paid ``-27`` for 27.) Infos carry ``solved``, ``team_answer`` a
 
 Options: ``n_agents``, ``graph``, ``levels`` (one or more of 1-3, default all: how many quantities
 and how large; ``difficulties()`` lists them and ``reset(options={"difficulty": d})`` plays one),
-``split`` (``"train"``/``"test"``, disjoint by arithmetic), ``rounds`` and ``feedback`` (attempts
+``split`` (``"train"``, ``"validation"`` or ``"test"``, disjoint by arithmetic: numbers and answer), ``rounds`` and ``feedback`` (attempts
 with right/wrong feedback, as MathChain), ``credit``, ``profile``, ``format_reward``,
 ``render_mode``, ``max_cycles``.
+
+``marft/MathJigsaw-v1`` (:mod:`marft_envs.tasks.math.jigsaw_v1`) is this env on the uid split (train and
+test only; a reordered story could fall on both sides).
 
 Version history: the family's, in :mod:`marft_envs.tasks.math`.
 """
@@ -84,7 +87,7 @@ def numbers_in(message: str, *, signed: bool = True) -> list[int | str]:
 def passes_on(message: str, quantities: list[int], *, signed: bool = True) -> bool:
     """Whether the numbers written in ``message`` are exactly ``quantities`` (as a multiset, any order).
 
-    ``signed``: read each number with its sign (:func:`numbers_in`), as ``marft/MathJigsaw-v1`` does.
+    ``signed``: read each number with its sign (:func:`numbers_in`), as ``marft/MathJigsaw-v1`` and ``-v2`` do.
     """
     return Counter(numbers_in(message, signed=signed)) == Counter(quantities)
 
@@ -92,10 +95,10 @@ def passes_on(message: str, quantities: list[int], *, signed: bool = True) -> bo
 class MathJigsaw(MathTask):
     """Sharers pass on their parts of a word problem; the answerer, who cannot solve it alone, answers."""
 
-    metadata = {"name": "marft/MathJigsaw-v1", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
+    metadata = {"name": "marft/MathJigsaw-v2", "is_parallelizable": False, "render_modes": ["human", "ansi"]}
     problem_type = JigsawProblem
     signed_numbers = True
-    """Whether a sharer's numbers are read with their sign (v1); ``marft/MathJigsaw-v0`` read digits alone."""
+    """Whether a sharer's numbers are read with their sign (v1 on); ``marft/MathJigsaw-v0`` read digits alone."""
 
     def __init__(
         self,
@@ -118,7 +121,7 @@ class MathJigsaw(MathTask):
         agents = [f"sharer_{k}" for k in range(int(n_agents) - 1)] + ["answerer_0"]
         super().__init__(
             agents,
-            problems=JigsawMath(len(agents), levels, split),
+            problems=JigsawMath(len(agents), levels, split, split_by=self.split_by),
             split=split,
             profile=profile,
             rounds=rounds,

@@ -1,4 +1,4 @@
-"""Seeded jigsaw word problems for ``marft/MathJigsaw-v0``: one story whose quantities are split between agents.
+"""Seeded jigsaw word problems for the ``marft/MathJigsaw`` envs: one story whose quantities are split between agents.
 
 A problem is a short story about one person's count of things: a starting count, then changes
 (``Tom buys 25 more apples.``, ``Tom gives 3 apples to Ana.``), then the question ``How many apples
@@ -17,9 +17,15 @@ Levels (:data:`LEVELS`: facts per share, the start's range, the changes' range):
 Each change is a gain or a loss with equal odds, except that a loss that would take the count below
 zero is a gain instead, so every count in the story is a count. The worked solution is one
 ``expression=value`` step per change (``17+25=42`` / ``42-3=39``), as the synthetic problems' is. The
-uid is the arithmetic alone (``jigsaw:17,+25,-3``; names, objects and wordings are decoration); one
-uid in ten, by the synthetic problems' stable hash (:func:`~marft_envs.tasks.math.synthetic.split_of`),
-is the test split, so train and test never share the same arithmetic.
+uid is the arithmetic alone (``jigsaw:17,+25,-3``; names, objects and wordings are decoration).
+
+Splits: ``"train"``, ``"validation"`` and ``"test"``, by the synthetic problems' arithmetic key
+(:func:`~marft_envs.tasks.math.synthetic.arithmetic_key`: the story's quantities as written, sorted,
+and its answer: ``3,17,25=39``), one key in ten each for test and validation. So the stories
+``17, +25, -3`` and ``25, -3, +17`` (the same numbers, the same answer) fall in one split, and no
+held-out story's numbers and answer occur in train, nor in the synthetic problems' train split.
+``split_by="uid"`` is the split of ``marft/MathJigsaw-v0`` and ``-v1`` (train and test by a hash of the
+uid: the quantities in story order, so reordered stories could fall on both sides).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from marft_envs.tasks.math.problem import Problem, ProblemSource
-from marft_envs.tasks.math.synthetic import split_of
+from marft_envs.tasks.math.synthetic import HELDOUT_SPLITS, arithmetic_key, arithmetic_split, check_split, split_of
 from marft_envs.tasks.math.templates import VOCAB, chain
 
 
@@ -155,16 +161,15 @@ def read_facts(text: str) -> list[int]:
 
 
 class JigsawMath(ProblemSource):
-    """Unlimited seeded jigsaw stories for ``n_shares`` agents at levels 1-3, split into train and test by uid."""
+    """Unlimited seeded jigsaw stories for ``n_shares`` agents at levels 1-3, split by their arithmetic (or uid)."""
 
-    def __init__(self, n_shares: int, levels: int | Iterable[int] = tuple(LEVELS), split: str = "train"):
-        if split not in ("train", "test"):
-            raise ValueError(f"jigsaw split must be 'train' or 'test', got {split!r}")
-        self.n_shares, self.levels, self.split = int(n_shares), check_levels(levels), split
+    def __init__(self, n_shares: int, levels: int | Iterable[int] = tuple(LEVELS), split: str = "train", split_by: str = "arithmetic"):
+        check_split(split, split_by, "jigsaw")
+        self.n_shares, self.levels, self.split, self.split_by = int(n_shares), check_levels(levels), split, split_by
         self.name = "jigsaw:" + ",".join(map(str, self.levels))
 
     def __repr__(self) -> str:
-        return f"JigsawMath(n_shares={self.n_shares}, levels={self.levels}, split={self.split!r})"
+        return f"JigsawMath(n_shares={self.n_shares}, levels={self.levels}, split={self.split!r}, split_by={self.split_by!r})"
 
     def sample(self, rng: np.random.Generator) -> JigsawProblem:
         return self._draw(rng, self.split, self.levels)
@@ -176,20 +181,28 @@ class JigsawMath(ProblemSource):
         return self._draw(rng, self.split, (level,))
 
     def heldout(self, n: int, seed: int = 0) -> list[JigsawProblem]:
+        """``n`` distinct stories of this source's split if it is validation or test, else of test."""
+        split = self.split if self.split in HELDOUT_SPLITS else "test"
         rng = np.random.default_rng(seed)
         out: dict[str, JigsawProblem] = {}
         for _ in range(n * 50 + 1_000):  # duplicates are rare but for level 1; this bound only stops runaway loops
             if len(out) >= n:
                 return list(out.values())
-            problem = self._draw(rng, "test", self.levels)
+            problem = self._draw(rng, split, self.levels)
             out.setdefault(problem.uid, problem)
-        raise ValueError(f"{self.name}: found only {len(out)} distinct test problems for {self.n_shares} agents; ask for fewer")
+        raise ValueError(f"{self.name}: found only {len(out)} distinct {split} problems for {self.n_shares} agents; ask for fewer")
+
+    def split_of(self, values: list[int]) -> str:
+        """The split of the story ``values`` (start, signed changes) under this source's ``split_by``."""
+        if self.split_by == "uid":
+            return split_of(uid_of(values))
+        return arithmetic_split(arithmetic_key([abs(v) for v in values], sum(values)))
 
     def _draw(self, rng: np.random.Generator, split: str, levels: tuple[int, ...]) -> JigsawProblem:
         # Level and numbers are redrawn on rejection, so each stays uniform; wording comes after.
         for _ in range(_MAX_TRIES):
             level = levels[int(rng.integers(len(levels)))]
             values = draw_story(rng, self.n_shares * LEVELS[level].facts_per_share, LEVELS[level])
-            if split_of(uid_of(values)) == split and needs_every_share(values, self.n_shares):
+            if self.split_of(values) == split and needs_every_share(values, self.n_shares):
                 return word_story(values, self.n_shares, level, rng)
         raise RuntimeError(f"{self.name}: no {split} problem in {_MAX_TRIES} draws")

@@ -8,7 +8,10 @@ for a fixed evaluation set. ``load_problems(spec)`` builds a source from a short
 spec                                   source
 =====================================  ==================================================================
 ``"synthetic"``, ``"synthetic:1,2"``   ``SyntheticMath``: seeded arithmetic word problems at levels 1-4,
-                                       unlimited and offline (the default); train/test split by uid
+                                       unlimited and offline (the default); train/validation/test split
+                                       by arithmetic (numbers and answer, whatever the wording)
+``"synthetic-v0:1,2"``                 the same problems on the first release's leaky train/test split by
+                                       uid (``split_by="uid"``), for rerunning old results
 ``"path/to/file.jsonl"``               ``FileProblems`` from a local ``.json`` / ``.jsonl`` / ``.parquet``
                                        file in MATH or GSM8K format (detected from the columns)
 ``"hub:openai/gsm8k:main"``            ``FileProblems`` from ``datasets.load_dataset(name, config, split)``
@@ -22,6 +25,10 @@ Formats:
 * **GSM8K**: ``question`` and ``answer``, a worked solution ending in ``#### <number>``. The gold answer
   is that number without thousands separators; the solution is the text before ``####``. An answer
   that is a single line without ``####`` is taken as the bare gold answer.
+
+Splits: ``split="train"``, ``"validation"`` or ``"test"``. The synthetic split is the generator's own
+(disjoint by arithmetic); a Hub dataset's is the dataset's (``validation`` where it has one: GSM8K and
+MATH have train and test only); a local file is one split, whatever ``split`` says.
 
 Rows with an empty problem or no gold answer are skipped, with a warning that counts them. ``datasets``
 is imported only when a file or Hub dataset is loaded: importing this module stays light.
@@ -40,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from marft_envs.tasks.math.problem import Problem, ProblemSource
-from marft_envs.tasks.math.synthetic import ALL_LEVELS, LEVELS, SyntheticMath
+from marft_envs.tasks.math.synthetic import ALL_LEVELS, LEVELS, SPLIT_BY, SyntheticMath
 from marft_envs.validation import MAX_HELDOUT, check_heldout_n
 
 __all__ = ["Problem", "ProblemSource", "SyntheticMath", "FileProblems", "ProblemSpecError", "load_problems"]
@@ -212,11 +219,13 @@ def _columns_of(rows: Sequence[dict]) -> list[str]:
 # ---- specs --------------------------------------------------------------------------------------
 
 
-def load_problems(spec: str | os.PathLike | ProblemSource, *, split: str = "train") -> ProblemSource:
-    """A ProblemSource from a spec: ``"synthetic[:levels]"``, a local file, ``"hub:<name>[:<config>]"``.
+def load_problems(spec: str | os.PathLike | ProblemSource, *, split: str = "train", split_by: str = "arithmetic") -> ProblemSource:
+    """A ProblemSource from a spec: ``"synthetic[:levels]"``, ``"synthetic-v0[:levels]"``, a local file, ``"hub:<name>[:<config>]"``.
 
-    ``split`` picks the synthetic split (``"train"``/``"test"``) or the Hub split; a local file is
-    one split. Raises ProblemSpecError (a ValueError) with one line saying what to fix.
+    ``split`` picks the synthetic split (``"train"``/``"validation"``/``"test"``) or the Hub split; a local
+    file is one split. ``split_by`` is what a ``"synthetic"`` spec's split hashes (``"arithmetic"``, or
+    ``"uid"``: the MATH family's ``-v0`` env ids); ``"synthetic-v0"`` always splits by uid. Raises
+    ProblemSpecError (a ValueError) with one line saying what to fix.
     """
     if isinstance(spec, ProblemSource):
         return spec
@@ -226,13 +235,16 @@ def load_problems(spec: str | os.PathLike | ProblemSource, *, split: str = "trai
         raise ProblemSpecError(f"problem spec must be a string or a ProblemSource, not {type(spec).__name__}; " + _SPEC_HELP)
     text = spec.strip()
     kind, _, rest = text.partition(":")
-    if kind == "synthetic":
+    if kind in ("synthetic", "synthetic-v0"):
+        if split_by not in SPLIT_BY:
+            raise ProblemSpecError(f"split_by must be one of {list(SPLIT_BY)}, got {split_by!r}")
         try:
             levels = tuple(int(x) for x in rest.split(",")) if rest else LEVELS
-            return SyntheticMath(levels, split=split)
+            return SyntheticMath(levels, split=split, split_by="uid" if kind == "synthetic-v0" else split_by)
         except ValueError as err:
             raise ProblemSpecError(
-                f"bad spec {spec!r}: {_one_line(err)}; use e.g. 'synthetic:1,2' with levels from {ALL_LEVELS} and split 'train' or 'test'"
+                f"bad spec {spec!r}: {_one_line(err)}; use e.g. 'synthetic:1,2' with levels from {ALL_LEVELS} "
+                "and split 'train', 'validation' or 'test'"
             ) from None
     if kind == "hub":
         name, _, config = rest.strip().partition(":")

@@ -1,0 +1,5 @@
+"""The verifiers plugin of marft/MathChain-v1, imported by name: ``vf-eval marft_mathchain_v1`` (docs/adapters.md)."""
+
+from marft_envs.adapters.verifiers import define_plugin
+
+__all__ = define_plugin(__name__, "marft/MathChain-v1")  # sets this module's Taskset, Env, Harness and their configs

@@ -1,0 +1,100 @@
+"""benchmarks/baselines.py (the compute-matched baselines' table) and benchmarks/intervals.py (what holds at 95 %):
+their tables from hand-made run folders, the committed results' intervals, and a smoke run on the embedded model."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def scripts(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import baselines
+    import intervals
+
+    return baselines, intervals
+
+
+def _run(folder: Path, accuracy: float, right: list[bool], updates: int = 16, **extra) -> None:
+    (folder / "outcomes").mkdir(parents=True)
+    lines = [{"uid": f"p{i}", "correct": r} for i, r in enumerate(right)]
+    (folder / "outcomes" / "eval_after.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = {"episodes": len(right), "accuracy": accuracy, "split": "validation", "mean_tokens": 40.0, **extra}
+    if result["mean_tokens"] is None:  # a summary written before mean_tokens
+        del result["mean_tokens"]
+    (folder / "summary.json").write_text(json.dumps({"updates": updates, "eval_after": result}))
+
+
+def test_the_table_by_hand(tmp_path, scripts):
+    baselines, _ = scripts
+    team = {0: [1, 1, 1, 0, 0, 0, 0, 0, 0, 0], 1: [1, 1, 1, 1, 0, 0, 0, 0, 0, 0], 2: [1, 1, 1, 1, 1, 0, 0, 0, 0, 0]}
+    for seed, right in team.items():
+        _run(tmp_path / f"b_marft_jigsaw_s{seed}", sum(right) / 10, [bool(x) for x in right])
+    untuned = [True, True, False, False, False, False, False, False, False, False]
+    _run(tmp_path / "b_untuned_jigsaw_s0", 0.2, untuned, 0, mean_tokens=None, roles={"sharer_0": {"mean_response_tokens": 15.0}})
+    text = baselines.table(tmp_path, ("jigsaw",))
+    data = json.loads((tmp_path / "table.json").read_text())["jigsaw"]
+    team_row, untuned_row = data["methods"][1], data["methods"][0]
+    # three seeds 0.3, 0.4, 0.5: 0.4 ± 4.303 x 0.0577 (sd 0.1 / sqrt 3)
+    assert team_row["seeds"] == [0, 1, 2] and team_row["interval"] == "t, 3 seeds"
+    assert (team_row["low"], team_row["high"]) == (pytest.approx(0.4 - 0.248414, abs=1e-5), pytest.approx(0.4 + 0.248414, abs=1e-5))
+    assert untuned_row["interval"] == "Wilson, 1 run" and untuned_row["low"] == pytest.approx(0.05668, abs=1e-4)
+    # one untuned run stands for every seed: differences 0.1, 0.2, 0.3; McNemar: 1, 2 and 3 problems only the team got
+    (against,) = data["against_the_team"]
+    assert against["seeds"] == [0, 1, 2] and against["difference"] == pytest.approx(0.2)
+    assert against["mcnemar"] == {
+        "0": {"only_team": 1, "only_other": 0, "p": 1.0},
+        "1": {"only_team": 2, "only_other": 0, "p": 0.5},
+        "2": {"only_team": 3, "only_other": 0, "p": 0.25},
+    }
+    assert (
+        "| the team trained with MARFT (an adapter per role) | 0,1,2 | 10 | validation | 40.0 | [15.2, 64.8] | t, 3 seeds | 40.0 |" in text
+    )
+    assert (tmp_path / "table.md").read_text() == text + "\n"
+
+
+def test_eval_tokens_reads_old_summaries(scripts):
+    baselines, _ = scripts
+    assert baselines.eval_tokens({"mean_tokens": 31.5, "roles": {}}) == 31.5
+    old = {"mean_rounds": 1.0, "roles": {"sharer_0": {"mean_response_tokens": 14.875}, "answerer_0": {"mean_response_tokens": 31.125}}}
+    assert baselines.eval_tokens(old) == 46.0
+    with pytest.raises(ValueError, match="several rounds"):
+        baselines.eval_tokens({**old, "mean_rounds": 2.0})
+
+
+def test_the_committed_results_intervals(scripts):
+    _, intervals = scripts
+    if not (intervals.RESULTS / "f1_marft_s2" / "summary.json").is_file():
+        pytest.skip("the credit experiments' results are not in this checkout")
+    text = intervals.report()
+    assert "| F1: MARFT, the chain, both learn | 0,1,2 | +3.6, +29.5, +6.3 | +13.1 ± 8.2 | [-22.3, +48.5] | no | no (+10) |" in text
+    assert "| F4: MARFT, T 0.7 | 0,1,2 | +14.3, +12.5, +5.4 | +10.7 ± 2.7 | [-1.0, +22.5] | no | no (+10) |" in text
+    assert "| F4: MARFT, T 0.3 | 0,1,2 |" in text and "[+14.0, +28.3] | yes | yes (+10) |" in text
+
+
+def test_the_smoke_run_on_the_embedded_model(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "baselines.py"), "--smoke", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    data = json.loads((tmp_path / "table.json").read_text())["jigsaw"]
+    methods = {r["method"].split(" (k ")[0]: r for r in data["methods"]}
+    assert len(methods) == 5 and all(r["split"] == "validation" and r["problems"] == "4" for r in methods.values())
+    vote = next(r for r in data["methods"] if r["method"].startswith("one agent, the whole problem, untuned: majority"))
+    assert vote["seeds"] == [0, 1] and vote["interval"] == "t, 2 seeds"
+    summary = json.loads((tmp_path / "b_majority_jigsaw_s0" / "summary.json").read_text())
+    untuned = json.loads((tmp_path / "b_untuned_jigsaw_s0" / "summary.json").read_text())["eval_after"]["mean_tokens"]
+    assert summary["eval_after"]["token_budget"] == pytest.approx(untuned)
+    assert len((tmp_path / "b_majority_jigsaw_s0" / "outcomes" / "eval_after.jsonl").read_text().splitlines()) == 4
+    assert "The team against each method" in out.stdout
