@@ -126,7 +126,13 @@ def marft_side(args) -> dict:
     n = PROMPTS * G
     envs = [marft_envs.make(ENV, **KWARGS) for _ in range(n)]
     config = TrainConfig(
-        model=args.model, env=ENV, env_kwargs=KWARGS, threads=args.threads, lora_r=8, lora_alpha=16, lora_targets=list(TARGETS),
+        model=args.model,
+        env=ENV,
+        env_kwargs=KWARGS,
+        threads=args.threads,
+        lora_r=8,
+        lora_alpha=16,
+        lora_targets=list(TARGETS),
         dtype=args.marft_dtype,
     )
     policy = build_policy(config, envs[0].possible_agents)

@@ -46,7 +46,9 @@ def test_overrides_and_files_fill_one_section_per_agent_and_round_trip(tmp_path)
     assert isinstance(config.agents["reasoner_0"].temperature, float)
     plain = to_dict(config)["agents"]
     assert all(set(section) == set(field_names()) for section in plain.values())  # every key, unset ones as None
-    assert {a: {k: section[k] for k in ("temperature", "max_new_tokens", "train", "model", "top_k", "stop")} for a, section in plain.items()} == {
+    assert {
+        a: {k: section[k] for k in ("temperature", "max_new_tokens", "train", "model", "top_k", "stop")} for a, section in plain.items()
+    } == {
         "reasoner_0": {"temperature": 1.0, "max_new_tokens": None, "train": True, "model": None, "top_k": None, "stop": None},
         "actor_0": {"temperature": 0.3, "max_new_tokens": 8, "train": True, "model": None, "top_k": None, "stop": None},
     }
