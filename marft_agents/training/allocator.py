@@ -19,7 +19,7 @@ threshold): with activation checkpointing it took E2's peak from 6.8 GB to 1.9 G
 default because of its cost: every freed buffer above the threshold is unmapped and the next one is faulted in
 afresh. A float32 real-model update (8 chain episodes' collection and a MARFT update, SmolLM2-135M-Instruct) took
 1.4x the CPU time of glibc's default (105-123 s against 76-87 s; the learner 1.5-1.7x), and a 16-episode bf16
-update with ``gradient_checkpointing`` and 128 KiB held took 95 s against 33 s without either
+update with ``gradient_checkpointing`` and 128 KiB held took 67 s (mean of two) against 32 s without either
 (``benchmarks/speed.py``, 2026-12-06). ``MALLOC_MMAP_THRESHOLD_`` set before the process starts wins over the key.
 """
 

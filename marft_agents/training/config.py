@@ -76,7 +76,7 @@ class TrainConfig:
     device: str = spelled("auto", DEVICE_SPELLING, DEVICE_CHOICES)
     """Where the model, adapters, critics and every tensor of training live: "auto" (the first GPU torch sees, else the CPU), "cpu", "cuda" or "cuda:N"."""
     gradient_checkpointing: bool = False
-    """Recompute each layer's activations in the backward pass instead of keeping them: less memory for long responses, more learner time (a real-model update 2-3x slower with mmap_threshold_kb=128, benchmarks/speed.py)."""
+    """Recompute each layer's activations in the backward pass instead of keeping them: less memory for long responses, more learner time (with mmap_threshold_kb=128 a real-model update took about 2x as long, docs/real-models.md)."""
     mmap_threshold_kb: int = ranged(0, NON_NEGATIVE)
     """Hold glibc's mmap threshold at this many KiB, so freed buffers above it go back to the system at once: with gradient_checkpointing, E2's peak 1.9 GB instead of 13 GB, at a cost in time (training/allocator.py); 0 (the default): glibc's own dynamic threshold."""
     adapter_mode: str = choice("lora", ADAPTER_MODES)
