@@ -96,6 +96,7 @@ def test_a_short_real_model_run_with_vllm_and_the_tis_correction_trains(real_cac
                 "generation.engine=vllm",
                 "generation.threads=1",
                 "generation.tis_cap=2",
+                "dtype=float32",  # the trainer in fp32 as the engine: dtype=auto would score in bf16 here
                 "threads=1",
                 "updates=2",
                 "episodes_per_update=2",
