@@ -112,7 +112,7 @@ def post(url: str, body: bytes) -> tuple[int, dict]:
 
 
 @pytest.mark.parametrize(
-    "options, message", [("x", "options must be a dict"), ({"difficulty": 99}, "synthetic has levels [1, 2, 3, 4], not 99")]
+    "options, message", [("x", "options must be a dict"), ({"difficulty": 99}, "synthetic-v0 has levels [1, 2, 3, 4], not 99")]
 )
 def test_a_reset_the_env_refuses_is_a_422_with_its_one_line(server_url, options, message):
     status, answer = post(server_url + "/reset", json.dumps({"seed": 1, "options": options}).encode())

@@ -68,7 +68,7 @@ def test_a_non_finite_number_is_a_422_saying_what_is_wrong_not_a_500():
             assert where in str(tuple(problem["loc"])) and what in problem["msg"], problem
             assert problem["input"] in ("inf", "-inf", "nan"), problem  # quoted as text: JSON has no infinity
         status, answer = post(url + "/reset", b'{"seed": 1, "options": {"difficulty": 1e400}}')
-        assert status == 422 and answer["detail"] == "synthetic has levels [1, 2, 3, 4], not inf"  # the env's one line
+        assert status == 422 and answer["detail"] == "synthetic-v0 has levels [1, 2, 3, 4], not inf"  # the env's one line
         status, _ = post(url + "/reset", b'{"seed": 1}')  # the server still serves
         assert status == 200
         time.sleep(0.2)
