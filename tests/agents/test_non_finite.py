@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from agent_helpers import plant_rewards
+from agent_helpers import base_args, plant_rewards
 
 import marft_envs
 from marft_agents.algorithms.losses import NonFiniteLossError
@@ -43,19 +43,8 @@ def test_a_nan_loss_raises_naming_the_metric_and_changes_no_weight(tiny_model_di
 
 def test_a_run_whose_loss_turns_nan_exits_1_with_one_line_and_keeps_its_last_checkpoint(tiny_model_dir, tmp_path, capsys, monkeypatch):
     run = tmp_path / "run"
-    args = [
-        "env=signal_env:ParityChain",  # tests/agents/signal_env.py: returns differ, so the update takes a step
-        f"model={tiny_model_dir}",
-        f"run_dir={run}",
-        "episodes_per_update=4",
-        "eval_episodes=2",
-        "eval_rounds=0",
-        "eval_every=0",
-        "checkpoint_every=1",
-        "max_new_tokens=4",
-        "marft.minibatch_size=4",
-        "threads=1",
-    ]
+    # tests/agents/signal_env.py: returns differ, so the update takes a step; the updates= given below win
+    args = ["env=signal_env:ParityChain", *base_args(tiny_model_dir, run)]
     assert cli(["train", "--no-progress", *args, "updates=1"]) == 0
     saved = ckpt.load_checkpoint(ckpt.latest_checkpoint(run / "checkpoints"))
     capsys.readouterr()  # the first run's output (its zero-reward warning)
