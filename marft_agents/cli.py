@@ -34,16 +34,23 @@ def _import_option(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help=help)
 
 
+def _say(line: str) -> None:
+    """``line`` on stderr in one write: ``print`` writes the text and its newline apart, and torchrun's ranks that
+    fail together would run their lines into one."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parse(_parser(), argv)
     try:
         return COMMANDS[args.command](args)
     except (FileNotFoundError, KeyError, ValueError) as err:
-        print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)
+        _say(f"marft {args.command}: error: {_message(err)}")
         return 2
     except (ArithmeticError, WorkerError, OSError) as err:  # a non-finite loss, failing workers, a full disk:
-        print(f"marft {args.command}: error: {_message(err)}", file=sys.stderr)  # the last checkpoint is intact
+        _say(f"marft {args.command}: error: {_message(err)}")  # the last checkpoint is intact
         return 1
     except KeyboardInterrupt as err:  # Ctrl-C; for train, SIGINT/SIGTERM before a run started (imports, loading)
         print(f"marft {args.command}: {_message(err) if str(err) else 'interrupted'}", file=sys.stderr)
