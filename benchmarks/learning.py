@@ -27,6 +27,7 @@
     .venv/bin/python benchmarks/learning.py f3_low_lr_800 --seeds 0,1,2  # F3's lever at F1's budget, 800 episodes
     .venv/bin/python benchmarks/learning.py f1_actor12_untuned --seeds 0  # the untuned chain, the actor bounded to 12 tokens
     .venv/bin/python benchmarks/learning.py report --out benchmarks/results/credit  # F1-F4's tables
+    .venv/bin/python benchmarks/learning.py f4_marft_t03_bf16 --seeds 0  # bf16's learning parity: F4 at T 0.3 in bfloat16
     .venv/bin/python benchmarks/learning.py b_untuned_jigsaw     # the baselines on the clean splits (issue 53), below
     .venv/bin/python benchmarks/learning.py b_majority_jigsaw --seeds 0,1,2,3,4  # majority vote at the untuned team's tokens
     .venv/bin/python benchmarks/learning.py b_untuned_jigsaw --eval-split test  # a final setting's one read of test
@@ -199,6 +200,12 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   its accuracy and the actor's copy rate, set against the untuned 21.4 %. It runs after
   ``f3_low_lr_800``'s seeds, alone, only if it would end by 09:50 UTC (about 3 minutes).
 
+* **bf16's learning parity** (phase ``f4_marft_t03_bf16``; written 2026-12-06 03:50 UTC, before it ran; issue 52):
+  ``f4_marft_t03`` (F4's setting at T 0.3, MathJigsaw-v0 level 1, 512 episodes) with ``dtype=bfloat16`` (the base's
+  weights and matmuls in bf16; LoRA weights, optimizer state, log-softmax and losses in float32), all else equal.
+  Its gain is set against the three float32 seeds of ``f4_marft_t03``: parity if it lies within their 95 %
+  t-interval. Seed 0, alone.
+
 Statistics: ``before`` is one deterministic greedy evaluation (the same start for every seed);
 "± se" of one run is the binomial standard error over the eval problems; across seeds the mean
 change carries the standard error of the seeds' changes (sd / sqrt(n)). Runs resume from their
@@ -250,6 +257,10 @@ Each asks whether a team beats what the same compute buys otherwise.
 * **Order**, per setting and each alone: ``b_untuned``, the untuned single agent, ``b_majority`` seeds
   0-4; then the trained arms alternating by seed (``b_marft``, ``b_shared``, ``b_ppo`` on seed 0, then on
   seed 1, ...); then ``b_majority_marft``. A headline claim waits for all five seeds of its rows.
+* **dtype** (amendment written 2026-12-06 03:50 UTC, before any b_* phase ran): every b_* phase runs at
+  ``B_DTYPE`` = ``bfloat16`` (the library's ``dtype=auto`` choice on this CPU, written out so that a run computes
+  the same on any CPU; about twice float32's speed here, ``benchmarks/speed.py``), every arm alike, the majority
+  vote included; ``f4_marft_t03_bf16`` reports its learning parity with float32.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
@@ -548,6 +559,11 @@ def f4_marft_t03(out: Path, seed: int) -> dict:
     return f4_marft(out, seed, "f4_marft_t03", temperature=0.3)
 
 
+def f4_marft_t03_bf16(out: Path, seed: int) -> dict:
+    """bf16's learning parity (issue 52): ``f4_marft_t03`` with the base in bfloat16, all else equal."""
+    return f4_marft(out, seed, "f4_marft_t03_bf16", temperature=0.3, dtype="bfloat16")
+
+
 def f4_tree(out: Path, seed: int, name: str = "f4_tree", **fields) -> dict:
     """F4: GRPO with tree grouping (K 4, M 2, the trunk by score), half F4's updates (a tree costs about twice the tokens)."""
     from marft_agents import algorithms
@@ -636,6 +652,7 @@ JIGSAW_V2, JIGSAW_SOLO = "marft/MathJigsaw-v2", "marft/MathJigsawSolo-v0"
 BASELINE_OUT = OUT.parent / "baselines"
 EVAL_SPLIT = "validation"  # --eval-split test: a final setting's one read of test (untrained phases; trained: baselines.py test_read)
 JIGSAW_T = 0.3  # F4's amendments: the temperature both methods learned at on MathJigsaw
+B_DTYPE = "bfloat16"  # every b_* arm alike (the amendment above); F-phases keep DTYPE
 VOTE_T = 0.7  # self-consistency's sampling temperature (Wang et al. 2023 sample at T 0.5-0.7)
 MAX_VOTES = 16
 BASELINE_SEEDS = "0,1,2,3,4"  # a headline claim rests on at least 5 seeds (docs/real-models.md, the protocol)
@@ -666,8 +683,8 @@ def clean(setting: str) -> dict:
 
 
 def _evaluated() -> dict:
-    """What every b_* run shares: greedy evaluation on ``EVAL_N`` problems of ``EVAL_SPLIT``."""
-    return {"eval_episodes": EVAL_N, "eval_split": EVAL_SPLIT}
+    """What every b_* run shares: greedy evaluation on ``EVAL_N`` problems of ``EVAL_SPLIT``, at ``B_DTYPE``."""
+    return {"eval_episodes": EVAL_N, "eval_split": EVAL_SPLIT, "dtype": B_DTYPE}
 
 
 def _trained(out: Path, setting: str) -> dict:
@@ -749,7 +766,7 @@ def b_majority(out: Path, seed: int, setting: str, team: str = "untuned") -> dic
         max_k=MAX_VOTES,
         model=MODEL,
         threads=THREADS,
-        dtype=DTYPE,
+        dtype=B_DTYPE,
     )
 
 
@@ -1070,6 +1087,7 @@ PHASES = {
     "f4_marft": f4_marft,
     "f4_tree": f4_tree,
     "f4_marft_t03": f4_marft_t03,
+    "f4_marft_t03_bf16": f4_marft_t03_bf16,
     "f4_tree_t03": f4_tree_t03,
     **baseline_phases(),
 }
@@ -1088,6 +1106,7 @@ CREDIT_PHASES = {
     "f4_marft",
     "f4_tree",
     "f4_marft_t03",
+    "f4_marft_t03_bf16",
     "f4_tree_t03",
 }
 
