@@ -200,7 +200,7 @@ machine kind, named with its ``lscpu`` in docs/real-models.md.
   its accuracy and the actor's copy rate, set against the untuned 21.4 %. It runs after
   ``f3_low_lr_800``'s seeds, alone, only if it would end by 09:50 UTC (about 3 minutes).
 
-* **bf16's learning parity** (phase ``f4_marft_t03_bf16``; written 2026-12-06 03:50 UTC, before it ran; issue 52):
+* **bf16's learning parity** (phase ``f4_marft_t03_bf16``; written 2026-12-06 03:19 UTC, before it ran; issue 52):
   ``f4_marft_t03`` (F4's setting at T 0.3, MathJigsaw-v0 level 1, 512 episodes) with ``dtype=bfloat16`` (the base's
   weights and matmuls in bf16; LoRA weights, optimizer state, log-softmax and losses in float32), all else equal.
   Its gain is set against the three float32 seeds of ``f4_marft_t03``: parity if it lies within their 95 %
@@ -257,7 +257,7 @@ Each asks whether a team beats what the same compute buys otherwise.
 * **Order**, per setting and each alone: ``b_untuned``, the untuned single agent, ``b_majority`` seeds
   0-4; then the trained arms alternating by seed (``b_marft``, ``b_shared``, ``b_ppo`` on seed 0, then on
   seed 1, ...); then ``b_majority_marft``. A headline claim waits for all five seeds of its rows.
-* **dtype** (amendment written 2026-12-06 03:50 UTC, before any b_* phase ran): every b_* phase runs at
+* **dtype** (amendment written 2026-12-06 03:19 UTC, before any b_* phase ran): every b_* phase runs at
   ``B_DTYPE`` = ``bfloat16`` (the library's ``dtype=auto`` choice on this CPU, written out so that a run computes
   the same on any CPU; about twice float32's speed here, ``benchmarks/speed.py``), every arm alike, the majority
   vote included; ``f4_marft_t03_bf16`` reports its learning parity with float32.
