@@ -57,6 +57,8 @@ def methods(setting: str) -> list[tuple[str, str]]:
         (f"b_ppo_{setting}", f"{alone}, trained with PPO, the team's episodes"),
         (f"b_majority_{setting}", f"{alone}, untuned: majority vote at the untuned team's tokens"),
         (f"b_majority_marft_{setting}", f"{alone}, untuned: majority vote at the trained team's tokens"),
+        (f"b_epochs_{setting}", "the team, MARFT with 4 epochs of minibatches of 8 (the PPO regime)"),
+        (f"b_anchor_{setting}", "the same with a KL anchor to the base (kl_coef 0.05)"),
     ]
 
 

@@ -31,6 +31,7 @@
     .venv/bin/python benchmarks/learning.py b_untuned_jigsaw     # the baselines on the clean splits (issue 53), below
     .venv/bin/python benchmarks/learning.py b_majority_jigsaw --seeds 0,1,2,3,4  # majority vote at the untuned team's tokens
     .venv/bin/python benchmarks/learning.py b_untuned_jigsaw --eval-split test  # a final setting's one read of test
+    .venv/bin/python benchmarks/learning.py b_epochs_jigsaw --seeds 0  # the PPO regime: 4 epochs of minibatches of 8
     .venv/bin/python benchmarks/baselines.py table          # their table, 95 % intervals and paired tests
 
 Every rule below was written before any RL run of this script, and none was changed after one.
@@ -257,6 +258,15 @@ Each asks whether a team beats what the same compute buys otherwise.
 * **Order**, per setting and each alone: ``b_untuned``, the untuned single agent, ``b_majority`` seeds
   0-4; then the trained arms alternating by seed (``b_marft``, ``b_shared``, ``b_ppo`` on seed 0, then on
   seed 1, ...); then ``b_majority_marft``. A headline claim waits for all five seeds of its rows.
+* **The PPO regime** (issue 53, item 4; written 2026-12-06 03:32 UTC, before any of these ran): with one minibatch
+  per agent per update and one epoch, MARFT's ratio is exactly 1 and the clip never binds. ``b_epochs_<s>``:
+  ``b_marft_<s>`` with ``marft.ppo_epochs=4`` and ``marft.minibatch_size=8`` (each agent's 32 steps of an update in
+  4 minibatches, 4 passes: 16 optimizer steps per update where today's setting takes 1, so the ratio moves and the
+  clip can bind; ``clip_frac`` and ``approx_kl`` are in its metrics). ``b_anchor_<s>``: ``b_epochs_<s>`` with
+  ``marft.kl_coef=0.05`` (a per-token KL penalty to the untuned base, the actor's anchor). Each is set against
+  ``b_marft_<s>`` on the same seeds and validation problems (the paired test); the setting a later headline
+  uses is the best of the three on validation. They run after each seed's three arms (``b_marft``,
+  ``b_shared``, ``b_ppo``): ``b_epochs``, then ``b_anchor``, seed by seed.
 * **dtype** (amendment written 2026-12-06 03:19 UTC, before any b_* phase ran): every b_* phase runs at
   ``B_DTYPE`` = ``bfloat16`` (the library's ``dtype=auto`` choice on this CPU, written out so that a run computes
   the same on any CPU; about twice float32's speed here, ``benchmarks/speed.py``), every arm alike, the majority
@@ -730,6 +740,19 @@ def b_shared(out: Path, seed: int, setting: str) -> dict:
     return b_team(out, seed, setting, "shared", adapter_mode="shared")
 
 
+def b_epochs(out: Path, seed: int, setting: str, name: str = "epochs", **ppo) -> dict:
+    """``b_team`` in a regime where the ratio moves: 4 epochs of minibatches of 8 agent-steps (``ppo`` added)."""
+    from marft_agents import algorithms
+
+    settings = algorithms.config_class("marft")(ppo_epochs=4, minibatch_size=8, **ppo)
+    return b_team(out, seed, setting, name, algo_args=settings)
+
+
+def b_anchor(out: Path, seed: int, setting: str) -> dict:
+    """``b_epochs`` with a per-token KL penalty to the untuned base (``kl_coef`` 0.05)."""
+    return b_epochs(out, seed, setting, "anchor", kl_coef=0.05)
+
+
 def b_ppo(out: Path, seed: int, setting: str) -> dict:
     """One agent trained with PPO on the single-agent env: the team's updates, episodes and temperature, 2 x TOKENS."""
     s = clean(setting)
@@ -782,6 +805,8 @@ def baseline_phases() -> dict:
         phases[f"b_marft_{s}"] = partial(b_team, setting=s)
         phases[f"b_shared_{s}"] = partial(b_shared, setting=s)
         phases[f"b_ppo_{s}"] = partial(b_ppo, setting=s)
+        phases[f"b_epochs_{s}"] = partial(b_epochs, setting=s)
+        phases[f"b_anchor_{s}"] = partial(b_anchor, setting=s)
         phases[f"b_majority_marft_{s}"] = partial(b_majority, setting=s, team="marft")
     return phases
 
