@@ -53,6 +53,8 @@ def main() -> int:
         if done.returncode != 0:
             print(done.stdout[-2000:], done.stderr[-2000:], sep="\n", file=sys.stderr)
             return done.returncode
+        rows = [json.loads(line) for line in Path(tmp, "run", "metrics.jsonl").read_text().splitlines()]
+        update_s = [row["time/update_s"] for row in rows if "time/update_s" in row]  # each update's own seconds
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
     commit = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     result = {
@@ -62,6 +64,7 @@ def main() -> int:
         "updates": args.updates,
         "peak_rss_mb": round(peak_mb),
         "wall_s": round(wall),
+        "update_s": [round(u, 1) for u in update_s],
     }
     result["machine"] = platform.processor() or platform.machine()
     print(json.dumps(result))

@@ -17,8 +17,9 @@ Run it alone (nothing else on the cores: torch's threads slow 3-10x beside a bus
   set to its tree.
 - ``grpo``: ``benchmarks/peer_trl.py`` (marft's GRPO against TRL's ``GRPOTrainer`` on the same work, in the
   ``.venv-adapters`` venv), one pair, marft at ``dtype=auto``, TRL at its CPU defaults (fp32).
-- ``memory``: ``benchmarks/e2_peak_memory.py`` with default settings (E2's peak resident memory; long: one
-  E2 update takes 4-13 min).
+- ``memory``: ``benchmarks/e2_peak_memory.py`` with default settings and with whole minibatches
+  (``ppo.micro_batch_tokens=0``: the learner before micro-batches): E2's peak resident memory and its update's
+  seconds, side by side (long: one E2 update takes 4-13 min).
 - ``ranks``: ``benchmarks/data_parallel.py`` (one rank against two on the same work).
 
 The report (``benchmarks/results/speed-<cpu>.json``) names the CPU, its flags, and each section's wall and
@@ -167,6 +168,7 @@ def update_section(args) -> dict:
     runs = {
         "today, dtype=auto": train_update(ROOT, [], args.threads),
         "today, dtype=float32": train_update(ROOT, ["dtype=float32"], args.threads),
+        "today, whole minibatches": train_update(ROOT, ["marft.micro_batch_tokens=0"], args.threads),
     }
     if args.before:
         runs["before, its defaults"] = train_update(args.before, [], args.threads)
@@ -178,6 +180,19 @@ def update_section(args) -> dict:
     if args.before:
         out["speedup_over_before"] = {name: seconds["before, its defaults"] / s for name, s in seconds.items()}
     return out
+
+
+def memory_section(result: Path) -> dict:
+    """E2's peak memory and update seconds by default, against the same with whole minibatches (``micro_batch_tokens=0``,
+    the learner before micro-batches), one child each."""
+    script = [sys.executable, "benchmarks/e2_peak_memory.py", "--out", str(result)]
+    runs = {
+        "default": script_section(script, result),
+        "ppo.micro_batch_tokens=0": script_section([*script, "ppo.micro_batch_tokens=0"], result),
+    }
+    peaks = {name: r.get("result", {}).get("peak_rss_mb") for name, r in runs.items()}
+    updates = {name: r.get("result", {}).get("update_s") for name, r in runs.items()}
+    return {"runs": runs, "peak_rss_mb": peaks, "update_s": updates}
 
 
 def script_section(command: list[str], result: Path) -> dict:
@@ -235,10 +250,7 @@ def main(argv=None) -> int:
             ],
             results / "peer_trl-speed.json",
         ),  # fmt: skip
-        "memory": lambda: script_section(
-            [sys.executable, "benchmarks/e2_peak_memory.py", "--out", str(results / "e2_peak_memory.jsonl")],
-            results / "e2_peak_memory.jsonl",
-        ),
+        "memory": lambda: memory_section(results / "e2_peak_memory.jsonl"),
         "ranks": lambda: script_section(
             [sys.executable, "benchmarks/data_parallel.py", "--model", MODEL, "--out", str(results / "dp-speed.json")],
             results / "dp-speed.json",
@@ -263,6 +275,7 @@ def _headline(name: str, section: dict) -> dict:
     keys = {
         "decode": ("s_per_step", "speedup_over_bare_fp32", "speedup_over_bare_bf16", "auto_dtype"),
         "update": ("update_s", "speedup_over_today_float32", "speedup_over_before"),
+        "memory": ("peak_rss_mb", "update_s"),
     }.get(name)
     if keys is None:
         return {k: section.get(k) for k in ("returncode", "wall_s", "cpu_s", "result")}

@@ -84,6 +84,8 @@ def step(
     check_kl_gate(settings.kl_gate, accumulation)
     log, skipped, total = [], 0, 0.0  # per-minibatch stats; total: the loss of the step being accumulated
     sizes = dict(minibatch_size=settings.minibatch_size, epochs=settings.ppo_epochs, accumulation=accumulation)
+    # the KL gate judges a whole minibatch before its step: under it, minibatches run whole
+    sizes["micro_batch_tokens"] = 0 if settings.kl_gate is not None else settings.micro_batch_tokens
     coefs = dict(clip_eps=settings.clip_eps, entropy_coef=settings.entropy_coef, kl_coef=settings.kl_coef)
     for mb in minibatches(
         policy, adapter, steps, idx, rng, temperature=temperature, reference=settings.kl_coef > 0, ranks=ranks, **sizes

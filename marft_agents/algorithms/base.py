@@ -226,6 +226,7 @@ def minibatches(
     reference: bool = False,
     ranks: Ranks = SINGLE,
     accumulation: int = 1,
+    micro_batch_tokens: int = 0,
 ) -> Iterator[Minibatch]:
     """``epochs`` passes over the steps ``idx`` of ``adapter``, each in a fresh ``rng`` permutation.
 
@@ -236,8 +237,10 @@ def minibatches(
     ``ranks`` (with an ``rng``): ``idx`` are this rank's; each global minibatch cut to its rows
     (``data_parallel.schedule``). ``accumulation`` k (``grad_accumulation``, with an ``rng``): each k minibatches of a
     pass make one optimizer step, as one of ``k * minibatch_size`` rows would (``share``: their parts of it).
+    ``micro_batch_tokens``: each minibatch scored in micro-batches of at most that many padded tokens, parts of its step
+    as accumulated minibatches are (memory: one micro-batch's activations at a time; 0: whole minibatches).
     """
-    sizes = dict(minibatch_size=minibatch_size, epochs=epochs, accumulation=accumulation)
+    sizes = dict(minibatch_size=minibatch_size, epochs=epochs, accumulation=accumulation, max_tokens=micro_batch_tokens)
     for rows, share in dp.step_schedule(ranks, steps, idx, rng, **sizes):
         yield _scored(policy, adapter, steps, rows, temperature, reference, share)
 

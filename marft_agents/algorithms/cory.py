@@ -182,7 +182,7 @@ class CORY(Learner):
         informative = self.informative(episodes, metrics)  # an agent whose task returns are all equal: no step
         ppo = dict(clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=0.0, kl_gate=cfg.kl_gate)
         ppo.update(max_grad_norm=cfg.max_grad_norm, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs)
-        ppo.update(accumulation=cfg.grad_accumulation)
+        ppo.update(accumulation=cfg.grad_accumulation, micro_batch_tokens=cfg.micro_batch_tokens)
         sampled = dict(temperature=self.temperature, tis_cap=self.tis_cap)
         fit = dict(epochs=cfg.critic_epochs, minibatch_size=cfg.minibatch_size, value_clip=cfg.value_clip)
         for adapter, (values_old, ret, _) in plans.items():  # simultaneous, independent steps

@@ -225,17 +225,42 @@ class Layout:
         return len(mine) / len(rows), int(self.sizes[mine + self.offsets[self.rank]].sum()) / max(tokens, 1)
 
 
+def pieces(rows: np.ndarray, lengths: np.ndarray | None, max_tokens: int) -> list[np.ndarray]:
+    """``rows`` in consecutive micro-batches of at most ``max_tokens`` padded tokens each (its rows times its longest
+    row's ``lengths``; a row longer than that alone), in order. ``max_tokens`` 0 (or no ``lengths``): ``[rows]``."""
+    if not max_tokens or lengths is None:
+        return [rows]
+    out, start, longest = [], 0, 0
+    for k, row in enumerate(rows):
+        wider = max(longest, int(lengths[row]))
+        if k > start and (k - start + 1) * wider > max_tokens:  # this row would overflow the micro-batch: a new one
+            out.append(rows[start:k])
+            start, wider = k, int(lengths[row])
+        longest = wider
+    out.append(rows[start:])
+    return out
+
+
 def cut(
-    order: np.ndarray, minibatch_size: int, accumulation: int = 1
+    order: np.ndarray,
+    minibatch_size: int,
+    accumulation: int = 1,
+    lengths: np.ndarray | None = None,
+    max_tokens: int = 0,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, bool, bool]]:
-    """``order`` in minibatches, ``accumulation`` of them to an optimizer step: ``(group, rows, first, last)`` for each,
-    its step's rows, its own, and whether it opens or closes its step (a pass's last group may hold fewer)."""
+    """``order`` in minibatches, ``accumulation`` of them to an optimizer step, each minibatch in micro-batches of at
+    most ``max_tokens`` padded tokens (:func:`pieces`; 0: whole): ``(group, rows, first, last)`` for each part, its
+    step's rows, its own, and whether it opens or closes its step (a pass's last group may hold fewer)."""
     span = minibatch_size * accumulation
     for start in range(0, len(order), span):
         group = order[start : start + span]
-        count = -(-len(group) // minibatch_size)  # minibatches in this group: ceil(len / minibatch_size)
-        for k in range(count):
-            yield group, group[k * minibatch_size : (k + 1) * minibatch_size], k == 0, k == count - 1
+        parts = [
+            part
+            for k in range(0, len(group), minibatch_size)
+            for part in pieces(group[k : k + minibatch_size], lengths, max_tokens)
+        ]
+        for k, rows in enumerate(parts):
+            yield group, rows, k == 0, k == len(parts) - 1
 
 
 def passes(
@@ -246,12 +271,15 @@ def passes(
     minibatch_size: int,
     epochs: int,
     accumulation: int = 1,
+    max_tokens: int = 0,
 ) -> Iterator[tuple[np.ndarray, Share]]:
     """One process's minibatches of the agent-steps ``idx``: ``epochs`` passes, each in a fresh ``rng`` permutation
-    (None: in ``idx`` order), each minibatch with its :class:`Share` of its accumulation group (alone: all of it)."""
+    (None: in ``idx`` order), each part (a minibatch, or a micro-batch of at most ``max_tokens`` padded tokens) with its
+    :class:`Share` of its optimizer step (alone: all of it)."""
+    lengths = padded_lengths(steps) if max_tokens else None
     for _ in range(epochs):
         order = np.asarray(idx) if rng is None else rng.permutation(idx)
-        for group, rows, first, last in cut(order, minibatch_size, accumulation):
+        for group, rows, first, last in cut(order, minibatch_size, accumulation, lengths, max_tokens):
             if first and last:
                 yield rows, WHOLE
                 continue
@@ -270,6 +298,8 @@ def schedule(
     epochs: int,
     fallback: int | None,
     accumulation: int = 1,
+    lengths: list[int] | None = None,
+    max_tokens: int = 0,
 ) -> Iterator[tuple[np.ndarray, Share]]:
     """``epochs`` passes of global minibatches over every rank's rows ``idx``, as this rank takes part in them.
 
@@ -277,12 +307,17 @@ def schedule(
     the local row ``fallback`` with share 0 (it still joins the gradient sum). ``sizes``: the size in
     tokens of each local row of the batch. Every rank draws the same permutations from ``rng``.
     ``accumulation``: each group of that many global minibatches is one optimizer step; a share is of its group.
+    ``max_tokens`` (with each local row's padded ``lengths``): every global minibatch in the micro-batches a single
+    process would cut (:func:`pieces`), each a part of its step as an accumulated minibatch is.
     """
     layout = Layout.gathered(ranks, sizes)
     everyone = layout.to_global(ranks, idx)  # the single process's idx
+    widths = None  # every global row's padded length, for the micro-batches (one gather)
+    if max_tokens and lengths is not None:
+        widths = np.asarray([n for part in ranks.gather(list(lengths)) for n in part], dtype=np.int64)
     for _ in range(epochs):
         order = rng.permutation(everyone)
-        for group, rows, first, last in cut(order, minibatch_size, accumulation):
+        for group, rows, first, last in cut(order, minibatch_size, accumulation, widths, max_tokens):
             mine = layout.local(rows)
             if len(mine):
                 yield mine, layout.share(rows, mine, group, first=first, last=last)
@@ -301,16 +336,24 @@ def step_schedule(
     minibatch_size: int,
     epochs: int,
     accumulation: int = 1,
+    max_tokens: int = 0,
 ) -> Iterator[tuple[np.ndarray, Share]]:
     """The minibatches of the agent-steps ``idx``: one process's :func:`passes` (or, without an ``rng``, a rank's own
     steps in order), else :func:`schedule` over agent-steps (a row's size: its response's length); a rank that holds
-    none of a global minibatch's rows scores its first step of ``idx`` (or its first generated step) with share 0."""
-    sizes = dict(minibatch_size=minibatch_size, epochs=epochs, accumulation=accumulation)
+    none of a global minibatch's rows scores its first step of ``idx`` (or its first generated step) with share 0.
+    ``max_tokens``: micro-batches of at most that many padded tokens (:func:`pieces`; 0: whole minibatches)."""
+    sizes = dict(minibatch_size=minibatch_size, epochs=epochs, accumulation=accumulation, max_tokens=max_tokens)
     if not ranks.parallel or rng is None:
         return passes(steps, idx, rng, **sizes)
     generating = next((i for i, s in enumerate(steps) if s.response and not s.skipped), None)
     fallback = idx[0] if len(idx) else generating
-    return schedule(ranks, [len(s.response) for s in steps], idx, rng, **sizes, fallback=fallback)
+    lengths = list(padded_lengths(steps))
+    return schedule(ranks, [len(s.response) for s in steps], idx, rng, **sizes, fallback=fallback, lengths=lengths)
+
+
+def padded_lengths(steps: list) -> np.ndarray:
+    """Each agent-step's prompt and response length, ``(N,)``: what its row of a scoring pass is padded to, at most."""
+    return np.asarray([len(s.prompt) + len(s.response) for s in steps], dtype=np.int64)
 
 
 def shared_means(ranks: Ranks, values: dict[str, float], shares: dict[str, float]) -> dict[str, float]:

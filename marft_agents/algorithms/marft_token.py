@@ -128,7 +128,7 @@ class MARFTToken(Learner):
         learning = [a for a in self.learning_adapters(update) if informative[a]]
         ppo = dict(clip_eps=cfg.clip_eps, entropy_coef=cfg.entropy_coef, kl_coef=cfg.kl_coef, kl_gate=cfg.kl_gate)
         ppo.update(max_grad_norm=cfg.max_grad_norm, minibatch_size=cfg.minibatch_size, epochs=cfg.ppo_epochs)
-        ppo.update(accumulation=cfg.grad_accumulation)
+        ppo.update(accumulation=cfg.grad_accumulation, micro_batch_tokens=cfg.micro_batch_tokens)
         sampled = dict(temperature=self.temperature, tis_cap=self.tis_cap, ranks=self.ranks)
         scoring = dict(temperature=self.temperature, minibatch_size=cfg.minibatch_size, reduction=cfg.logp_reduction)
         keys, held = [(s.episode, s.round) for s in steps], dp.held(self.ranks, idx_of)  # held: any rank's steps

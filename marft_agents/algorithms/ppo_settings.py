@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from marft_agents.algorithms.sequential import SequentialConfig
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 
+MICRO_BATCH_TOKENS = 2048
+"""Default padded tokens per forward and backward pass of a learner (``micro_batch_tokens``): E2's peak memory against
+its update's speed (``benchmarks/speed.py``, "memory")."""
+
 
 @dataclass
 class PPOSettings(Ranged):
@@ -44,6 +48,10 @@ class PPOSettings(Ranged):
     grad_accumulation: int = ranged(1, AT_LEAST_ONE)
     """k: the gradients of k consecutive minibatches add up to one optimizer step, the one a minibatch of
     k * minibatch_size agent-steps would take (same rows, same loss), with one minibatch's activations at a time."""
+    micro_batch_tokens: int = ranged(MICRO_BATCH_TOKENS, NON_NEGATIVE)
+    """The most padded tokens (agent-steps x their longest prompt and response) one forward and backward pass holds: a
+    larger minibatch runs in micro-batches whose gradients add up to its own (memory: one micro-batch's activations at
+    a time; 0: whole minibatches; under kl_gate minibatches run whole)."""
     max_grad_norm: float = ranged(0.5, POSITIVE)
     """Gradient clipping."""
     normalize_advantages: bool = True

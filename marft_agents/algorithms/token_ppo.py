@@ -83,6 +83,7 @@ def step(
     tis_cap: float | None,
     ranks: Ranks = SINGLE,
     accumulation: int = 1,
+    micro_batch_tokens: int = 0,
 ) -> dict[str, float]:
     """Epochs of PPO-clip per token over ``adapter``'s steps ``idx``; ``old_logp``, ``advantages`` ``(N, R)`` over
     ``steps``.
@@ -91,11 +92,13 @@ def step(
     optimizer steps' mean ``loss`` under ``<adapter>/``, and ``<adapter>/skipped_minibatches`` (the KL gate's).
     ``ranks``: this rank's steps of a data-parallel update; the KL gate and the logged statistics are the global
     minibatch's, so every rank skips the same minibatches. ``accumulation``: minibatches per optimizer step.
+    ``micro_batch_tokens``: a minibatch's most padded tokens per forward and backward pass (:func:`base.minibatches`);
+    under ``kl_gate``, which judges a whole minibatch's KL before its step, minibatches run whole.
     """
     check_kl_gate(kl_gate, accumulation)
     log, skipped, total = [], 0, 0.0  # per-minibatch stats; total: the loss of the step being accumulated
     sizes = dict(minibatch_size=minibatch_size, epochs=epochs, reference=kl_coef > 0, ranks=ranks)
-    sizes["accumulation"] = accumulation
+    sizes.update(accumulation=accumulation, micro_batch_tokens=0 if kl_gate is not None else micro_batch_tokens)
     for mb in minibatches(policy, adapter, steps, idx, rng, temperature=temperature, **sizes):
         rows, width = torch.as_tensor(mb.rows, device=old_logp.device), mb.mask.shape[1]
         weights = token_weights(mb.steps, width, tis_cap, mb.mask.device)  # (B, R) TIS weights, or None (off)

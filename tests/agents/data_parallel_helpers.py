@@ -50,7 +50,8 @@ def learner(algo: str, model_dir: str) -> tuple[LaMASPolicy, Learner, list]:
     """A tiny policy and its learner, with every loss term on (entropy, KL to the reference) and no clipping of the norm.
 
     ``marft_frozen``: MARFT with ``reasoner_0`` frozen (``agents.reasoner_0.train=false``); ``<algo>_accumulate``: its
-    gradients accumulated over 2 minibatches per step (``grad_accumulation=2``).
+    gradients accumulated over 2 minibatches per step (``grad_accumulation=2``); ``<algo>_micro``: every minibatch in
+    micro-batches of one row (``micro_batch_tokens=1``).
     """
     torch.manual_seed(0)
     env_id, options = ENVS.get(algo, ("marft/MathChain-v0", {}))
@@ -60,6 +61,8 @@ def learner(algo: str, model_dir: str) -> tuple[LaMASPolicy, Learner, list]:
     terms = dict(minibatch_size=3, ppo_epochs=2, kl_coef=0.1, entropy_coef=0.01, max_grad_norm=1e9)
     if algo.endswith("_accumulate"):
         algo, terms["grad_accumulation"] = algo.removesuffix("_accumulate"), 2
+    if algo.endswith("_micro"):
+        algo, terms["micro_batch_tokens"] = algo.removesuffix("_micro"), 1
     if algo in ("marft", "marft_frozen"):
         frozen = frozenset({"reasoner_0"}) if algo == "marft_frozen" else frozenset()
         return policy, MARFT(policy, MARFTConfig(**terms), temperature=1.0, frozen=frozen), envs

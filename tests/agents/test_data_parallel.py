@@ -116,8 +116,9 @@ def launch(tiny_model_dir, tmp_path_factory):
     return out
 
 
-ACCUMULATING = ("marft_accumulate", "marft_token_accumulate")
-"""Learners whose gradients add up over 2 minibatches per step (``grad_accumulation=2``): rows and tokens shares."""
+ACCUMULATING = ("marft_accumulate", "marft_token_accumulate", "marft_micro", "grpo_micro")
+"""Learners whose gradients add up over 2 minibatches per step (``grad_accumulation=2``), or over a minibatch's
+micro-batches of one row (``micro_batch_tokens=1``): rows and tokens shares."""
 
 
 @pytest.fixture(scope="module", params=[*ALGOS, *ACCUMULATING])
