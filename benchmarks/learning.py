@@ -267,6 +267,12 @@ Each asks whether a team beats what the same compute buys otherwise.
   ``b_marft_<s>`` on the same seeds and validation problems (the paired test); the setting a later headline
   uses is the best of the three on validation. They run after each seed's three arms (``b_marft``,
   ``b_shared``, ``b_ppo``): ``b_epochs``, then ``b_anchor``, seed by seed.
+* **Order amendment** (written 2026-12-06 06:12 UTC, after seed 0 of every jigsaw arm had run and been read,
+  before any later seed ran; no setting changes): at about 22 min (``b_marft``) and 11 min (``b_ppo``) a seed,
+  and 31 min for ``b_shared``, the written order needs about 11 hours of this machine. Seeds 1-4 of the two rows
+  item 5's goals name run first, alternating (``b_marft`` s1, ``b_ppo`` s1, ``b_marft`` s2, ...): the team's gain
+  and the team against the trained full-information agent. Then ``b_epochs`` and ``b_anchor`` on seed 0, then
+  ``b_shared`` seeds 1-4, then the regime's later seeds, then ``b_majority_marft``.
 * **dtype** (amendment written 2026-12-06 03:19 UTC, before any b_* phase ran): every b_* phase runs at
   ``B_DTYPE`` = ``bfloat16`` (the library's ``dtype=auto`` choice on this CPU, written out so that a run computes
   the same on any CPU; about twice float32's speed here, ``benchmarks/speed.py``), every arm alike, the majority
