@@ -42,13 +42,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 OUT = Path(__file__).parent / "results" / "baselines"
-SETTINGS = ("jigsaw", "chain")
+SETTINGS = ("jigsaw", "jigsaw_l2", "chain")
 
 
 def methods(setting: str) -> list[tuple[str, str]]:
     """The table's rows for ``setting``: (run-folder prefix, what the method is), the team (``b_marft_*``) second."""
-    single = "b_full_info_jigsaw" if setting == "jigsaw" else "b_solo_chain"
-    alone = "one agent, the whole problem" if setting == "jigsaw" else "one agent (MathSolo-v1)"
+    jigsaw = setting.startswith("jigsaw")
+    single = f"b_full_info_{setting}" if jigsaw else "b_solo_chain"
+    alone = "one agent, the whole problem" if jigsaw else "one agent (MathSolo-v1)"
     return [
         (f"b_untuned_{setting}", "the untuned team, greedy"),
         (f"b_marft_{setting}", "the team trained with MARFT (an adapter per role)"),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import sys
 import tempfile
@@ -25,6 +24,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from roofline import cpu  # noqa: E402  (the CPU named beside every figure)
 
 
 def run(algo: str, seed: int, updates: int, run_dir: str) -> dict:
@@ -57,18 +59,12 @@ def run(algo: str, seed: int, updates: int, run_dir: str) -> dict:
     return {"curve": curve, "wall_s": time.perf_counter() - wall, "cpu_s": after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime}
 
 
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228}
-"""Student's t 0.975 quantile by degrees of freedom (two-sided 95 %); past 10 the value at 10 (a wider interval)."""
-
-
 def interval(values: list[float]) -> tuple[float, float]:
     """Mean and the half-width of its 95 % t-interval (0 for one value)."""
-    import numpy as np
+    from marft_agents.runs.stats import t_interval
 
-    mean = float(np.mean(values))
-    if len(values) < 2:
-        return mean, 0.0
-    return mean, float(T_975[min(len(values) - 1, 10)] * np.std(values, ddof=1) / np.sqrt(len(values)))
+    i = t_interval(values)
+    return i.estimate, (0.0 if i.n < 2 else i.high - i.estimate)
 
 
 def plot(results: dict, out: Path) -> None:
@@ -103,7 +99,7 @@ def main() -> None:
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = {"machine": platform.processor() or platform.machine(), "updates": args.updates, "runs": {}}
+    results = {"cpu": cpu(), "updates": args.updates, "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for algo in args.algos:
             results["runs"][algo] = {}

@@ -32,6 +32,8 @@
     .venv/bin/python benchmarks/learning.py b_majority_jigsaw --seeds 0,1,2,3,4  # majority vote at the untuned team's tokens
     .venv/bin/python benchmarks/learning.py b_untuned_jigsaw --eval-split test  # a final setting's one read of test
     .venv/bin/python benchmarks/learning.py b_epochs_jigsaw --seeds 0  # the PPO regime: 4 epochs of minibatches of 8
+    .venv/bin/python benchmarks/learning.py b_marft_jigsaw_l2 --seeds 0  # the team on MathJigsaw level 2 (the harder level)
+    .venv/bin/python benchmarks/learning.py b_untuned_chain     # the chain, its actor's turn ending in one box
     .venv/bin/python benchmarks/baselines.py table          # their table, 95 % intervals and paired tests
 
 Every rule below was written before any RL run of this script, and none was changed after one.
@@ -273,6 +275,21 @@ Each asks whether a team beats what the same compute buys otherwise.
   item 5's goals name run first, alternating (``b_marft`` s1, ``b_ppo`` s1, ``b_marft`` s2, ...): the team's gain
   and the team against the trained full-information agent. Then ``b_epochs`` and ``b_anchor`` on seed 0, then
   ``b_shared`` seeds 1-4, then the regime's later seeds, then ``b_majority_marft``.
+* **The chain's actor** (amendment written 2026-12-06 06:30 UTC, before any chain b_* phase ran; issue 53, item
+  5 asks for the chain "with an actor profile whose turn ends in one boxed answer"): the chain setting's team
+  and single agent use ``profile=general-v1`` (``CHAIN_PROFILE``: general-v0 with the actor told to reply with the
+  final ``\\boxed{}`` only, its example laid out as its observation is; the solver's prompt is general-v0's), and
+  the actor's turn ends at its first closing brace (``agents.actor_0.stop=["}"]``, ``CHAIN_ACTOR_STOP``): a
+  boxed answer ends the turn, so the actor cannot re-derive or continue the transcript after it (F1's three
+  formats). ``synthetic:0``'s answers are integers, so no answer holds a brace of its own. The reasoner and
+  the single agent keep their turns. Its untuned start is ``b_untuned_chain``'s evaluation, set beside F1's
+  untuned 21.4 % (general-v0, test, a different split).
+* **A harder MathJigsaw level** (amendment written 2026-12-06 06:40 UTC, before any of its runs; issue 53, item
+  5): setting *jigsaw_l2*, the jigsaw setting at ``levels=[2]`` (the same story shape, starts 10-99 and changes
+  2-50 where level 1 has 10-50 and 2-20: more carrying, and the untuned team rewarded less), all else as
+  *jigsaw* (budget, T 0.3, 48 tokens, ``B_DTYPE``, validation). Its phases: ``b_untuned_jigsaw_l2``,
+  ``b_full_info_jigsaw_l2``, then ``b_marft_jigsaw_l2`` and ``b_ppo_jigsaw_l2`` alternating by seed, 0-4. Level 3
+  (two facts a share) waits for what level 2 shows.
 * **dtype** (amendment written 2026-12-06 03:19 UTC, before any b_* phase ran): every b_* phase runs at
   ``B_DTYPE`` = ``bfloat16`` (the library's ``dtype=auto`` choice on this CPU, written out so that a run computes
   the same on any CPU; about twice float32's speed here, ``benchmarks/speed.py``), every arm alike, the majority
@@ -672,27 +689,40 @@ B_DTYPE = "bfloat16"  # every b_* arm alike (the amendment above); F-phases keep
 VOTE_T = 0.7  # self-consistency's sampling temperature (Wang et al. 2023 sample at T 0.5-0.7)
 MAX_VOTES = 16
 BASELINE_SEEDS = "0,1,2,3,4"  # a headline claim rests on at least 5 seeds (docs/real-models.md, the protocol)
+JIGSAW_LEVELS = {"jigsaw": 1, "jigsaw_l2": 2}  # setting -> MathJigsaw level (the harder level's amendment)
+CHAIN_PROFILE = "general-v1"  # the chain's amendment: the actor told to reply with the final box only
+CHAIN_ACTOR_STOP = ("}",)  # ... and its turn ends where its first brace closes: one boxed answer (integer answers)
 ONE_RUN = ("b_untuned_", "b_full_info_", "b_solo_")  # greedy and untuned: one run (seed 0) stands for every seed
 
 
+def single_name(setting: str) -> str:
+    """The untuned single agent's phase in ``setting``: the full-information solver on jigsaw, MathSolo on the chain."""
+    return f"b_full_info_{setting}" if setting in JIGSAW_LEVELS else "b_solo_chain"
+
+
 def clean(setting: str) -> dict:
-    """A clean-split setting (``"jigsaw"``, ``"chain"``): the team's env, the single agent's, their options, the team's
+    """A clean-split setting (``"jigsaw"``, ``"jigsaw_l2"``, ``"chain"``): the team's env, the single agent's, their options, the team's
     budget and temperature; read when a phase runs, so that ``--smoke`` budgets hold."""
-    if setting == "jigsaw":
-        kwargs = {"levels": [1]}  # F4_ENV_KWARGS, as JSON holds it
+    if setting in JIGSAW_LEVELS:
+        kwargs = {"levels": [JIGSAW_LEVELS[setting]]}  # F4_ENV_KWARGS at level 1, as JSON holds it
         return {
             "team": JIGSAW_V2,
             "kwargs": kwargs,
             "solo": JIGSAW_SOLO,
             "solo_kwargs": kwargs,
+            "team_fields": {},
             "updates": F4_UPDATES,
             "temperature": JIGSAW_T,
         }
+    from marft_agents import from_dict
+
+    kwargs = {"profile": CHAIN_PROFILE, "problems": PROBLEMS}
     return {
         "team": CHAIN_V1,
-        "kwargs": math_kwargs(),
+        "kwargs": kwargs,
+        "team_fields": {"agents": from_dict({"agents.actor_0.stop": list(CHAIN_ACTOR_STOP)}).agents},
         "solo": SOLO_V1,
-        "solo_kwargs": math_kwargs(),
+        "solo_kwargs": kwargs,
         "updates": F1_UPDATES,
         "temperature": None,
     }
@@ -710,7 +740,7 @@ def _trained(out: Path, setting: str) -> dict:
     if EVAL_SPLIT != "validation":
         raise SystemExit("a trained arm chooses on validation; read its final adapters on test with benchmarks/baselines.py test_read RUN")
     s = clean(setting)
-    every = s["updates"] // 2 if setting == "jigsaw" else UPDATES
+    every = s["updates"] // 2 if setting in JIGSAW_LEVELS else UPDATES
     return {
         "updates": s["updates"],
         "episodes_per_update": EPISODES,
@@ -723,13 +753,13 @@ def b_untuned(out: Path, seed: int, setting: str) -> dict:
     """The untuned team, greedy (one run stands for every seed)."""
     s = clean(setting)
     fields = {"env": s["team"], "env_kwargs": s["kwargs"], "algo": "marft", "updates": 0, "max_new_tokens": TOKENS}
-    return train_run(out / f"b_untuned_{setting}_s{seed}", seed=seed, **fields, **_evaluated())
+    return train_run(out / f"b_untuned_{setting}_s{seed}", seed=seed, **fields, **s["team_fields"], **_evaluated())
 
 
 def b_single(out: Path, seed: int, setting: str) -> dict:
     """The untuned single agent (the whole jigsaw story; MathSolo-v1 for the chain), greedy, 2 x TOKENS."""
     s = clean(setting)
-    name = "b_full_info_jigsaw" if setting == "jigsaw" else "b_solo_chain"
+    name = single_name(setting)
     fields = {"env": s["solo"], "env_kwargs": s["solo_kwargs"], "algo": "ppo", "updates": 0, "max_new_tokens": 2 * TOKENS}
     return train_run(out / f"{name}_s{seed}", seed=seed, **fields, **_evaluated())
 
@@ -738,7 +768,7 @@ def b_team(out: Path, seed: int, setting: str, name: str = "marft", **fields) ->
     """The team trained with MARFT (an adapter per role), the setting's budget; ``fields`` changed (``b_shared``)."""
     s = clean(setting)
     run = {"env": s["team"], "env_kwargs": s["kwargs"], "algo": "marft", "max_new_tokens": TOKENS, **_trained(out, setting)}
-    return train_run(out / f"b_{name}_{setting}_s{seed}", seed=seed, **run, **_evaluated(), **fields)
+    return train_run(out / f"b_{name}_{setting}_s{seed}", seed=seed, **run, **s["team_fields"], **_evaluated(), **fields)
 
 
 def b_shared(out: Path, seed: int, setting: str) -> dict:
@@ -804,9 +834,9 @@ def baseline_phases() -> dict:
     from functools import partial
 
     phases = {}
-    for s in ("jigsaw", "chain"):
+    for s in (*JIGSAW_LEVELS, "chain"):
         phases[f"b_untuned_{s}"] = partial(b_untuned, setting=s)
-        phases["b_full_info_jigsaw" if s == "jigsaw" else "b_solo_chain"] = partial(b_single, setting=s)
+        phases[single_name(s)] = partial(b_single, setting=s)
         phases[f"b_majority_{s}"] = partial(b_majority, setting=s)
         phases[f"b_marft_{s}"] = partial(b_team, setting=s)
         phases[f"b_shared_{s}"] = partial(b_shared, setting=s)
