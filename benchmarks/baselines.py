@@ -169,7 +169,9 @@ def test_read(run_dir: Path, out: Path, threads: int = 2) -> dict:
     from marft_agents.rollout.evaluation import evaluate
     from marft_agents.settings.agents import values
 
-    policy, config = policy_from_run(str(run_dir), overrides=[f"threads={threads}"])
+    # the LoRA branches as the run computed them (a run written before lora_compute existed: float32)
+    ran = json.loads((run_dir / "config.json").read_text()).get("lora_compute", "float32")
+    policy, config = policy_from_run(str(run_dir), overrides=[f"threads={threads}", f"lora_compute={ran}"])
     started, cpu = time.perf_counter(), time.process_time()
     with torch.no_grad():
         result = evaluate(
