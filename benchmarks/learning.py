@@ -299,7 +299,9 @@ Each asks whether a team beats what the same compute buys otherwise.
   computes in bf16 under autocast, issue 52), where every b_* run so far computed its branches in float32 (peft's
   cast). Every b_* phase pins ``lora_compute=float32`` (``B_LORA_COMPUTE``), so that all the arms and seeds of the
   tables compute alike, and ``baselines.py test_read`` reads test the same way. The majority vote's untuned
-  adapters are zero: both ways give it the same numbers.
+  adapters are zero: both ways give it the same numbers. The same change prefills the prompts' shared prefix once
+  in generation (the same distribution, as scoring has always computed it; bf16 rounds it otherwise, as another
+  thread count would): it is not pinned, and applies to the b_* runs from ``b_marft_jigsaw`` seed 2 on.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would

@@ -274,10 +274,33 @@ class LaMASPolicy:
         if self.autocast is None:
             yield self.base
             return
+        if not torch.is_grad_enabled():  # generation, old log-probs: the same numbers, without autocast's per-op cost
+            with self._lora_weights_in(self.autocast, adapter):
+                yield self.base
+            return
         from peft.helpers import disable_input_dtype_casting
 
         with torch.autocast(self.device.type, dtype=self.autocast), disable_input_dtype_casting(self.base):
             yield self.base
+
+    @contextmanager
+    def _lora_weights_in(self, dtype: torch.dtype, adapter: str):
+        """Run with ``adapter``'s LoRA weights swapped for ``dtype`` copies (no grad): peft then casts nothing, and each
+        branch computes what autocast computes (the same bf16 matmuls of the same bf16 weights). The float32 weights
+        are swapped back untouched on exit."""
+        from peft.tuners.lora import LoraLayer
+
+        originals = []
+        try:
+            for module in self.base.modules():
+                if isinstance(module, LoraLayer) and adapter in module.lora_A:
+                    for weight in (module.lora_A[adapter].weight, module.lora_B[adapter].weight):
+                        originals.append((weight, weight.data))
+                        weight.data = weight.data.to(dtype)
+            yield
+        finally:
+            for weight, data in originals:
+                weight.data = data
 
     @contextmanager
     def reference(self):

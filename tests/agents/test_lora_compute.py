@@ -54,6 +54,17 @@ def test_base_compute_keeps_no_float32_copy_of_the_inputs_and_scores_as_float32_
     assert torch.allclose(a[mask], b[mask], atol=0.05), (a[mask] - b[mask]).abs().max()
 
 
+def test_without_grad_the_branches_compute_what_autocast_computes_and_the_weights_come_back(tiny_model_dir):
+    policy = bf16_policy(tiny_model_dir, "base")
+    weights = {n: p.detach().clone() for n, p in policy.base.named_parameters() if "lora_" in n}
+    with torch.no_grad():  # bf16 copies of the adapter's weights
+        fast, _, mask = policy.score(PROMPTS, RESPONSES, "reasoner_0", 1.0)
+    cast, _, _ = policy.score(PROMPTS, RESPONSES, "reasoner_0", 1.0)  # grad on: autocast
+    assert torch.equal(fast[mask], cast.detach()[mask])  # the old log-probs of a PPO ratio: exactly 1 before a step
+    after = dict(policy.base.named_parameters())
+    assert all(after[n].dtype == torch.float32 and torch.equal(after[n], w) for n, w in weights.items())
+
+
 def test_base_compute_samples_what_it_scores(tiny_model_dir):
     policy = bf16_policy(tiny_model_dir, "base")
     torch.manual_seed(1)
