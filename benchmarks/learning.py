@@ -294,14 +294,15 @@ Each asks whether a team beats what the same compute buys otherwise.
   ``B_DTYPE`` = ``bfloat16`` (the library's ``dtype=auto`` choice on this CPU, written out so that a run computes
   the same on any CPU; about twice float32's speed here, ``benchmarks/speed.py``), every arm alike, the majority
   vote included; ``f4_marft_t03_bf16`` reports its learning parity with float32.
-* **The LoRA branches' dtype** (amendment written 2026-12-06 07:10 UTC, while ``b_marft_jigsaw`` seed 1 ran, before
-  the library's ``lora_compute`` key existed): the key's default became ``base`` (on a bf16 base, each LoRA branch
+* **The LoRA branches' dtype** (amendment written 2026-12-06 07:10 UTC, while the b_* seeds 1-3 ran, before
+  the library's ``lora_compute`` key landed): the key's default became ``base`` (on a bf16 base, each LoRA branch
   computes in bf16 under autocast, issue 52), where every b_* run so far computed its branches in float32 (peft's
   cast). Every b_* phase pins ``lora_compute=float32`` (``B_LORA_COMPUTE``), so that all the arms and seeds of the
   tables compute alike, and ``baselines.py test_read`` reads test the same way. The majority vote's untuned
   adapters are zero: both ways give it the same numbers. The same change prefills the prompts' shared prefix once
   in generation (the same distribution, as scoring has always computed it; bf16 rounds it otherwise, as another
-  thread count would): it is not pinned, and applies to the b_* runs from ``b_marft_jigsaw`` seed 2 on.
+  thread count would): it is not pinned, and applies to every b_* run started after it landed on main (every
+  earlier b_* run, ``b_marft_jigsaw`` and ``b_ppo_jigsaw`` seeds 0-3 among them, ran before it).
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
