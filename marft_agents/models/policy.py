@@ -265,7 +265,10 @@ class LaMASPolicy:
 
     @contextmanager
     def active(self, adapter: str):
-        """Run with ``adapter`` switched on; yields the model to call."""
+        """Run with ``adapter`` switched on; yields the model to call.
+
+        On a bf16 base with ``lora_compute="base"`` the adapter's branches compute in bf16: under autocast with
+        gradients on, on bf16 copies of its weights without (:meth:`_lora_weights_in`: the same numbers)."""
         if self.mode == "copies":
             yield self.models[adapter]
             return
