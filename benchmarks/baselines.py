@@ -169,7 +169,9 @@ def test_read(run_dir: Path, out: Path, threads: int = 2) -> dict:
     from marft_agents.rollout.evaluation import evaluate
     from marft_agents.settings.agents import values
 
-    policy, config = policy_from_run(str(run_dir), overrides=[f"threads={threads}"])
+    # the LoRA branches as the run computed them (a run written before lora_compute existed: float32)
+    ran = json.loads((run_dir / "config.json").read_text()).get("lora_compute", "float32")
+    policy, config = policy_from_run(str(run_dir), overrides=[f"threads={threads}", f"lora_compute={ran}"])
     started, cpu = time.perf_counter(), time.process_time()
     with torch.no_grad():
         result = evaluate(
@@ -335,10 +337,12 @@ def _markdown(setting: str, main: list[dict], paired: list[dict]) -> str:
 # ---- the smoke check ------------------------------------------------------------------------------
 
 SMOKE_PHASES = ("b_untuned_jigsaw", "b_marft_jigsaw", "b_full_info_jigsaw", "b_majority_jigsaw", "b_shared_jigsaw")
+SMOKE_OTHER_SETTINGS = ("b_untuned_jigsaw_l2", "b_untuned_chain")  # the other settings' envs and options, untrained
 
 
 def smoke(out: Path) -> str:
-    """The jigsaw baselines end to end on the embedded model with tiny budgets (not a result), then the table."""
+    """The jigsaw baselines end to end on the embedded model with tiny budgets (not a result), the other settings'
+    untuned teams, then the jigsaw table."""
     sys.path.insert(0, str(Path(__file__).parent))
     import learning
 
@@ -347,6 +351,8 @@ def smoke(out: Path) -> str:
     for phase in SMOKE_PHASES:
         for seed in (0, 1) if phase in ("b_marft_jigsaw", "b_majority_jigsaw") else (0,):
             learning.PHASES[phase](out, seed)
+    for phase in SMOKE_OTHER_SETTINGS:
+        learning.PHASES[phase](out, 0)
     return table(out, ("jigsaw",))
 
 

@@ -294,6 +294,15 @@ Each asks whether a team beats what the same compute buys otherwise.
   ``B_DTYPE`` = ``bfloat16`` (the library's ``dtype=auto`` choice on this CPU, written out so that a run computes
   the same on any CPU; about twice float32's speed here, ``benchmarks/speed.py``), every arm alike, the majority
   vote included; ``f4_marft_t03_bf16`` reports its learning parity with float32.
+* **The LoRA branches' dtype** (amendment written 2026-12-06 07:10 UTC, while the b_* seeds 1-3 ran, before
+  the library's ``lora_compute`` key landed): the key's default became ``base`` (on a bf16 base, each LoRA branch
+  computes in bf16 under autocast, issue 52), where every b_* run so far computed its branches in float32 (peft's
+  cast). Every b_* phase pins ``lora_compute=float32`` (``B_LORA_COMPUTE``), so that all the arms and seeds of the
+  tables compute alike, and ``baselines.py test_read`` reads test the same way. The majority vote's untuned
+  adapters are zero: both ways give it the same numbers. The same change prefills the prompts' shared prefix once
+  in generation (the same distribution, as scoring has always computed it; bf16 rounds it otherwise, as another
+  thread count would): it is not pinned, and applies to every b_* run started after it landed on main (every
+  earlier b_* run, ``b_marft_jigsaw`` and ``b_ppo_jigsaw`` seeds 0-3 among them, ran before it).
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
@@ -686,6 +695,7 @@ BASELINE_OUT = OUT.parent / "baselines"
 EVAL_SPLIT = "validation"  # --eval-split test: a final setting's one read of test (untrained phases; trained: baselines.py test_read)
 JIGSAW_T = 0.3  # F4's amendments: the temperature both methods learned at on MathJigsaw
 B_DTYPE = "bfloat16"  # every b_* arm alike (the amendment above); F-phases keep DTYPE
+B_LORA_COMPUTE = "float32"  # the LoRA branches as every b_* run before the key computed them (the amendment above)
 VOTE_T = 0.7  # self-consistency's sampling temperature (Wang et al. 2023 sample at T 0.5-0.7)
 MAX_VOTES = 16
 BASELINE_SEEDS = "0,1,2,3,4"  # a headline claim rests on at least 5 seeds (docs/real-models.md, the protocol)
@@ -729,8 +739,9 @@ def clean(setting: str) -> dict:
 
 
 def _evaluated() -> dict:
-    """What every b_* run shares: greedy evaluation on ``EVAL_N`` problems of ``EVAL_SPLIT``, at ``B_DTYPE``."""
-    return {"eval_episodes": EVAL_N, "eval_split": EVAL_SPLIT, "dtype": B_DTYPE}
+    """What every b_* run shares: greedy evaluation on ``EVAL_N`` problems of ``EVAL_SPLIT``, at ``B_DTYPE`` with the
+    LoRA branches in ``B_LORA_COMPUTE``."""
+    return {"eval_episodes": EVAL_N, "eval_split": EVAL_SPLIT, "dtype": B_DTYPE, "lora_compute": B_LORA_COMPUTE}
 
 
 def _trained(out: Path, setting: str) -> dict:

@@ -9,17 +9,19 @@ Run it alone (nothing else on the cores: torch's threads slow 3-10x beside a bus
   per decode step (the prompt's prefill taken out: the difference of two lengths, over their step
   difference) of ``transformers``' bare ``generate`` on the base alone, fp32 and bf16, against marft's
   engine path (``LaMASPolicy.generate``: the decode loop of ``models/lm.py``, a LoRA adapter on every linear
-  layer) at fp32 and at ``dtype=auto``. Median over ``--repeats`` interleaved repeats.
+  layer) at fp32 and at ``dtype=auto``, the latter also with ``lora_compute=float32`` (the LoRA branches in
+  float32, as before that key). Median over ``--repeats`` interleaved repeats.
 - ``update``: one 16-episode update of the 2-agent chain on SmolLM2 (``marft train``: ``synthetic:0``,
   ``general-v0``, 48 new tokens, MARFT defaults, 2 updates, their mean timed) with today's code at
-  ``dtype=auto`` and ``dtype=float32``, and with the code in ``--before`` (a ``git worktree`` of the
+  ``dtype=auto``, ``dtype=float32``, whole minibatches and ``lora_compute=float32``, and with the code in ``--before`` (a ``git worktree`` of the
   commit before the speed work: the baseline) at its defaults; each a child process with ``PYTHONPATH``
   set to its tree.
 - ``grpo``: ``benchmarks/peer_trl.py`` (marft's GRPO against TRL's ``GRPOTrainer`` on the same work, in the
   ``.venv-adapters`` venv), one pair, marft at ``dtype=auto``, TRL at its CPU defaults (fp32).
-- ``memory``: ``benchmarks/e2_peak_memory.py`` with default settings and with whole minibatches
-  (``ppo.micro_batch_tokens=0``: the learner before micro-batches): E2's peak resident memory and its update's
-  seconds, side by side (long: one E2 update takes 4-13 min).
+- ``memory``: ``benchmarks/e2_peak_memory.py`` with every default (``dtype=auto``), with the LoRA branches in
+  float32 (``lora_compute=float32``), as E2 ran (float32) and with whole minibatches (``ppo.micro_batch_tokens=0``:
+  the learner before micro-batches): E2's peak resident memory and its update's seconds, side by side (long: one
+  E2 update takes 2-13 min).
 - ``ranks``: ``benchmarks/data_parallel.py`` (one rank against two on the same work).
 
 The report (``benchmarks/results/speed-<cpu>.json``) names the CPU, its flags, and each section's wall and
@@ -70,13 +72,13 @@ def decode_section(args) -> dict:
     from marft_agents.models import lm
 
     policies = {}
-    for dtype in ("float32", "auto"):
-        policy = build_policy(TrainConfig(model=MODEL, dtype=dtype), ["reasoner_0", "actor_0"])
+    for name, dtype, lora in (("float32", "float32", "base"), ("auto", "auto", "base"), ("auto, lora fp32", "auto", "float32")):
+        policy = build_policy(TrainConfig(model=MODEL, dtype=dtype, lora_compute=lora), ["reasoner_0", "actor_0"])
         generator = torch.Generator().manual_seed(0)
         with torch.no_grad():  # adapters off their zero init, so they do something
             for p in policy.parameters("reasoner_0"):
                 p.add_(0.02 * torch.randn(p.shape, generator=generator).to(p.dtype))
-        policies[dtype] = policy
+        policies[name] = policy
     prompts = chain_prompts(policies["float32"], args.batch)
     never = -1  # an end-of-turn id no token has: every row runs the whole length
     pad, eos = policies["float32"].pad_token_id, policies["float32"].eos_token_id
@@ -99,6 +101,7 @@ def decode_section(args) -> dict:
         "bare generate, bfloat16": lambda n: bare(bare_bases["bfloat16"], n),
         "marft engine, float32": lambda n: ours(policies["float32"], n),
         "marft engine, dtype=auto": lambda n: ours(policies["auto"], n),
+        "marft engine, dtype=auto, lora_compute=float32": lambda n: ours(policies["auto, lora fp32"], n),
     }
     short, long = 4, 4 + args.tokens
     times: dict[str, list[dict]] = {name: [] for name in variants}
@@ -169,6 +172,7 @@ def update_section(args) -> dict:
         "today, dtype=auto": train_update(ROOT, [], args.threads),
         "today, dtype=float32": train_update(ROOT, ["dtype=float32"], args.threads),
         "today, whole minibatches": train_update(ROOT, ["marft.micro_batch_tokens=0"], args.threads),
+        "today, lora_compute=float32": train_update(ROOT, ["lora_compute=float32"], args.threads),
     }
     if args.before:
         runs["before, its defaults"] = train_update(args.before, [], args.threads)
@@ -183,12 +187,15 @@ def update_section(args) -> dict:
 
 
 def memory_section(result: Path) -> dict:
-    """E2's peak memory and update seconds by default, against the same with whole minibatches (``micro_batch_tokens=0``,
-    the learner before micro-batches), one child each."""
+    """E2's peak memory and update seconds with every default (``dtype=auto``), against the LoRA branches in float32
+    (``lora_compute=float32``, before that key), E2 as it ran (float32) and the same with whole minibatches
+    (``micro_batch_tokens=0``, the learner before micro-batches), one child each."""
     script = [sys.executable, "benchmarks/e2_peak_memory.py", "--out", str(result)]
     runs = {
-        "default": script_section(script, result),
-        "ppo.micro_batch_tokens=0": script_section([*script, "ppo.micro_batch_tokens=0"], result),
+        "defaults (dtype=auto)": script_section([*script, "dtype=auto"], result),
+        "dtype=auto, lora_compute=float32": script_section([*script, "dtype=auto", "lora_compute=float32"], result),
+        "float32 (E2 as it ran)": script_section(script, result),
+        "float32, ppo.micro_batch_tokens=0": script_section([*script, "ppo.micro_batch_tokens=0"], result),
     }
     peaks = {name: r.get("result", {}).get("peak_rss_mb") for name, r in runs.items()}
     updates = {name: r.get("result", {}).get("update_s") for name, r in runs.items()}

@@ -261,18 +261,30 @@ def generate(
     are the tokens' log-probs under the distribution that drew them (:func:`draw`); empty when greedy
     or when ``logprobs`` is False. ``generators``: one per prompt (the episode-seeded engine).
 
-    marft's own loop rather than ``model.generate``: a row that has finished leaves the batch (its
+    marft's own loop rather than ``model.generate``: the prompts' common prefix (:func:`common_prefix_length`:
+    an agent's role prompt, most of a prompt) is prefilled once and its keys and values broadcast over the
+    batch, as scoring does (:func:`forward_after_prefix`); a row that has finished leaves the batch (its
     keys and values dropped from the cache), so the rest of the batch stops paying for it; the
     distribution is exactly the one asked for (``generate`` adds its global ``top_k=50`` and a
     checkpoint's settings); and a step runs only the model and :func:`draw`.
     """
     device = device_of(model)
-    ids, mask = left_pad(prompts, pad_token_id, device)  # (B, W)
+    P = common_prefix_length(prompts)
+    ids, mask = left_pad([p[P:] for p in prompts], pad_token_id, device)  # (B, W): what follows the shared prefix
     cache = DynamicCache()
+    if P:  # the shared first part (an agent's role prompt) runs once, its keys and values broadcast over the batch
+        first = model(
+            input_ids=torch.as_tensor(prompts[0][:P], dtype=torch.long, device=device)[None],
+            use_cache=True,
+            logits_to_keep=1,
+            **{CACHE_ARG: cache},
+        )  # (1, P)
+        cache = broadcast_cache(first[CACHE_ARG] if CACHE_ARG in first else first["past_key_values"], len(prompts))
+        mask = torch.cat([mask.new_ones(len(prompts), P), mask], dim=1)  # (B, P + W)
     out = model(
         input_ids=ids,
         attention_mask=mask,
-        position_ids=position_ids(mask),
+        position_ids=position_ids(mask)[:, P:],
         use_cache=True,
         logits_to_keep=1,
         **{CACHE_ARG: cache},

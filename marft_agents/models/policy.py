@@ -42,6 +42,9 @@ from marft_agents.models.named import resolve as resolve_named
 from marft_agents.models.sampling import Generation, Sampling
 
 ADAPTER_MODES = ("lora", "shared", "copies")
+LORA_COMPUTE = ("base", "float32")
+"""What a LoRA branch computes in: the base's dtype (autocast) or float32 (peft's own cast of every input)."""
+LOW_PRECISION = (torch.bfloat16, torch.float16)
 EMBEDDED = "embedded"
 REFERENCE_SUFFIX = "-ref"
 """The frozen reference copy of adapter ``a`` is named ``a + REFERENCE_SUFFIX`` (peft forbids dots in names)."""
@@ -133,11 +136,24 @@ class LaMASPolicy:
         lora_alpha: int = 16,
         lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
         agent_lora: Mapping[str, Mapping[str, Any]] | None = None,
+        lora_compute: str = "base",
     ):
         """``agent_lora``: agent -> its adapter's own ``lora_r``, ``lora_alpha`` or ``lora_targets`` (any of them; the
-        others as given above), ``agents.<agent_id>.lora_*``; an adapter per agent only (``"lora"`` mode)."""
+        others as given above), ``agents.<agent_id>.lora_*``; an adapter per agent only (``"lora"`` mode).
+
+        ``lora_compute`` (:data:`LORA_COMPUTE`): on a bf16 (or fp16) base, ``"base"`` runs every call under
+        :meth:`active` in autocast to the base's dtype with peft's input cast off, so a LoRA branch reads the
+        layer's input as it is (peft's ``"float32"`` way copies it to float32, once per adapted layer, and
+        keeps the copy for backward: about 1.2 GB of a 2,048-token micro-batch of SmolLM2). The adapters'
+        weights stay float32 (autocast casts them per call; their gradients come back in float32)."""
         if mode not in ADAPTER_MODES:
             raise ValueError(f"unknown adapter mode {mode!r}: use one of {list(ADAPTER_MODES)}")
+        if lora_compute not in LORA_COMPUTE:
+            raise ValueError(f"unknown lora_compute {lora_compute!r}: use one of {list(LORA_COMPUTE)}")
+        base_dtype = next(model.parameters()).dtype
+        cast = lora_compute == "base" and mode != "copies" and base_dtype in LOW_PRECISION
+        self.autocast = base_dtype if cast else None
+        """The dtype LoRA branches compute in under :meth:`active` (None: peft's float32 cast, or no branch)."""
         self.tokenizer = tokenizer
         self.mode = mode
         self.agents = list(agents)
@@ -249,13 +265,45 @@ class LaMASPolicy:
 
     @contextmanager
     def active(self, adapter: str):
-        """Run with ``adapter`` switched on; yields the model to call."""
+        """Run with ``adapter`` switched on; yields the model to call.
+
+        On a bf16 base with ``lora_compute="base"`` the adapter's branches compute in bf16: under autocast with
+        gradients on, on bf16 copies of its weights without (:meth:`_lora_weights_in`: the same numbers)."""
         if self.mode == "copies":
             yield self.models[adapter]
             return
         self.base.set_adapter(adapter)
         self._keep_trainable()
-        yield self.base
+        if self.autocast is None:
+            yield self.base
+            return
+        if not torch.is_grad_enabled():  # generation, old log-probs: the same numbers, without autocast's per-op cost
+            with self._lora_weights_in(self.autocast, adapter):
+                yield self.base
+            return
+        from peft.helpers import disable_input_dtype_casting
+
+        with torch.autocast(self.device.type, dtype=self.autocast), disable_input_dtype_casting(self.base):
+            yield self.base
+
+    @contextmanager
+    def _lora_weights_in(self, dtype: torch.dtype, adapter: str):
+        """Run with ``adapter``'s LoRA weights swapped for ``dtype`` copies (no grad): peft then casts nothing, and each
+        branch computes what autocast computes (the same bf16 matmuls of the same bf16 weights). The float32 weights
+        are swapped back untouched on exit."""
+        from peft.tuners.lora import LoraLayer
+
+        originals = []
+        try:
+            for module in self.base.modules():
+                if isinstance(module, LoraLayer) and adapter in module.lora_A:
+                    for weight in (module.lora_A[adapter].weight, module.lora_B[adapter].weight):
+                        originals.append((weight, weight.data))
+                        weight.data = weight.data.to(dtype)
+            yield
+        finally:
+            for weight, data in originals:
+                weight.data = data
 
     @contextmanager
     def reference(self):

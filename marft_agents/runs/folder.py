@@ -31,7 +31,8 @@ RUN_DIRS = ("checkpoints", "tb", "samples", "engine", "trackers")
 # The distributed keys other than ``workers`` say where and with what resources the same episodes are
 # played (each episode's sampling seed does not depend on the worker that plays it).
 # ``gradient_checkpointing`` recomputes the same activations and ``mmap_threshold_kb`` says where freed memory
-# goes (memory, not numbers); ``device`` is
+# goes (memory, not numbers); ``lora_compute`` moves only the rounding of the LoRA branches on a bf16 base, as
+# ``threads`` moves the rounding of sums (a run written before the key ran "float32"); ``device`` is
 # refused: a GPU samples from its own random generator, so the continuation would play other episodes.
 # The ``log.*`` keys say what is written about the run (trackers, transcripts), never what it plays or learns.
 SAFE_ON_RESUME = (
@@ -42,6 +43,7 @@ SAFE_ON_RESUME = (
     "threads",
     "gradient_checkpointing",
     "mmap_threshold_kb",
+    "lora_compute",
     "run_dir",
     "generation.kv_cache_gb",
     "generation.threads",

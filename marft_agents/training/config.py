@@ -31,7 +31,7 @@ from marft_agents.distributed.config import check as check_distributed
 from marft_agents.engines.config import EngineConfig, EvalSampling
 from marft_agents.models.device import DEVICE_CHOICES, DEVICE_SPELLING
 from marft_agents.models.dtype import BASE_DTYPES
-from marft_agents.models.policy import ADAPTER_MODES
+from marft_agents.models.policy import ADAPTER_MODES, LORA_COMPUTE
 from marft_agents.rollout.evaluation import EVAL_SPLITS
 from marft_agents.runs.checkpoint import CheckpointConfig
 from marft_agents.runs.trackers import LogConfig
@@ -75,6 +75,8 @@ class TrainConfig:
     """The base model's dtype for training and rollouts: "float32", "bfloat16" or "auto" (bfloat16 on a GPU or CPU with native bf16 for a base of 50 M parameters or more, else float32; LoRA adapters stay float32)."""
     device: str = spelled("auto", DEVICE_SPELLING, DEVICE_CHOICES)
     """Where the model, adapters, critics and every tensor of training live: "auto" (the first GPU torch sees, else the CPU), "cpu", "cuda" or "cuda:N"."""
+    lora_compute: str = choice("base", LORA_COMPUTE)
+    """The dtype each LoRA branch computes in: "base" (the base's own, bf16 on a bf16 base: its input is used as it is and its matmuls run under autocast; the adapter's weights, gradients' sums and optimizer stay float32) or "float32" (peft's way: a float32 copy of every adapted layer's input, kept for backward). The same on a float32 base."""
     gradient_checkpointing: bool = False
     """Recompute each layer's activations in the backward pass instead of keeping them: less memory for long responses, more learner time (with mmap_threshold_kb=128 a real-model update took about 2x as long, docs/real-models.md)."""
     mmap_threshold_kb: int = ranged(0, NON_NEGATIVE)

@@ -85,6 +85,7 @@ def _model_policy(config: TrainConfig, model_name: str, agents: list[str], devic
         lora_alpha=config.lora_alpha,
         lora_targets=tuple(config.lora_targets),
         agent_lora={a: own for a, own in agent_section.lora_values(config.agents).items() if a in agents},
+        lora_compute=config.lora_compute,
     ).to(device)
     if config.gradient_checkpointing:
         checkpoint_activations([policy.base, *policy.models.values()])

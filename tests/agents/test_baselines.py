@@ -98,3 +98,9 @@ def test_the_smoke_run_on_the_embedded_model(tmp_path):
     assert summary["eval_after"]["token_budget"] == pytest.approx(untuned)
     assert len((tmp_path / "b_majority_jigsaw_s0" / "outcomes" / "eval_after.jsonl").read_text().splitlines()) == 4
     assert "The team against each method" in out.stdout
+    # the other settings' options reach their runs: level 2; the chain's boxed actor (its profile, its stop)
+    l2 = json.loads((tmp_path / "b_untuned_jigsaw_l2_s0" / "config.json").read_text())
+    assert l2["env"] == "marft/MathJigsaw-v2" and l2["env_kwargs"]["levels"] == [2]
+    chain = json.loads((tmp_path / "b_untuned_chain_s0" / "config.json").read_text())
+    assert chain["env"] == "marft/MathChain-v1" and chain["env_kwargs"]["profile"] == "general-v1"
+    assert chain["agents"]["actor_0"]["stop"] == ["}"] and chain["lora_compute"] == "float32"

@@ -83,6 +83,27 @@ def test_generate_ignores_the_checkpoints_sampling_settings(tiny_model_dir):
     assert max(ranks) >= 2  # top-k 2 would only ever sample the two likeliest tokens
 
 
+def test_generate_prefills_a_shared_prefix_once_and_samples_what_plain_forward_passes_give(tiny_model_dir):
+    model, tok = load_base(str(tiny_model_dir))
+    prefix = list(range(20, 32))  # an agent's role prompt: longer than MIN_SHARED_PREFIX
+    prompts = [prefix + [40, 41, 42], prefix + [43], prefix + [44, 45]]
+    shapes = []
+    hook = model.register_forward_pre_hook(lambda m, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
+    torch.manual_seed(0)
+    try:
+        responses, token_logps = lm.generate(
+            model, prompts, temperature=1.0, max_new_tokens=6, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id
+        )
+    finally:
+        hook.remove()
+    assert shapes[:2] == [(1, len(prefix)), (3, 3)]  # the prefix once, then each prompt's rest, left-padded
+    for prompt, response, logps in zip(prompts, responses, token_logps):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + response])).logits[0, len(prompt) - 1 : -1]  # (R, V)
+        target = torch.tensor(response)
+        torch.testing.assert_close(torch.log_softmax(logits, -1).gather(-1, target[:, None])[:, 0], logps, atol=1e-5, rtol=1e-5)
+
+
 def test_generate_greedy_has_no_logps_and_stops_at_eos(tiny_model_dir):
     model, tok = load_base(str(tiny_model_dir))
     responses, token_logps = lm.generate(
