@@ -700,6 +700,7 @@ VOTE_T = 0.7  # self-consistency's sampling temperature (Wang et al. 2023 sample
 MAX_VOTES = 16
 BASELINE_SEEDS = "0,1,2,3,4"  # a headline claim rests on at least 5 seeds (docs/real-models.md, the protocol)
 JIGSAW_LEVELS = {"jigsaw": 1, "jigsaw_l2": 2}  # setting -> MathJigsaw level (the harder level's amendment)
+SYNTHETIC0_HELDOUT = {"validation": 104, "test": 86}  # synthetic:0's held-out problems by split (split by arithmetic)
 CHAIN_PROFILE = "general-v1"  # the chain's amendment: the actor told to reply with the final box only
 CHAIN_ACTOR_STOP = ("}",)  # ... and its turn ends where its first brace closes: one boxed answer (integer answers)
 ONE_RUN = ("b_untuned_", "b_full_info_", "b_solo_")  # greedy and untuned: one run (seed 0) stands for every seed
@@ -738,10 +739,16 @@ def clean(setting: str) -> dict:
     }
 
 
-def _evaluated() -> dict:
-    """What every b_* run shares: greedy evaluation on ``EVAL_N`` problems of ``EVAL_SPLIT``, at ``B_DTYPE`` with the
-    LoRA branches in ``B_LORA_COMPUTE``."""
-    return {"eval_episodes": EVAL_N, "eval_split": EVAL_SPLIT, "dtype": B_DTYPE, "lora_compute": B_LORA_COMPUTE}
+def eval_n(setting: str) -> int:
+    """How many problems an evaluation of ``setting`` plays: ``EVAL_N``, or every held-out problem of ``synthetic:0``
+    where it has fewer (the chain: 104 validation, 86 test)."""
+    return EVAL_N if setting in JIGSAW_LEVELS else min(EVAL_N, SYNTHETIC0_HELDOUT[EVAL_SPLIT])
+
+
+def _evaluated(setting: str) -> dict:
+    """What every b_* run shares: greedy evaluation on :func:`eval_n` problems of ``EVAL_SPLIT``, at ``B_DTYPE`` with
+    the LoRA branches in ``B_LORA_COMPUTE``."""
+    return {"eval_episodes": eval_n(setting), "eval_split": EVAL_SPLIT, "dtype": B_DTYPE, "lora_compute": B_LORA_COMPUTE}
 
 
 def _trained(out: Path, setting: str) -> dict:
@@ -764,7 +771,7 @@ def b_untuned(out: Path, seed: int, setting: str) -> dict:
     """The untuned team, greedy (one run stands for every seed)."""
     s = clean(setting)
     fields = {"env": s["team"], "env_kwargs": s["kwargs"], "algo": "marft", "updates": 0, "max_new_tokens": TOKENS}
-    return train_run(out / f"b_untuned_{setting}_s{seed}", seed=seed, **fields, **s["team_fields"], **_evaluated())
+    return train_run(out / f"b_untuned_{setting}_s{seed}", seed=seed, **fields, **s["team_fields"], **_evaluated(setting))
 
 
 def b_single(out: Path, seed: int, setting: str) -> dict:
@@ -772,14 +779,14 @@ def b_single(out: Path, seed: int, setting: str) -> dict:
     s = clean(setting)
     name = single_name(setting)
     fields = {"env": s["solo"], "env_kwargs": s["solo_kwargs"], "algo": "ppo", "updates": 0, "max_new_tokens": 2 * TOKENS}
-    return train_run(out / f"{name}_s{seed}", seed=seed, **fields, **_evaluated())
+    return train_run(out / f"{name}_s{seed}", seed=seed, **fields, **_evaluated(setting))
 
 
 def b_team(out: Path, seed: int, setting: str, name: str = "marft", **fields) -> dict:
     """The team trained with MARFT (an adapter per role), the setting's budget; ``fields`` changed (``b_shared``)."""
     s = clean(setting)
     run = {"env": s["team"], "env_kwargs": s["kwargs"], "algo": "marft", "max_new_tokens": TOKENS, **_trained(out, setting)}
-    return train_run(out / f"b_{name}_{setting}_s{seed}", seed=seed, **run, **s["team_fields"], **_evaluated(), **fields)
+    return train_run(out / f"b_{name}_{setting}_s{seed}", seed=seed, **run, **s["team_fields"], **_evaluated(setting), **fields)
 
 
 def b_shared(out: Path, seed: int, setting: str) -> dict:
@@ -804,7 +811,7 @@ def b_ppo(out: Path, seed: int, setting: str) -> dict:
     """One agent trained with PPO on the single-agent env: the team's updates, episodes and temperature, 2 x TOKENS."""
     s = clean(setting)
     run = {"env": s["solo"], "env_kwargs": s["solo_kwargs"], "algo": "ppo", "max_new_tokens": 2 * TOKENS, **_trained(out, setting)}
-    return train_run(out / f"b_ppo_{setting}_s{seed}", seed=seed, **run, **_evaluated())
+    return train_run(out / f"b_ppo_{setting}_s{seed}", seed=seed, **run, **_evaluated(setting))
 
 
 def b_majority(out: Path, seed: int, setting: str, team: str = "untuned") -> dict:
@@ -828,7 +835,7 @@ def b_majority(out: Path, seed: int, setting: str, team: str = "untuned") -> dic
         env_kwargs=s["solo_kwargs"],
         budget=baselines.team_tokens(runs),
         budget_from=budget_from,
-        n=EVAL_N,
+        n=eval_n(setting),
         split=EVAL_SPLIT,
         seed=seed,
         temperature=VOTE_T,
