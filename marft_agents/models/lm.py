@@ -108,7 +108,15 @@ def broadcast_cache(cache, batch: int) -> DynamicCache:
     return DynamicCache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in pairs])
 
 
-def forward_after_prefix(model, prefix: Sequence[int] | torch.Tensor, ids: torch.Tensor, attn: torch.Tensor, **kwargs):
+def forward_after_prefix(
+    model,
+    prefix: Sequence[int] | torch.Tensor,
+    ids: torch.Tensor,
+    attn: torch.Tensor,
+    *,
+    use_cache: bool = False,
+    **kwargs,
+):
     """``model`` on ``prefix + ids[b]`` for every row ``b``, running the shared ``prefix`` only once.
 
     ``model`` is a causal LM or its base (``model.model``: hidden states without the output layer).
@@ -117,7 +125,8 @@ def forward_after_prefix(model, prefix: Sequence[int] | torch.Tensor, ids: torch
     broadcast: the outputs equal those of a plain forward pass over each full sequence. Under activation
     checkpointing with gradients on (:func:`~marft_agents.models.recompute.recomputes`), whose layers drop a KV cache,
     the prefix runs with every row: the same numbers, and the outputs then have ``P`` more columns at the front (read
-    them from the end, as ``logits_to_keep`` does).
+    them from the end, as ``logits_to_keep`` does). ``use_cache``: the output carries the keys and values of the
+    prefix and the rows (:func:`generate` decodes on from them).
     """
     B, P = ids.shape[0], len(prefix)
     if P and recomputes(model):  # checkpointed layers drop a KV cache: the prefix runs with every row instead
@@ -127,7 +136,7 @@ def forward_after_prefix(model, prefix: Sequence[int] | torch.Tensor, ids: torch
         attn = torch.cat([torch.ones(B, P, dtype=attn.dtype, device=attn.device), attn], dim=1)  # (B, P + S)
         return model(input_ids=ids, attention_mask=attn, position_ids=position_ids(attn), **kwargs)
     positions = position_ids(attn, offset=P)  # (B, S)
-    cache = None
+    cache = DynamicCache() if use_cache else None
     if P:
         out = model(
             input_ids=torch.as_tensor(prefix, dtype=torch.long, device=ids.device)[None], use_cache=True
@@ -271,24 +280,9 @@ def generate(
     device = device_of(model)
     P = common_prefix_length(prompts)
     ids, mask = left_pad([p[P:] for p in prompts], pad_token_id, device)  # (B, W): what follows the shared prefix
-    cache = DynamicCache()
-    if P:  # the shared first part (an agent's role prompt) runs once, its keys and values broadcast over the batch
-        first = model(
-            input_ids=torch.as_tensor(prompts[0][:P], dtype=torch.long, device=device)[None],
-            use_cache=True,
-            logits_to_keep=1,
-            **{CACHE_ARG: cache},
-        )  # (1, P)
-        cache = broadcast_cache(first[CACHE_ARG] if CACHE_ARG in first else first["past_key_values"], len(prompts))
-        mask = torch.cat([mask.new_ones(len(prompts), P), mask], dim=1)  # (B, P + W)
-    out = model(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=position_ids(mask)[:, P:],
-        use_cache=True,
-        logits_to_keep=1,
-        **{CACHE_ARG: cache},
-    )
+    out = forward_after_prefix(model, prompts[0][:P], ids, mask, use_cache=True, logits_to_keep=1)
+    cache = out[CACHE_ARG] if CACHE_ARG in out else out["past_key_values"]
+    mask = torch.cat([mask.new_ones(len(prompts), P), mask], dim=1)  # (B, P + W): the prefix's columns too
     live = list(range(len(prompts)))  # the prompt each row of the batch answers
     responses: list[list[int]] = [[] for _ in prompts]
     logps: list[list[torch.Tensor]] = [[] for _ in prompts]  # (1,) per token

@@ -291,19 +291,9 @@ class LaMASPolicy:
         """Run with ``adapter``'s LoRA weights swapped for ``dtype`` copies (no grad): peft then casts nothing, and each
         branch computes what autocast computes (the same bf16 matmuls of the same bf16 weights). The float32 weights
         are swapped back untouched on exit."""
-        from peft.tuners.lora import LoraLayer
-
-        originals = []
-        try:
-            for module in self.base.modules():
-                if isinstance(module, LoraLayer) and adapter in module.lora_A:
-                    for weight in (module.lora_A[adapter].weight, module.lora_B[adapter].weight):
-                        originals.append((weight, weight.data))
-                        weight.data = weight.data.to(dtype)
+        lora = [(m.lora_A[adapter].weight, m.lora_B[adapter].weight) for m in self._lora_layers(adapter)]
+        with _swapped([(w, w.data.to(dtype)) for pair in lora for w in pair]):
             yield
-        finally:
-            for weight, data in originals:
-                weight.data = data
 
     @contextmanager
     def reference(self):
@@ -330,22 +320,20 @@ class LaMASPolicy:
             with self.active(adapter) as model:
                 yield model
             return
+        merged = []
+        with torch.no_grad():
+            for module in self._lora_layers(adapter):
+                weight = module.get_base_layer().weight
+                delta = module.get_delta_weight(adapter)  # scaling * B @ A, in the adapter's dtype
+                merged.append((weight, (weight.data.float() + delta.float()).to(weight.dtype)))
+        with _swapped(merged), self.reference() as model:  # every adapter's branch off: the merged weights carry it
+            yield model
+
+    def _lora_layers(self, adapter: str) -> list:
+        """The base's LoRA layers that hold ``adapter``."""
         from peft.tuners.lora import LoraLayer
 
-        originals = []
-        try:
-            with torch.no_grad():
-                for module in self.base.modules():
-                    if isinstance(module, LoraLayer) and adapter in module.lora_A:
-                        weight = module.get_base_layer().weight
-                        delta = module.get_delta_weight(adapter)  # scaling * B @ A, in the adapter's dtype
-                        originals.append((weight, weight.data))
-                        weight.data = (weight.data.float() + delta.float()).to(weight.dtype)
-            with self.reference() as model:  # every adapter's branch off: the merged weights carry it
-                yield model
-        finally:
-            for weight, data in originals:
-                weight.data = data
+        return [m for m in self.base.modules() if isinstance(m, LoraLayer) and adapter in m.lora_A]
 
     def _keep_trainable(self) -> None:
         # peft freezes every adapter but the active one on set_adapter and on leaving
@@ -521,3 +509,16 @@ class LaMASPolicy:
     @property
     def hidden_size(self) -> int:
         return self.base.config.hidden_size
+
+
+@contextmanager
+def _swapped(replacements: list[tuple[torch.nn.Parameter, torch.Tensor]]):
+    """Run with each parameter's data replaced; the original tensors come back untouched on exit."""
+    originals = [(weight, weight.data) for weight, _ in replacements]
+    try:
+        for weight, data in replacements:
+            weight.data = data
+        yield
+    finally:
+        for weight, data in originals:
+            weight.data = data
