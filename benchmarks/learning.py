@@ -303,6 +303,18 @@ Each asks whether a team beats what the same compute buys otherwise.
   in generation (the same distribution, as scoring has always computed it; bf16 rounds it otherwise, as another
   thread count would): it is not pinned, and applies to every b_* run started after it landed on main (every
   earlier b_* run, ``b_marft_jigsaw`` and ``b_ppo_jigsaw`` seeds 0-3 among them, ran before it).
+* **Order amendment 2** (written 2026-12-06 09:25 UTC, after ``b_marft_jigsaw`` and ``b_ppo_jigsaw`` seeds 0-4
+  had run or started, before any trained chain or level-2 run; no setting changes): item 5's goals name three
+  settings, and two of them have no trained run yet. Before the regime study, the first seed of each: ``b_marft_chain``
+  s0, ``b_ppo_chain`` s0, ``b_marft_jigsaw_l2`` s0, ``b_ppo_jigsaw_l2`` s0; then ``b_epochs`` and ``b_anchor`` on
+  seed 0; then the chain's and level 2's seeds 1-4 (team and single agent alternating); then ``b_shared`` seeds
+  1-4, the regime's later seeds, and ``b_majority_marft``.
+* **Gains from each run's own start** (written with order amendment 2): the untuned rows ran once, greedy, as one
+  row for every seed; the shared-prefix prefill (above) moved the full-information agent's greedy start by 2 of
+  112 problems (``b_ppo_jigsaw`` s4 starts at 16.1 %, seeds 0-3 at 17.9 %), so a seed run after it is paired with
+  an untuned row computed by other code. ``baselines.py table`` therefore also sets each trained arm's last
+  evaluation against its own greedy start (``eval_before``, the same process and code), paired by seed; the rows
+  against the untuned runs stay as they are.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
