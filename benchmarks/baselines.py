@@ -19,11 +19,12 @@ they run); this script holds what they share and reads their folders back:
   evaluation; then each method against the team (``b_marft_*``): the paired difference over shared seeds
   with its 95 % t-interval and paired-t p, and the exact McNemar test of their per-problem outcomes, seed
   by seed (:mod:`marft_agents.runs.stats`). A one-run method with no seed of its own (a greedy untuned
-  evaluation, the same for every seed) is set against every seed of the team.
+  evaluation, the same for every seed) is set against every seed of the team. Last, each trained method
+  against its own greedy start (:func:`gain_row`), paired the same way.
 
 Every folder it reads holds ``summary.json`` (``eval_after``: the run's last evaluation) and
 ``outcomes/eval_after.jsonl`` (one line per problem; an untrained run's one evaluation is ``eval_before.jsonl``), as a
-training run writes them.
+training run writes them; a trained run's ``eval_before`` (summary and outcomes) is its start.
 """
 
 from __future__ import annotations
@@ -207,12 +208,20 @@ def runs_of(out: Path, prefix: str) -> dict[int, dict]:
         lines = run / "outcomes" / "eval_after.jsonl"
         if not lines.is_file() and summary.get("updates") == 0:  # an untrained run's one evaluation is its "before"
             lines = run / "outcomes" / "eval_before.jsonl"
+        start = run / "outcomes" / "eval_before.jsonl"
+        trained = summary.get("updates", 0) > 0 and "eval_before" in summary
         found[int(seed.group(1))] = {
             "eval": summary["eval_after"],
             "fixed": summary.get("updates") == 0 and summary["eval_after"].get("decoding", "greedy") == "greedy",
-            "outcomes": [json.loads(x) for x in lines.read_text().splitlines()] if lines.is_file() else None,
+            "outcomes": _lines(lines),
+            # a trained run's own greedy start: the same process and code as its last evaluation
+            "start": {"eval": summary["eval_before"], "outcomes": _lines(start)} if trained else None,
         }
     return found
+
+
+def _lines(path: Path) -> list[dict] | None:
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else None
 
 
 def accuracy_interval(runs: dict[int, dict]):
@@ -249,10 +258,22 @@ def paired_row(title: str, team: dict[int, dict], other: dict[int, dict]) -> dic
     """The team against one method: the paired difference over the seeds they share and McNemar's exact test of
     their outcomes, seed by seed. A method of one untrained greedy run (the same on every seed) is set against
     every seed of the team."""
+    fixed = next(iter(other.values())) if len(other) == 1 and next(iter(other.values()))["fixed"] else None
+    return _paired(title, {s: (team[s], other.get(s, fixed)) for s in team if s in other or fixed})
+
+
+def gain_row(title: str, runs: dict[int, dict]) -> dict | None:
+    """A trained method's last evaluation against its own greedy start, seed by seed (order amendment 2 of
+    ``benchmarks/learning.py``: the same process and code on both sides, where the untuned rows may have run on
+    other code)."""
+    return _paired(title, {s: (r, r["start"]) for s, r in runs.items() if r.get("start")})
+
+
+def _paired(title: str, pairs: dict[int, tuple[dict, dict]]) -> dict | None:
+    """``a`` minus ``b`` over the seeds of ``pairs`` (seed -> (a, b), each with ``eval`` and ``outcomes``): the
+    paired t-test and McNemar's exact test per seed."""
     from marft_agents.runs import stats
 
-    fixed = next(iter(other.values())) if len(other) == 1 and next(iter(other.values()))["fixed"] else None
-    pairs = {s: (team[s], other.get(s, fixed)) for s in team if s in other or fixed}
     if not pairs:
         return None
     test = stats.paired_t([a["eval"]["accuracy"] for a, _ in pairs.values()], [b["eval"]["accuracy"] for _, b in pairs.values()])
@@ -293,8 +314,9 @@ def table(out: Path, settings: tuple[str, ...] = SETTINGS) -> str:
         team = rows.get(f"b_marft_{setting}")
         paired = [paired_row(t, team[1], r) for p, (t, r) in rows.items() if team and p != f"b_marft_{setting}"]
         paired = [p for p in paired if p]
-        data[setting] = {"methods": main, "against_the_team": paired}
-        parts.append(_markdown(setting, main, paired))
+        gains = [g for g in (gain_row(t, r) for t, r in rows.values()) if g]
+        data[setting] = {"methods": main, "against_the_team": paired, "from_own_start": gains}
+        parts.append(_markdown(setting, main, paired, gains))
     text = "\n\n".join(parts) or f"no b_* runs in {out}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(text + "\n")
@@ -302,7 +324,7 @@ def table(out: Path, settings: tuple[str, ...] = SETTINGS) -> str:
     return text
 
 
-def _markdown(setting: str, main: list[dict], paired: list[dict]) -> str:
+def _markdown(setting: str, main: list[dict], paired: list[dict], gains: list[dict] = ()) -> str:
     lines = [
         f"{setting}: accuracy with its 95 % interval (t over seeds, clipped to 0-100; Wilson for one run), mean generated tokens per problem of the evaluation.",
         "",
@@ -324,14 +346,27 @@ def _markdown(setting: str, main: list[dict], paired: list[dict]) -> str:
             "| method | seeds | difference (points) | 95 % t-interval | paired t p | McNemar per seed |",
             "|---|---|---|---|---|---|",
         ]
-        for r in paired:
-            mc = "; ".join(f"s{s}: {m['only_team']}/{m['only_other']}, p {m['p']:.3f}" for s, m in r["mcnemar"].items()) or "n/a"
-            p = "n/a" if r["p"] != r["p"] else f"{r['p']:.3f}"
-            lines.append(
-                f"| {r['method']} | {','.join(map(str, r['seeds']))} | {_points(r['difference'])} | "
-                f"[{_points(r['low'])}, {_points(r['high'])}] | {p} | {mc} |"
-            )
+        lines += [_paired_line(r) for r in paired]
+    if gains:
+        lines += [
+            "",
+            "Each trained method from its own start: its last evaluation minus its own greedy untuned evaluation (the same "
+            "run and code), in points, paired by seed; McNemar per seed (problems right only after training / only at the start).",
+            "",
+            "| method | seeds | gain (points) | 95 % t-interval | paired t p | McNemar per seed |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [_paired_line(r) for r in gains]
     return "\n".join(lines)
+
+
+def _paired_line(r: dict) -> str:
+    mc = "; ".join(f"s{s}: {m['only_team']}/{m['only_other']}, p {m['p']:.3f}" for s, m in r["mcnemar"].items()) or "n/a"
+    p = "n/a" if r["p"] != r["p"] else f"{r['p']:.3f}"
+    return (
+        f"| {r['method']} | {','.join(map(str, r['seeds']))} | {_points(r['difference'])} | "
+        f"[{_points(r['low'])}, {_points(r['high'])}] | {p} | {mc} |"
+    )
 
 
 # ---- the smoke check ------------------------------------------------------------------------------

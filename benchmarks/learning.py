@@ -303,7 +303,7 @@ Each asks whether a team beats what the same compute buys otherwise.
   in generation (the same distribution, as scoring has always computed it; bf16 rounds it otherwise, as another
   thread count would): it is not pinned, and applies to every b_* run started after it landed on main (every
   earlier b_* run, ``b_marft_jigsaw`` and ``b_ppo_jigsaw`` seeds 0-3 among them, ran before it).
-* **Order amendment 2** (written 2026-12-06 09:25 UTC, after ``b_marft_jigsaw`` and ``b_ppo_jigsaw`` seeds 0-4
+* **Order amendment 2** (written 2026-12-06 09:17 UTC, after ``b_marft_jigsaw`` and ``b_ppo_jigsaw`` seeds 0-4
   had run or started, before any trained chain or level-2 run; no setting changes): item 5's goals name three
   settings, and two of them have no trained run yet. Before the regime study, the first seed of each: ``b_marft_chain``
   s0, ``b_ppo_chain`` s0, ``b_marft_jigsaw_l2`` s0, ``b_ppo_jigsaw_l2`` s0; then ``b_epochs`` and ``b_anchor`` on

@@ -59,6 +59,33 @@ def test_the_table_by_hand(tmp_path, scripts):
     assert (tmp_path / "table.md").read_text() == text + "\n"
 
 
+def test_gains_from_each_runs_own_start(tmp_path, scripts):
+    baselines, _ = scripts
+    # seed 0: 2 -> 4 right of 5 (problems 2, 3 gained); seed 1: 1 -> 2 (problem 1 gained, problem 0 lost, problem 4 gained)
+    starts = {0: [1, 1, 0, 0, 0], 1: [1, 0, 0, 0, 0]}
+    ends = {0: [1, 1, 1, 1, 0], 1: [0, 1, 0, 0, 1]}
+    for seed in (0, 1):
+        run = tmp_path / f"b_ppo_jigsaw_s{seed}"
+        _run(run, sum(ends[seed]) / 5, [bool(x) for x in ends[seed]])
+        summary = json.loads((run / "summary.json").read_text())
+        summary["eval_before"] = {"episodes": 5, "accuracy": sum(starts[seed]) / 5}
+        (run / "summary.json").write_text(json.dumps(summary))
+        before = [{"uid": f"p{i}", "correct": bool(r)} for i, r in enumerate(starts[seed])]
+        (run / "outcomes" / "eval_before.jsonl").write_text("".join(json.dumps(x) + "\n" for x in before))
+    text = baselines.table(tmp_path, ("jigsaw",))
+    (gain,) = json.loads((tmp_path / "table.json").read_text())["jigsaw"]["from_own_start"]
+    # gains 0.4 and 0.2: mean 0.3, sd 0.1414, se 0.1; t(1) 12.706 -> ± 1.2706
+    assert gain["seeds"] == [0, 1] and gain["difference"] == pytest.approx(0.3)
+    assert (gain["low"], gain["high"]) == (pytest.approx(0.3 - 1.2706, abs=1e-3), pytest.approx(0.3 + 1.2706, abs=1e-3))
+    assert gain["mcnemar"]["0"]["only_team"] == 2 and gain["mcnemar"]["0"]["only_other"] == 0
+    assert gain["mcnemar"]["1"]["only_team"] == 2 and gain["mcnemar"]["1"]["only_other"] == 1
+    assert "| +30.0 | [-97.1, +157.1] |" in text
+    # an untrained run has no start of its own, and a run of old code without eval_before is left out
+    _run(tmp_path / "b_untuned_jigsaw_s0", 0.2, [True, False, False, False, False], 0)
+    baselines.table(tmp_path, ("jigsaw",))
+    assert len(json.loads((tmp_path / "table.json").read_text())["jigsaw"]["from_own_start"]) == 1
+
+
 def test_eval_tokens_reads_old_summaries(scripts):
     baselines, _ = scripts
     assert baselines.eval_tokens({"mean_tokens": 31.5, "roles": {}}) == 31.5
