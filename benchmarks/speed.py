@@ -10,7 +10,8 @@ Run it alone (nothing else on the cores: torch's threads slow 3-10x beside a bus
   difference) of ``transformers``' bare ``generate`` on the base alone, fp32 and bf16, against marft's
   engine path (``LaMASPolicy.generate``: the decode loop of ``models/lm.py``, a LoRA adapter on every linear
   layer) at fp32 and at ``dtype=auto``, the latter also with ``lora_compute=float32`` (the LoRA branches in
-  float32, as before that key). Median over ``--repeats`` interleaved repeats.
+  float32, as before that key). Median over ``--repeats`` interleaved repeats. Beside it, each one's time to
+  the first token (the prompts' prefill and one draw: ``s_first_token``).
 - ``update``: one 16-episode update of the 2-agent chain on SmolLM2 (``marft train``: ``synthetic:0``,
   ``general-v0``, 48 new tokens, MARFT defaults, 2 updates, their mean timed) with today's code at
   ``dtype=auto``, ``dtype=float32``, whole minibatches and ``lora_compute=float32``, and with the code in ``--before`` (a ``git worktree`` of the
@@ -105,6 +106,7 @@ def decode_section(args) -> dict:
     }
     short, long = 4, 4 + args.tokens
     times: dict[str, list[dict]] = {name: [] for name in variants}
+    first: dict[str, list[dict]] = {name: [] for name in variants}
     with torch.no_grad():
         for fn in variants.values():
             fn(2)  # warm-up
@@ -112,10 +114,15 @@ def decode_section(args) -> dict:
             order = list(variants) if r % 2 == 0 else list(reversed(variants))
             for name in order:
                 torch.manual_seed(r)
+                first[name].append(_call_time(variants[name], 1))
                 times[name].append(_step_time(variants[name], short, long))
     steps = {name: statistics.median(t["wall_s"] for t in runs) for name, runs in times.items()}
+    firsts = {name: statistics.median(t["wall_s"] for t in runs) for name, runs in first.items()}
     base = steps["bare generate, float32"]
     return {
+        "s_first_token": firsts,
+        "first_token_runs": first,
+        "first_token_speedup_over_bare_fp32": {name: firsts["bare generate, float32"] / s for name, s in firsts.items()},
         "batch": args.batch,
         "tokens": args.tokens,
         "prompt_tokens": [len(p) for p in prompts],
@@ -125,6 +132,13 @@ def decode_section(args) -> dict:
         "speedup_over_bare_fp32": {name: base / s for name, s in steps.items()},
         "speedup_over_bare_bf16": {name: steps["bare generate, bfloat16"] / s for name, s in steps.items()},
     }
+
+
+def _call_time(fn, tokens: int) -> dict:
+    """Wall and CPU seconds of ``fn(tokens)``: with one token, the prompts' prefill and the first draw."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    fn(tokens)
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
 
 
 def _step_time(fn, short: int, long: int) -> dict:
@@ -280,7 +294,7 @@ def main(argv=None) -> int:
 def _headline(name: str, section: dict) -> dict:
     """The figures of a section worth printing."""
     keys = {
-        "decode": ("s_per_step", "speedup_over_bare_fp32", "speedup_over_bare_bf16", "auto_dtype"),
+        "decode": ("s_per_step", "speedup_over_bare_fp32", "speedup_over_bare_bf16", "s_first_token", "auto_dtype"),
         "update": ("update_s", "speedup_over_today_float32", "speedup_over_before"),
         "memory": ("peak_rss_mb", "update_s"),
     }.get(name)

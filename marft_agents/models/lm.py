@@ -10,6 +10,8 @@
   other sampling knob pinned off, so behaviour log-probs are those of the distribution that sampled
   (scored at another temperature they differ: ``tests/agents/test_policy.py``); :class:`ChosenLogps`
   records them step by step, keeping no step's vocabulary-wide logits once its token is drawn;
+- :func:`with_room` gives a KV cache room for the tokens to come, so that a decode step writes its
+  position in place instead of copying the cache;
 - :func:`response_lengths` cuts generated rows at their first end-of-turn token.
 """
 
@@ -20,6 +22,11 @@ from collections.abc import Sequence
 
 import torch
 from transformers import DynamicCache, GenerationConfig, LlamaForCausalLM
+
+try:  # transformers >= 4.56: a cache of per-layer objects
+    from transformers.cache_utils import DynamicLayer
+except ImportError:  # earlier: no layer objects, and no room made (with_room)
+    DynamicLayer = object
 
 from marft_agents.models.recompute import recomputes
 from marft_agents.models.truncation import truncate
@@ -108,6 +115,63 @@ def broadcast_cache(cache, batch: int) -> DynamicCache:
     return DynamicCache([(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1)) for k, v in pairs])
 
 
+class _RoomyLayer(DynamicLayer):
+    """One layer's keys and values in a buffer with room for the tokens still to come.
+
+    transformers' ``DynamicLayer`` grows by ``torch.cat``, which copies the whole cache at every decode step (the
+    largest cost of a step after the matmuls: ``benchmarks/speed.py``); here a step writes its one position in
+    place, and attention reads a view of the filled part (the same numbers).
+    """
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, room: int):
+        super().__init__()
+        B, H, L, D = keys.shape
+        self._keys = keys.new_empty(B, H, L + room, D)  # (B, H, L + room, D)
+        self._values = values.new_empty(B, H, L + room, values.shape[-1])
+        self._keys[:, :, :L], self._values[:, :, :L] = keys, values
+        self.length, self.device, self.is_initialized = L, keys.device, True
+        self._views()
+
+    def _views(self) -> None:
+        self.keys, self.values = self._keys[:, :, : self.length], self._values[:, :, : self.length]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        n = key_states.shape[-2]
+        if self.length + n > self._keys.shape[-2]:  # out of room: grow as DynamicLayer does
+            self._keys = torch.cat([self.keys, key_states], dim=-2)
+            self._values = torch.cat([self.values, value_states], dim=-2)
+        else:
+            self._keys[:, :, self.length : self.length + n] = key_states
+            self._values[:, :, self.length : self.length + n] = value_states
+        self.length += n
+        self._views()
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._keys, self._values = self._keys[indices], self._values[indices]
+        self._views()
+
+
+def with_room(cache, room: int):
+    """``cache`` (transformers' ``DynamicCache``) with room for ``room`` more positions per layer
+    (:class:`_RoomyLayer`); a cache without per-layer objects (transformers < 4.56) as it is."""
+    if not hasattr(cache, "layers") or not all(type(layer) is DynamicLayer for layer in cache.layers):
+        return cache
+    cache.layers = [_RoomyLayer(layer.keys, layer.values, room) for layer in cache.layers]
+    return cache
+
+
+def last_positions(k: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """``logits_to_keep`` for the last ``k`` positions, as indices (``(k,)``, counted from the end).
+
+    Given an int, transformers slices the positions out of the hidden states, a strided ``(B, k, d)`` view,
+    and ``F.linear`` on a strided 3-D input broadcasts the output layer's weight over the batch and copies
+    it: ``(B, d, V)``, 0.9 GB at batch 16 of SmolLM2, half of a generation's prefill time
+    (``benchmarks/speed.py``). Indexed positions are a contiguous copy, and the output layer one matmul.
+    """
+    return torch.arange(-k, 0, device=device)
+
+
 def forward_after_prefix(
     model,
     prefix: Sequence[int] | torch.Tensor,
@@ -126,9 +190,12 @@ def forward_after_prefix(
     checkpointing with gradients on (:func:`~marft_agents.models.recompute.recomputes`), whose layers drop a KV cache,
     the prefix runs with every row: the same numbers, and the outputs then have ``P`` more columns at the front (read
     them from the end, as ``logits_to_keep`` does). ``use_cache``: the output carries the keys and values of the
-    prefix and the rows (:func:`generate` decodes on from them).
+    prefix and the rows (:func:`generate` decodes on from them). An int ``logits_to_keep`` runs as
+    :func:`last_positions`.
     """
     B, P = ids.shape[0], len(prefix)
+    if isinstance(kwargs.get("logits_to_keep"), int) and kwargs["logits_to_keep"] > 0:
+        kwargs["logits_to_keep"] = last_positions(kwargs["logits_to_keep"], ids.device)
     if P and recomputes(model):  # checkpointed layers drop a KV cache: the prefix runs with every row instead
         ids = torch.cat(
             [torch.as_tensor(prefix, dtype=torch.long, device=ids.device).expand(B, P), ids], dim=1
@@ -138,8 +205,9 @@ def forward_after_prefix(
     positions = position_ids(attn, offset=P)  # (B, S)
     cache = DynamicCache() if use_cache else None
     if P:
+        keep = {"logits_to_keep": last_positions(1, ids.device)} if "logits_to_keep" in kwargs else {}  # unread
         out = model(
-            input_ids=torch.as_tensor(prefix, dtype=torch.long, device=ids.device)[None], use_cache=True
+            input_ids=torch.as_tensor(prefix, dtype=torch.long, device=ids.device)[None], use_cache=True, **keep
         )  # (1, P), once
         cache = broadcast_cache(out[CACHE_ARG] if CACHE_ARG in out else out["past_key_values"], B)
         attn = torch.cat([torch.ones(B, P, dtype=attn.dtype, device=attn.device), attn], dim=1)  # (B, P + S)
@@ -281,7 +349,7 @@ def generate(
     P = common_prefix_length(prompts)
     ids, mask = left_pad([p[P:] for p in prompts], pad_token_id, device)  # (B, W): what follows the shared prefix
     out = forward_after_prefix(model, prompts[0][:P], ids, mask, use_cache=True, logits_to_keep=1)
-    cache = out[CACHE_ARG] if CACHE_ARG in out else out["past_key_values"]
+    cache = with_room(out[CACHE_ARG] if CACHE_ARG in out else out["past_key_values"], max_new_tokens)
     mask = torch.cat([mask.new_ones(len(prompts), P), mask], dim=1)  # (B, P + W): the prefix's columns too
     live = list(range(len(prompts)))  # the prompt each row of the batch answers
     responses: list[list[int]] = [[] for _ in prompts]

@@ -104,6 +104,57 @@ def test_generate_prefills_a_shared_prefix_once_and_samples_what_plain_forward_p
         torch.testing.assert_close(torch.log_softmax(logits, -1).gather(-1, target[:, None])[:, 0], logps, atol=1e-5, rtol=1e-5)
 
 
+def test_a_roomy_cache_layer_writes_in_place_and_reads_as_a_growing_one():
+    keys = torch.arange(12.0).reshape(2, 1, 3, 2)  # (B, H, L, D)
+    layer = lm._RoomyLayer(keys, -keys, room=2)
+    assert layer.get_seq_length() == 3 and layer._keys.shape == (2, 1, 5, 2)
+    step = torch.full((2, 1, 1, 2), 100.0)
+    k, v = layer.update(step, -step)
+    torch.testing.assert_close(k, torch.cat([keys, step], dim=-2), rtol=0, atol=0)
+    torch.testing.assert_close(v, -torch.cat([keys, step], dim=-2), rtol=0, atol=0)
+    assert k.data_ptr() == layer._keys.data_ptr()  # a view of the buffer: nothing copied
+    layer.batch_select_indices(torch.tensor([1]))  # row 0 finished
+    assert layer.keys.shape == (1, 1, 4, 2) and layer.keys[0, 0, :, 0].tolist() == [6.0, 8.0, 10.0, 100.0]
+    layer.update(step[:1] + 1, -step[:1])  # the last place of room
+    k, _ = layer.update(step[:1] + 2, -step[:1])  # past it: grows
+    assert k[0, 0, :, 0].tolist() == [6.0, 8.0, 10.0, 100.0, 101.0, 102.0] and layer.get_seq_length() == 6
+
+
+def test_generate_samples_the_same_with_a_roomy_cache_as_with_a_growing_one(tiny_model_dir, monkeypatch):
+    model, tok = load_base(str(tiny_model_dir))
+    prompts = [[5, 6, 7, 8], [9], [10, 11]]
+
+    def sample(eos):
+        torch.manual_seed(0)
+        return lm.generate(model, prompts, temperature=1.0, max_new_tokens=12, pad_token_id=tok.pad_token_id, eos_token_id=eos)
+
+    roomy = [sample(eos) for eos in (tok.eos_token_id, 0, 1, 2)]  # ends at other tokens: rows leave the batch early
+    monkeypatch.setattr(lm, "with_room", lambda cache, room: cache)
+    growing = [sample(eos) for eos in (tok.eos_token_id, 0, 1, 2)]
+    assert any(len(r) < 12 for responses, _ in roomy for r in responses)
+    for (responses, logps), (plain_responses, plain_logps) in zip(roomy, growing):
+        assert responses == plain_responses
+        for a, b in zip(logps, plain_logps):
+            torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+def test_the_last_positions_logits_take_one_matmul_not_a_copy_of_the_output_layer_per_row(tiny_model_dir):
+    model, _ = load_base(str(tiny_model_dir))
+    V = model.config.vocab_size
+    prefix, rests = list(range(20, 32)), [[40, 41, 42], [43], [44, 45]]
+    ids, attn = lm.left_pad(rests, pad_token_id=0)  # (3, 3)
+    with torch.no_grad(), torch.profiler.profile(record_shapes=True) as prof:
+        last = lm.forward_after_prefix(model, prefix, ids, attn, logits_to_keep=1).logits  # (3, 1, V)
+    # an int logits_to_keep slices a strided view, and F.linear on it broadcasts the (d, V) weight over the batch
+    broadcast = [e for e in prof.events() if e.name in ("aten::bmm", "aten::copy_") and any(V in s for s in e.input_shapes if s)]
+    assert last.shape == (3, 1, V) and not broadcast
+    with torch.no_grad():
+        for b, rest in enumerate(rests):
+            plain = model(input_ids=torch.tensor([prefix + rest])).logits[0, -1]
+            torch.testing.assert_close(last[b, 0], plain, atol=1e-5, rtol=1e-5)
+    assert lm.last_positions(2).tolist() == [-2, -1]
+
+
 def test_generate_greedy_has_no_logps_and_stops_at_eos(tiny_model_dir):
     model, tok = load_base(str(tiny_model_dir))
     responses, token_logps = lm.generate(
