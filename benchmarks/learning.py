@@ -315,6 +315,12 @@ Each asks whether a team beats what the same compute buys otherwise.
   an untuned row computed by other code. ``baselines.py table`` therefore also sets each trained arm's last
   evaluation against its own greedy start (``eval_before``, the same process and code), paired by seed; the rows
   against the untuned runs stay as they are.
+* **Two generation fixes** (written 2026-12-06 10:25 UTC, before they landed on main; issue 52): generation's KV
+  cache gets room for the tokens to come (a decode step writes in place where ``torch.cat`` copied the cache), and
+  the last position's logits are taken by index (an int ``logits_to_keep`` made ``F.linear`` copy the output layer
+  once per row of the batch). The same distribution, as scoring computes it; in bf16 the output layer's matmul may
+  round otherwise, as another thread count would. Not pinned: every b_* run started after they landed uses them
+  (``b_ppo_jigsaw_l2`` seed 0 and every earlier run did not).
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
