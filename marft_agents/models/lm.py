@@ -118,9 +118,8 @@ def broadcast_cache(cache, batch: int) -> DynamicCache:
 class _RoomyLayer(DynamicLayer):
     """One layer's keys and values in a buffer with room for the tokens still to come.
 
-    transformers' ``DynamicLayer`` grows by ``torch.cat``, which copies the whole cache at every decode step (the
-    largest cost of a step after the matmuls: ``benchmarks/speed.py``); here a step writes its one position in
-    place, and attention reads a view of the filled part (the same numbers).
+    transformers' ``DynamicLayer`` grows by ``torch.cat``, which copies the whole cache at every decode step; here a
+    step writes its one position in place, and attention reads a view of the filled part (the same numbers).
     """
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, room: int):
@@ -166,8 +165,8 @@ def last_positions(k: int, device: torch.device | str | None = None) -> torch.Te
 
     Given an int, transformers slices the positions out of the hidden states, a strided ``(B, k, d)`` view,
     and ``F.linear`` on a strided 3-D input broadcasts the output layer's weight over the batch and copies
-    it: ``(B, d, V)``, 0.9 GB at batch 16 of SmolLM2, half of a generation's prefill time
-    (``benchmarks/speed.py``). Indexed positions are a contiguous copy, and the output layer one matmul.
+    it: ``(B, d, V)``, 0.9 GB at batch 16 of SmolLM2 in bf16, most of a prefill's time (docs/real-models.md,
+    "The output layer's copy"). Indexed positions are a contiguous copy, and the output layer one matmul.
     """
     return torch.arange(-k, 0, device=device)
 
