@@ -143,13 +143,8 @@ def _call_time(fn, tokens: int) -> dict:
 
 def _step_time(fn, short: int, long: int) -> dict:
     """Wall and CPU seconds per decode step: ``fn(long)`` minus ``fn(short)``, over ``long - short`` steps."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    fn(short)
-    t1, c1 = time.perf_counter(), time.process_time()
-    fn(long)
-    t2, c2 = time.perf_counter(), time.process_time()
-    n = long - short
-    return {"wall_s": ((t2 - t1) - (t1 - t0)) / n, "cpu_s": ((c2 - c1) - (c1 - c0)) / n}
+    a, b = _call_time(fn, short), _call_time(fn, long)
+    return {k: (b[k] - a[k]) / (long - short) for k in ("wall_s", "cpu_s")}
 
 
 def train_update(tree: Path, overrides: list[str], threads: int) -> dict:
