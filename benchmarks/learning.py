@@ -32,6 +32,7 @@
     .venv/bin/python benchmarks/learning.py b_majority_jigsaw --seeds 0,1,2,3,4  # majority vote at the untuned team's tokens
     .venv/bin/python benchmarks/learning.py b_untuned_jigsaw --eval-split test  # a final setting's one read of test
     .venv/bin/python benchmarks/learning.py b_epochs_jigsaw --seeds 0  # the PPO regime: 4 epochs of minibatches of 8
+    .venv/bin/python benchmarks/learning.py b_epochs_slow_jigsaw --seeds 0  # the regime at lr / 16 (amendment 3)
     .venv/bin/python benchmarks/learning.py b_marft_jigsaw_l2 --seeds 0  # the team on MathJigsaw level 2 (the harder level)
     .venv/bin/python benchmarks/learning.py b_untuned_chain     # the chain, its actor's turn ending in one box
     .venv/bin/python benchmarks/baselines.py table          # their table, 95 % intervals and paired tests
@@ -321,6 +322,18 @@ Each asks whether a team beats what the same compute buys otherwise.
   once per row of the batch). The same distribution, as scoring computes it; in bf16 the output layer's matmul may
   round otherwise, as another thread count would. Not pinned: every b_* run started after they landed uses them
   (``b_ppo_jigsaw_l2`` seed 0 and every earlier run did not).
+* **The regime, amendment 3** (written 2026-12-06 13:08 UTC, after ``b_epochs_jigsaw`` s0 had run and been read,
+  while ``b_anchor_jigsaw`` s0 ran; before any phase or seed this names): ``b_epochs_jigsaw`` s0 collapsed. With 16
+  Adam steps at lr 3e-4 per update, each agent's action-level approx KL to the behaviour policy reached 10^3-10^7
+  within its first update and 66-90 % of the ratios were clipped; the training reward fell from 12.5 % of episodes to
+  none from the sixth update on, the outputs degenerated (the prompt's words repeated), and the evaluations read
+  0.9 % at the midpoint and 0.0 % at the end (its own start 8.9 %). A regime arm whose seed-0 last evaluation is
+  below its own start does not run seeds 1-4 (``b_epochs``; ``b_anchor`` too if its seed 0 does the same): a second
+  collapse would say nothing new. In their place, ``b_epochs_slow_<s>``: ``b_epochs_<s>`` with the adapters' lr
+  3e-4 / 16 (``marft.lr=1.875e-5``). An Adam step moves each weight by about lr, so 16 steps at lr / 16 move it
+  about as far per update as today's one step at lr, and within the update the ratio moves and the clip can bind
+  without the policy leaving its trust region. Set against ``b_marft_<s>`` on the same seeds and problems (paired);
+  seed 0 after the chain's and level 2's seed 1, its seeds 1-4 in the regime's place in the order.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
@@ -714,6 +727,7 @@ EVAL_SPLIT = "validation"  # --eval-split test: a final setting's one read of te
 JIGSAW_T = 0.3  # F4's amendments: the temperature both methods learned at on MathJigsaw
 B_DTYPE = "bfloat16"  # every b_* arm alike (the amendment above); F-phases keep DTYPE
 B_LORA_COMPUTE = "float32"  # the LoRA branches as every b_* run before the key computed them (the amendment above)
+SLOW_LR = 3e-4 / 16  # amendment 3: the default lr spread over b_epochs' 16 optimizer steps per update
 VOTE_T = 0.7  # self-consistency's sampling temperature (Wang et al. 2023 sample at T 0.5-0.7)
 MAX_VOTES = 16
 BASELINE_SEEDS = "0,1,2,3,4"  # a headline claim rests on at least 5 seeds (docs/real-models.md, the protocol)
@@ -820,6 +834,11 @@ def b_epochs(out: Path, seed: int, setting: str, name: str = "epochs", **ppo) ->
     return b_team(out, seed, setting, name, algo_args=settings)
 
 
+def b_epochs_slow(out: Path, seed: int, setting: str) -> dict:
+    """``b_epochs`` with the adapters' lr divided by its 16 optimizer steps per update (amendment 3)."""
+    return b_epochs(out, seed, setting, "epochs_slow", lr=SLOW_LR)
+
+
 def b_anchor(out: Path, seed: int, setting: str) -> dict:
     """``b_epochs`` with a per-token KL penalty to the untuned base (``kl_coef`` 0.05)."""
     return b_epochs(out, seed, setting, "anchor", kl_coef=0.05)
@@ -879,6 +898,7 @@ def baseline_phases() -> dict:
         phases[f"b_ppo_{s}"] = partial(b_ppo, setting=s)
         phases[f"b_epochs_{s}"] = partial(b_epochs, setting=s)
         phases[f"b_anchor_{s}"] = partial(b_anchor, setting=s)
+        phases[f"b_epochs_slow_{s}"] = partial(b_epochs_slow, setting=s)
         phases[f"b_majority_marft_{s}"] = partial(b_majority, setting=s, team="marft")
     return phases
 
