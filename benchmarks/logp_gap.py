@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/logp_gap.py [--batch 32] [--tokens 48] [--temperature 0.3] [--threads 2]
 
 With one epoch and one minibatch per agent, the ratio ``pi_learner(a|o) / pi_sampler(a|o)`` of an action is 1 only if
-the two compute the same numbers. The sampler (``lm.generate``: a KV cache, one position per step) and the learner
+the two compute the same numbers. The sampler (``LaMASPolicy.generate``: a KV cache, one position per step) and the learner
 (``LaMASPolicy.score``: every position of the response at once) run the same model on the same tokens, so in
 float32 they agree to rounding; in bfloat16 each rounds its own way, and an action's log-prob sums its tokens'.
 This samples ``--batch`` responses of up to ``--tokens`` tokens from SmolLM2-135M-Instruct's untuned adapters (every
@@ -68,7 +68,7 @@ def measure(args, dtype: str, head_float32: bool, twice: bool) -> dict:
 
     import speed
     from marft_agents import TrainConfig, build_policy
-    from marft_agents.models import lm
+    from marft_agents.models.sampling import Sampling
 
     policy = build_policy(TrainConfig(model=speed.MODEL, dtype=dtype, lora_compute="float32"), ["reasoner_0", "actor_0"])
     if head_float32:
@@ -78,15 +78,8 @@ def measure(args, dtype: str, head_float32: bool, twice: bool) -> dict:
     prompts = speed.chain_prompts(policy, args.batch)
     torch.manual_seed(1)
     with torch.no_grad():
-        with policy.active("reasoner_0") as model:
-            responses, sampled = lm.generate(
-                model,
-                prompts,
-                temperature=args.temperature,
-                max_new_tokens=args.tokens,
-                pad_token_id=policy.pad_token_id,
-                eos_token_id=policy.eos_token_id,
-            )
+        generation = policy.generate(prompts, "reasoner_0", Sampling(temperature=args.temperature, max_new_tokens=args.tokens))
+        responses, sampled = generation.responses, generation.token_logps
         scored, _, _ = policy.score(prompts, responses, "reasoner_0", args.temperature)  # (B, R)
         learner = [scored[b, : len(r)] for b, r in enumerate(responses)]
         if twice:
