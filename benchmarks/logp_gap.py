@@ -63,10 +63,10 @@ def gaps(reference: list, other: list) -> dict:
 
 def measure(args, dtype: str, head_float32: bool, twice: bool) -> dict:
     """One variant's gaps (a fresh policy each: the output layer's patch stays with it)."""
+    import speed
     import torch
     import torch.nn.functional as F
 
-    import speed
     from marft_agents import TrainConfig, build_policy
     from marft_agents.models.sampling import Sampling
 
