@@ -31,12 +31,14 @@ import statistics
 import sys
 from pathlib import Path
 
+from marft_agents.algorithms.ppo_settings import PPOSettings
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 RESULTS = Path(__file__).parent / "results"
-CLIP = 0.2
+CLIP = PPOSettings().clip_eps  # the learners' default ratio clip
 VARIANTS = (
     ("float32", "float32", False, False),
     ("bfloat16", "bfloat16", False, False),
