@@ -62,6 +62,7 @@ def methods(setting: str) -> list[tuple[str, str]]:
         (f"b_epochs_{setting}", "the team, MARFT with 4 epochs of minibatches of 8 (the PPO regime)"),
         (f"b_anchor_{setting}", "the same with a KL anchor to the base (kl_coef 0.05)"),
         (f"b_epochs_slow_{setting}", "the team, MARFT, the same PPO regime at lr 3e-4 / 16 (no anchor)"),
+        (f"b_tis_{setting}", "the team, MARFT, the behaviour log-probs recomputed by the learner, TIS cap 2 (bf16)"),
     ]
 
 

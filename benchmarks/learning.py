@@ -33,6 +33,7 @@
     .venv/bin/python benchmarks/learning.py b_untuned_jigsaw --eval-split test  # a final setting's one read of test
     .venv/bin/python benchmarks/learning.py b_epochs_jigsaw --seeds 0  # the PPO regime: 4 epochs of minibatches of 8
     .venv/bin/python benchmarks/learning.py b_epochs_slow_jigsaw --seeds 0  # the regime at lr / 16 (amendment 3)
+    .venv/bin/python benchmarks/learning.py b_tis_jigsaw --seeds 0  # bf16's ratio made 1, TIS weights (amendment 4)
     .venv/bin/python benchmarks/learning.py b_marft_jigsaw_l2 --seeds 0  # the team on MathJigsaw level 2 (the harder level)
     .venv/bin/python benchmarks/learning.py b_untuned_chain     # the chain, its actor's turn ending in one box
     .venv/bin/python benchmarks/baselines.py table          # their table, 95 % intervals and paired tests
@@ -334,6 +335,17 @@ Each asks whether a team beats what the same compute buys otherwise.
   about as far per update as today's one step at lr, and within the update the ratio moves and the clip can bind
   without the policy leaving its trust region. Set against ``b_marft_<s>`` on the same seeds and problems (paired);
   seed 0 after the chain's and level 2's seed 1, its seeds 1-4 in the regime's place in the order.
+* **The bf16 ratio, amendment 4** (written 2026-12-06 15:45 UTC, while ``b_marft_jigsaw_l2`` s1 ran, before any phase
+  this names): in bf16 the sampler (a KV cache, one position at a time) and the learner (the whole response at once)
+  round differently, so today's setting's ratio is not 1: ``benchmarks/logp_gap.py`` finds 75 % of the untuned
+  adapters' actions outside the clip before any step (float32: none), and every bf16 b_* run logged ``clip_frac``
+  0.17-0.57. A clipped action's term has no gradient. ``b_tis_<s>``: ``b_marft_<s>`` with ``generation.tis_cap=2.0``
+  (``TIS_CAP``; Yao et al. 2025 truncate at 2): the learner recomputes the behaviour log-probs with its own numbers
+  (exact, ``logp_gap.py``'s "learner scored twice"), so the ratio is 1 as in float32, and each action's term is
+  weighted by ``min(pi_learner / pi_sampler, 2)``. Set against ``b_marft_<s>`` on the same seeds and problems (paired).
+  Order: ``b_tis_jigsaw`` s0 and s1 after ``b_epochs_slow_jigsaw`` s0, then the chain's and level 2's seeds 2-4
+  as amendment 3 orders them, then ``b_tis_jigsaw`` s2-4. Whether the library's default for a bf16 base changes waits
+  for its five seeds; the b_* arms already run keep ``tis_cap`` off.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
@@ -728,6 +740,7 @@ JIGSAW_T = 0.3  # F4's amendments: the temperature both methods learned at on Ma
 B_DTYPE = "bfloat16"  # every b_* arm alike (the amendment above); F-phases keep DTYPE
 B_LORA_COMPUTE = "float32"  # the LoRA branches as every b_* run before the key computed them (the amendment above)
 SLOW_LR = 3e-4 / 16  # amendment 3: the default lr spread over b_epochs' 16 optimizer steps per update
+TIS_CAP = 2.0  # amendment 4: b_tis' truncated importance-sampling cap (Yao et al. 2025 truncate at 2)
 VOTE_T = 0.7  # self-consistency's sampling temperature (Wang et al. 2023 sample at T 0.5-0.7)
 MAX_VOTES = 16
 BASELINE_SEEDS = "0,1,2,3,4"  # a headline claim rests on at least 5 seeds (docs/real-models.md, the protocol)
@@ -839,6 +852,14 @@ def b_epochs_slow(out: Path, seed: int, setting: str) -> dict:
     return b_epochs(out, seed, setting, "epochs_slow", lr=SLOW_LR)
 
 
+def b_tis(out: Path, seed: int, setting: str) -> dict:
+    """``b_team`` with the learner's recompute of the behaviour log-probs and TIS weights capped at ``TIS_CAP``
+    (amendment 4: in bf16 the sampler's numbers differ from the learner's)."""
+    from marft_agents.engines.config import EngineConfig
+
+    return b_team(out, seed, setting, "tis", generation=EngineConfig(tis_cap=TIS_CAP))
+
+
 def b_anchor(out: Path, seed: int, setting: str) -> dict:
     """``b_epochs`` with a per-token KL penalty to the untuned base (``kl_coef`` 0.05)."""
     return b_epochs(out, seed, setting, "anchor", kl_coef=0.05)
@@ -899,6 +920,7 @@ def baseline_phases() -> dict:
         phases[f"b_epochs_{s}"] = partial(b_epochs, setting=s)
         phases[f"b_anchor_{s}"] = partial(b_anchor, setting=s)
         phases[f"b_epochs_slow_{s}"] = partial(b_epochs_slow, setting=s)
+        phases[f"b_tis_{s}"] = partial(b_tis, setting=s)
         phases[f"b_majority_marft_{s}"] = partial(b_majority, setting=s, team="marft")
     return phases
 
