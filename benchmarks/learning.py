@@ -346,6 +346,12 @@ Each asks whether a team beats what the same compute buys otherwise.
   Order: ``b_tis_jigsaw`` s0 and s1 after ``b_epochs_slow_jigsaw`` s0, then the chain's and level 2's seeds 2-4
   as amendment 3 orders them, then ``b_tis_jigsaw`` s2-4. Whether the library's default for a bf16 base changes waits
   for its five seeds; the b_* arms already run keep ``tis_cap`` off.
+* **The lean decode step, amendment 5** (written 2026-12-06 16:40 UTC, while ``b_tis_jigsaw`` s0 ran, before the step
+  landed on main; issue 52): the library's new ``generation.lean_decode`` (on by default) decodes SmolLM2 through
+  ``models/decode.py``, the model's computation as plain tensor code with q/k/v and gate/up fused. In float32 it draws
+  the same tokens; in bf16 its fused matmuls round otherwise, and the sampler's rounding is what amendment 4 studies.
+  Every b_* phase pins ``generation.lean_decode=false`` (``B_LEAN_DECODE``), so that every seed of every row samples as
+  the runs before it did.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
