@@ -352,6 +352,16 @@ Each asks whether a team beats what the same compute buys otherwise.
   the same tokens; in bf16 its fused matmuls round otherwise, and the sampler's rounding is what amendment 4 studies.
   Every b_* phase pins ``generation.lean_decode=false`` (``B_LEAN_DECODE``), so that every seed of every row samples as
   the runs before it did.
+* **The learner's own pi_old, amendment 6** (written 2026-12-06 16:45 UTC, while ``b_tis_jigsaw`` s0 ran, after
+  reading its first six updates, before any phase this names): with the recompute, ``b_tis_jigsaw`` s0 still logs
+  ``clip_frac`` 0.0-0.18 for the sharer and 0.30-0.57 for the answerer, about as ``b_marft_jigsaw`` did. The
+  recompute scores the steps in batches of 64 per adapter, the update in micro-batches of 2048 padded tokens, and in
+  bf16 the learner's numbers depend on the batch they are computed in (``logp_gap.py``'s exact "learner twice" scored
+  the same batch twice). The library's new ``old_logps="learner"`` (``PPOSettings``; the action-level learners) takes
+  pi_old from the update's own forward, detached, until the adapter's first optimizer step: the weights that sampled,
+  in the numbers the gradient is taken in, so today's one-step ratio is exactly 1 as in float32. ``b_learner_old_<s>``:
+  ``b_marft_<s>`` with ``marft.old_logps=learner``, set against ``b_marft_<s>`` (paired). Order: ``b_learner_old_jigsaw``
+  s0 next, then ``b_tis_jigsaw`` s1 and the order of amendment 4. ``TIS_CAP`` stays as written.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
