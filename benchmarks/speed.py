@@ -9,8 +9,9 @@ Run it alone (nothing else on the cores: torch's threads slow 3-10x beside a bus
   per decode step (the prompt's prefill taken out: the difference of two lengths, over their step
   difference) of ``transformers``' bare ``generate`` on the base alone, fp32 and bf16, against marft's
   engine path (``LaMASPolicy.generate``: the decode loop of ``models/lm.py``, a LoRA adapter on every linear
-  layer) at fp32 and at ``dtype=auto``, the latter also with ``lora_compute=float32`` (the LoRA branches in
-  float32, as before that key). Median over ``--repeats`` interleaved repeats. Beside it, each one's time to
+  layer) at fp32 and at ``dtype=auto``, each also with ``lean_decode=false`` (the model's forward at every step
+  where ``models/decode.py``'s lean step is the default), and ``dtype=auto`` with ``lora_compute=float32`` (the LoRA
+  branches in float32, as before that key). Median over ``--repeats`` interleaved repeats. Beside it, each one's time to
   the first token (the prompts' prefill and one draw: ``s_first_token``).
 - ``update``: one 16-episode update of the 2-agent chain on SmolLM2 (``marft train``: ``synthetic:0``,
   ``general-v0``, 48 new tokens, MARFT defaults, 2 updates, their mean timed) with today's code at
@@ -93,15 +94,19 @@ def decode_section(args) -> dict:
         config.min_new_tokens = tokens
         model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
 
-    def ours(policy, tokens):
+    def ours(policy, tokens, lean_decode=True):
         with policy.active("reasoner_0") as model:
-            lm.generate(model, prompts, temperature=0.7, max_new_tokens=tokens, pad_token_id=pad, eos_token_id=never)
+            lm.generate(
+                model, prompts, temperature=0.7, max_new_tokens=tokens, pad_token_id=pad, eos_token_id=never, lean_decode=lean_decode
+            )
 
     variants = {
         "bare generate, float32": lambda n: bare(bare_bases["float32"], n),
         "bare generate, bfloat16": lambda n: bare(bare_bases["bfloat16"], n),
         "marft engine, float32": lambda n: ours(policies["float32"], n),
+        "marft engine, float32, lean_decode=false": lambda n: ours(policies["float32"], n, lean_decode=False),
         "marft engine, dtype=auto": lambda n: ours(policies["auto"], n),
+        "marft engine, dtype=auto, lean_decode=false": lambda n: ours(policies["auto"], n, lean_decode=False),
         "marft engine, dtype=auto, lora_compute=float32": lambda n: ours(policies["auto, lora fp32"], n),
     }
     short, long = 4, 4 + args.tokens

@@ -103,6 +103,7 @@ class RolloutWorker:
             lora_alpha=spec.lora_alpha,
             lora_targets=tuple(spec.lora_targets),
             agent_lora=lora_values(spec.agents),  # the trainer's adapters' shapes: the weights it publishes fit them
+            lean_decode=spec.engine.get("lean_decode", True),
         )
         self.engine = None
         """Built at the first :meth:`load`, on the trainer's weights (vLLM must start on them: its versions only

@@ -37,6 +37,8 @@ class EngineConfig:
     """vllm: adapters one generate call may mix (0: the policy's number of adapters, the least that works)."""
     merge_lora: bool = False
     """hf: generate with the adapter merged into a copy of the base's weights (one matmul per layer instead of three; the base comes back bit-identical); samples move by float rounding, so off by default."""
+    lean_decode: bool = True
+    """hf: decode Llama-family models (llama, qwen2) with marft's lean step (models/decode.py: the model's computation as plain tensor code, q/k/v and gate/up fused); false: the model's forward at every step."""
     tis_cap: float | None = ranged(None, AT_LEAST_ONE)
     """Truncated importance sampling for engine/trainer numeric mismatch: the trainer recomputes behaviour log-probs and weights each term by min(pi_trainer/pi_engine, tis_cap) (>= 1; None: off; docs/engines.md)."""
 

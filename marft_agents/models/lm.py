@@ -28,6 +28,7 @@ try:  # transformers >= 4.56: a cache of per-layer objects
 except ImportError:  # earlier: no layer objects, and no room made (with_room)
     DynamicLayer = object
 
+from marft_agents.models.decode import DecodeStep
 from marft_agents.models.recompute import recomputes
 from marft_agents.models.truncation import truncate
 
@@ -329,6 +330,7 @@ def generate(
     top_p: float = 1.0,
     stop: StopStrings | None = None,
     generators: Sequence[torch.Generator] | None = None,
+    lean_decode: bool = True,
 ) -> tuple[list[list[int]], list[torch.Tensor]]:
     """Sample responses to ``prompts`` with a KV cache: ``(responses, token_logps)``.
 
@@ -342,20 +344,24 @@ def generate(
     batch, as scoring does (:func:`forward_after_prefix`); a row that has finished leaves the batch (its
     keys and values dropped from the cache), so the rest of the batch stops paying for it; the
     distribution is exactly the one asked for (``generate`` adds its global ``top_k=50`` and a
-    checkpoint's settings); and a step runs only the model and :func:`draw`.
+    checkpoint's settings); and a step runs only the model and :func:`draw`. ``lean_decode``: a Llama-family model
+    decodes through :class:`~marft_agents.models.decode.DecodeStep` (the same computation as plain tensor code, its
+    projections fused); False, or a model it does not cover, calls the model's forward at every step.
     """
     device = device_of(model)
     P = common_prefix_length(prompts)
     ids, mask = left_pad([p[P:] for p in prompts], pad_token_id, device)  # (B, W): what follows the shared prefix
     out = forward_after_prefix(model, prompts[0][:P], ids, mask, use_cache=True, logits_to_keep=1)
     cache = with_room(out[CACHE_ARG] if CACHE_ARG in out else out["past_key_values"], max_new_tokens)
+    decoder = DecodeStep.of(model, cache) if lean_decode else None  # None: the model's own forward decodes
+    logits = out.logits[:, -1]  # (B, V)
     mask = torch.cat([mask.new_ones(len(prompts), P), mask], dim=1)  # (B, P + W): the prefix's columns too
     live = list(range(len(prompts)))  # the prompt each row of the batch answers
     responses: list[list[int]] = [[] for _ in prompts]
     logps: list[list[torch.Tensor]] = [[] for _ in prompts]  # (1,) per token
     for step in range(max_new_tokens):
         rows = [generators[i] for i in live] if generators is not None else None
-        tokens, logp = draw(out.logits[:, -1].float(), temperature, top_k, top_p, rows)  # (b,), (b,) or None
+        tokens, logp = draw(logits.float(), temperature, top_k, top_p, rows)  # (b,), (b,) or None
         done = []
         for r, (i, token) in enumerate(zip(live, tokens.tolist())):
             responses[i].append(token)
@@ -372,12 +378,15 @@ def generate(
             mask, tokens = mask[keep], tokens[keep]
             live = [live[r] for r, d in enumerate(done) if not d]
         mask = torch.cat([mask, mask.new_ones(mask.shape[0], 1)], dim=1)  # (b, W + step + 1)
-        out = model(
+        if decoder is not None:
+            logits = decoder(tokens, mask)  # (b, V)
+            continue
+        logits = model(
             input_ids=tokens[:, None],
             attention_mask=mask,
             position_ids=mask.sum(-1, keepdim=True) - 1,
             use_cache=True,
             **{CACHE_ARG: cache},
-        )
+        ).logits[:, -1]
     empty = torch.empty(0, device=device)
     return responses, [torch.cat(p) if p else empty for p in logps]

@@ -137,6 +137,7 @@ class LaMASPolicy:
         lora_targets: tuple[str, ...] = ("q_proj", "v_proj"),
         agent_lora: Mapping[str, Mapping[str, Any]] | None = None,
         lora_compute: str = "base",
+        lean_decode: bool = True,
     ):
         """``agent_lora``: agent -> its adapter's own ``lora_r``, ``lora_alpha`` or ``lora_targets`` (any of them; the
         others as given above), ``agents.<agent_id>.lora_*``; an adapter per agent only (``"lora"`` mode).
@@ -145,7 +146,10 @@ class LaMASPolicy:
         :meth:`active` in autocast to the base's dtype with peft's input cast off, so a LoRA branch reads the
         layer's input as it is (peft's ``"float32"`` way copies it to float32, once per adapted layer, and
         keeps the copy for backward: about 1.2 GB of a 2,048-token micro-batch of SmolLM2). The adapters'
-        weights stay float32 (autocast casts them per call; their gradients come back in float32)."""
+        weights stay float32 (autocast casts them per call; their gradients come back in float32).
+
+        ``lean_decode``: :meth:`generate` decodes a Llama-family base with
+        :class:`~marft_agents.models.decode.DecodeStep` (``generation.lean_decode``)."""
         if mode not in ADAPTER_MODES:
             raise ValueError(f"unknown adapter mode {mode!r}: use one of {list(ADAPTER_MODES)}")
         if lora_compute not in LORA_COMPUTE:
@@ -155,6 +159,8 @@ class LaMASPolicy:
         self.autocast = base_dtype if cast else None
         """The dtype LoRA branches compute in under :meth:`active` (None: peft's float32 cast, or no branch)."""
         self.tokenizer = tokenizer
+        self.lean_decode = lean_decode
+        """Whether :meth:`generate` decodes through :class:`~marft_agents.models.decode.DecodeStep` where it applies."""
         self.mode = mode
         self.agents = list(agents)
         self.adapter_of = {a: ("shared" if mode == "shared" else a) for a in self.agents}
@@ -438,6 +444,7 @@ class LaMASPolicy:
                 top_p=sampling.top_p,
                 stop=stop,
                 generators=generators,
+                lean_decode=self.lean_decode,
             )
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
         return Generation(responses=responses, token_logps=token_logps, texts=texts)

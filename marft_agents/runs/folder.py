@@ -32,7 +32,8 @@ RUN_DIRS = ("checkpoints", "tb", "samples", "engine", "trackers")
 # played (each episode's sampling seed does not depend on the worker that plays it).
 # ``gradient_checkpointing`` recomputes the same activations and ``mmap_threshold_kb`` says where freed memory
 # goes (memory, not numbers); ``lora_compute`` moves only the rounding of the LoRA branches on a bf16 base, as
-# ``threads`` moves the rounding of sums (a run written before the key ran "float32"); ``device`` is
+# ``threads`` moves the rounding of sums (a run written before the key ran "float32"), and so does
+# ``generation.lean_decode`` (the same computation, projections fused); ``device`` is
 # refused: a GPU samples from its own random generator, so the continuation would play other episodes.
 # The ``log.*`` keys say what is written about the run (trackers, transcripts), never what it plays or learns.
 SAFE_ON_RESUME = (
@@ -44,6 +45,7 @@ SAFE_ON_RESUME = (
     "gradient_checkpointing",
     "mmap_threshold_kb",
     "lora_compute",
+    "generation.lean_decode",
     "run_dir",
     "generation.kv_cache_gb",
     "generation.threads",

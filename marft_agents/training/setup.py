@@ -86,6 +86,7 @@ def _model_policy(config: TrainConfig, model_name: str, agents: list[str], devic
         lora_targets=tuple(config.lora_targets),
         agent_lora={a: own for a, own in agent_section.lora_values(config.agents).items() if a in agents},
         lora_compute=config.lora_compute,
+        lean_decode=config.generation.lean_decode,
     ).to(device)
     if config.gradient_checkpointing:
         checkpoint_activations([policy.base, *policy.models.values()])
