@@ -4,7 +4,11 @@ Written once here (it was three copies that nothing kept equal). For the steps `
 adapter, ``epochs`` passes in fresh random minibatches (:func:`~marft_agents.algorithms.base.minibatches`):
 
 - ``log pi(a|o)``: the sum (or mean, ``logp_reduction``) of the response's token log-probs under the
-  sampling temperature; ``log pi_old(a|o)`` the same over the behaviour log-probs kept at sampling;
+  sampling temperature; ``log pi_old(a|o)`` the same over the behaviour log-probs kept at sampling, or, with
+  ``old_logps="learner"`` and until the adapter's first optimizer step, ``log pi(a|o)`` itself, detached: the
+  weights that sampled are still the learner's, and its own numbers make that step's ratio exactly 1 (in bf16 the
+  sampler's, or a rescoring in other batches, round otherwise: docs/real-models.md, "The ratio in today's setting
+  is not 1 in bf16");
 - loss ``= -mean(min(rho A, clip(rho, 1 - eps, 1 + eps) A)) - c_H H + beta KL(pi || pi_ref)``, with
   ``H`` the mean per-token entropy and the KL term only when ``kl_coef > 0``
   (:func:`action_ppo_loss`, a pure function); each term weighted by the TIS weights when
@@ -87,11 +91,15 @@ def step(
     # the KL gate judges a whole minibatch before its step: under it, minibatches run whole
     sizes["micro_batch_tokens"] = 0 if settings.kl_gate is not None else settings.micro_batch_tokens
     coefs = dict(clip_eps=settings.clip_eps, entropy_coef=settings.entropy_coef, kl_coef=settings.kl_coef)
+    stepped = False  # whether this adapter's weights have moved since its steps were sampled
     for mb in minibatches(
         policy, adapter, steps, idx, rng, temperature=temperature, reference=settings.kl_coef > 0, ranks=ranks, **sizes
     ):
         logp = reduce_batch(mb.logp_tok, mb.mask, reduction)  # (B,) log pi(a|o), with grad
-        old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
+        if settings.old_logps == "learner" and not stepped:
+            old = logp.detach()  # (B,) the sampling weights' log-probs, in the learner's own numbers
+        else:
+            old = action_logps([s.token_logps for s in mb.steps], reduction)  # (B,) behaviour log-probs
         weights = action_weights(mb.steps, reduction, tis_cap)  # (B,) TIS weights, or None (off)
         entropy = masked_mean(mb.entropy_tok, mb.mask)  # per token
         kl = masked_mean(approx_kl(mb.logp_tok, mb.ref_tok), mb.mask) if settings.kl_coef > 0 else None  # per token
@@ -107,6 +115,7 @@ def step(
             skipped += 1
             continue
         part = apply(optimizer, loss, policy.parameters(adapter), settings.max_grad_norm, adapter, ranks, mb.share)
+        stepped = stepped or mb.share.last  # the last part of a step steps
         total = part if mb.share.first else total + part  # an accumulated step's loss: the sum of its parts'
         clip = {k: stats[k] for k in ("entropy", "clip_frac", "approx_kl")}
         log.append({**row, **({"loss": total} if mb.share.last else {}), **clip, **weight_stats(weights)})

@@ -38,7 +38,7 @@ from marft_agents.algorithms.advantages import at_last_token, normalize, returns
 from marft_agents.algorithms.base import Learner, by_adapter
 from marft_agents.algorithms.critic import ValueHead, fit_critic, token_features
 from marft_agents.algorithms.optimizers import adapter_optimizers
-from marft_agents.algorithms.ppo_settings import PPOSettings
+from marft_agents.algorithms.ppo_settings import PPOSettings, check_old_logps
 from marft_agents.algorithms.prepare import agent_health
 from marft_agents.algorithms.returns import agent_returns, require_cooperative
 from marft_agents.models.policy import LaMASPolicy
@@ -94,6 +94,7 @@ class CORY(Learner):
 
     def __init__(self, policy: LaMASPolicy, config: CORYConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
+        check_old_logps(config.old_logps, "cory.")
         if len(policy.adapters) != 2:
             raise ValueError(
                 f"CORY needs two agents with their own adapters, got adapters {policy.adapters}: "

@@ -38,7 +38,7 @@ from marft_agents.algorithms.advantages import at_last_token, token_advantages
 from marft_agents.algorithms.base import Learner, by_adapter
 from marft_agents.algorithms.critic import Critic, head_rows, model_heads, token_features
 from marft_agents.algorithms.optimizers import adapter_optimizers
-from marft_agents.algorithms.ppo_settings import ChainSettings
+from marft_agents.algorithms.ppo_settings import ChainSettings, check_old_logps
 from marft_agents.algorithms.prepare import prepare_advantages
 from marft_agents.algorithms.returns import agent_returns, require_cooperative, warn_undeclared_team_reward
 from marft_agents.algorithms.sequential import round_robin, turns
@@ -99,6 +99,7 @@ class MARFTToken(Learner):
 
     def __init__(self, policy: LaMASPolicy, config: MARFTTokenConfig, temperature: Temperature, **options: Any):
         """``options``: :class:`~marft_agents.algorithms.base.Learner`'s ``tis_cap`` and ``frozen``."""
+        check_old_logps(config.old_logps, "marft_token.")
         super().__init__(policy, config, temperature, **options)
         head, self.head_of = model_heads(policy)  # at every response position; a team of models: one head per model
         self.critic = Critic(head, policy.device, **config.critic_options())

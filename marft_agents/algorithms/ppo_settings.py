@@ -17,6 +17,10 @@ MICRO_BATCH_TOKENS = 2048
 its update's speed (``benchmarks/speed.py``, "memory")."""
 
 
+OLD_LOGPS = ("sampled", "learner")
+"""What the PPO ratio's pi_old is before an adapter's first step of an update (``PPOSettings.old_logps``)."""
+
+
 @dataclass
 class PPOSettings(Ranged):
     """Hyper-parameters every PPO-style learner here shares (MARFT, token MARFT, PPO, IPPO, MAPPO)."""
@@ -64,6 +68,10 @@ class PPOSettings(Ranged):
     ablations)."""
     logp_reduction: str = choice("sum", ("sum", "mean"))
     """How token log-probs make an action's log-prob: "sum" (exact) or "mean" (per-token average)."""
+    old_logps: str = choice("sampled", OLD_LOGPS)
+    """The ratio's pi_old until an adapter's first optimizer step of an update: the behaviour log-probs kept at
+    sampling ("sampled"), or the learner's own, detached ("learner": the same weights, so that step's ratio is 1
+    however bf16 rounds; the action-level learners; docs/real-models.md)."""
 
     def critic_options(self) -> dict:
         """What a :class:`~marft_agents.algorithms.critic.Critic` takes from these settings."""
@@ -91,6 +99,16 @@ def check_kl_gate(kl_gate: float | None, accumulation: int, section: str = "") -
             f"{section}kl_gate={kl_gate} judges each minibatch alone, so it cannot skip one part of a step accumulated "
             f"over {section}grad_accumulation={accumulation} minibatches: unset {section}kl_gate, or set "
             f"{section}grad_accumulation=1"
+        )
+
+
+def check_old_logps(old_logps: str, section: str) -> None:
+    """Refuse ``old_logps="learner"`` where the learner does not read it (ValueError, one line; ``section``: the
+    algorithm's keys' prefix): the token-level PPO learners take pi_old from the sampled log-probs."""
+    if old_logps != "sampled":
+        raise ValueError(
+            f"{section}old_logps={old_logps!r} is read by the action-level PPO learners (marft, ppo, ippo, mappo): "
+            f"unset {section}old_logps here"
         )
 
 
