@@ -63,6 +63,7 @@ def methods(setting: str) -> list[tuple[str, str]]:
         (f"b_anchor_{setting}", "the same with a KL anchor to the base (kl_coef 0.05)"),
         (f"b_epochs_slow_{setting}", "the team, MARFT, the same PPO regime at lr 3e-4 / 16 (no anchor)"),
         (f"b_tis_{setting}", "the team, MARFT, the behaviour log-probs recomputed by the learner, TIS cap 2 (bf16)"),
+        (f"b_learner_old_{setting}", "the team, MARFT, the update's own log-probs as the first step's pi_old (bf16)"),
     ]
 
 
@@ -119,9 +120,11 @@ def majority_run(
     model: str,
     threads: int,
     dtype: str,
+    lean_decode: bool = True,
 ) -> dict:
     """The untuned ``model``'s majority vote on ``env`` at ``budget`` generated tokens per problem (``budget_from``
-    says whose), sampled at ``temperature`` from draws seeded by ``seed``; written as :func:`write_result` does."""
+    says whose), sampled at ``temperature`` from draws seeded by ``seed`` (``lean_decode``: ``generation.lean_decode``);
+    written as :func:`write_result` does."""
     if (run_dir / "summary.json").is_file():
         print(f"  already done: {run_dir} (its summary.json exists; move the folder away to run it again)", flush=True)
         return json.loads((run_dir / "summary.json").read_text())
@@ -129,11 +132,12 @@ def majority_run(
 
     import marft_envs
     from marft_agents import TrainConfig, build_policy
-    from marft_agents.engines.config import EvalSampling
+    from marft_agents.engines.config import EngineConfig, EvalSampling
     from marft_agents.rollout.majority import evaluate_majority
 
     torch.set_num_threads(threads)
-    config = TrainConfig(model=model, env=env, env_kwargs=env_kwargs, threads=threads, dtype=dtype)
+    generation = EngineConfig(lean_decode=lean_decode)
+    config = TrainConfig(model=model, env=env, env_kwargs=env_kwargs, threads=threads, dtype=dtype, generation=generation)
     policy = build_policy(config, marft_envs.make(env, **env_kwargs).possible_agents)
     started, cpu = time.perf_counter(), time.process_time()
     with torch.no_grad():
@@ -172,9 +176,12 @@ def test_read(run_dir: Path, out: Path, threads: int = 2) -> dict:
     from marft_agents.rollout.evaluation import evaluate
     from marft_agents.settings.agents import values
 
-    # the LoRA branches as the run computed them (a run written before lora_compute existed: float32)
-    ran = json.loads((run_dir / "config.json").read_text()).get("lora_compute", "float32")
-    policy, config = policy_from_run(str(run_dir), overrides=[f"threads={threads}", f"lora_compute={ran}"])
+    # the LoRA branches and the decoding as the run computed them (a run written before lora_compute existed: float32;
+    # before generation.lean_decode: the model's forward)
+    ran = json.loads((run_dir / "config.json").read_text())
+    lora, lean = ran.get("lora_compute", "float32"), ran.get("generation", {}).get("lean_decode", False)
+    overrides = [f"threads={threads}", f"lora_compute={lora}", f"generation.lean_decode={str(lean).lower()}"]
+    policy, config = policy_from_run(str(run_dir), overrides=overrides)
     started, cpu = time.perf_counter(), time.process_time()
     with torch.no_grad():
         result = evaluate(

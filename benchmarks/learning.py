@@ -34,6 +34,7 @@
     .venv/bin/python benchmarks/learning.py b_epochs_jigsaw --seeds 0  # the PPO regime: 4 epochs of minibatches of 8
     .venv/bin/python benchmarks/learning.py b_epochs_slow_jigsaw --seeds 0  # the regime at lr / 16 (amendment 3)
     .venv/bin/python benchmarks/learning.py b_tis_jigsaw --seeds 0  # bf16's ratio made 1, TIS weights (amendment 4)
+    .venv/bin/python benchmarks/learning.py b_learner_old_jigsaw --seeds 0  # the update's own pi_old (amendment 6)
     .venv/bin/python benchmarks/learning.py b_marft_jigsaw_l2 --seeds 0  # the team on MathJigsaw level 2 (the harder level)
     .venv/bin/python benchmarks/learning.py b_untuned_chain     # the chain, its actor's turn ending in one box
     .venv/bin/python benchmarks/baselines.py table          # their table, 95 % intervals and paired tests
@@ -756,6 +757,7 @@ JIGSAW_T = 0.3  # F4's amendments: the temperature both methods learned at on Ma
 B_DTYPE = "bfloat16"  # every b_* arm alike (the amendment above); F-phases keep DTYPE
 B_LORA_COMPUTE = "float32"  # the LoRA branches as every b_* run before the key computed them (the amendment above)
 SLOW_LR = 3e-4 / 16  # amendment 3: the default lr spread over b_epochs' 16 optimizer steps per update
+B_LEAN_DECODE = False  # amendment 5: every b_* run decodes through the model's forward, as the runs before the step
 TIS_CAP = 2.0  # amendment 4: b_tis' truncated importance-sampling cap (Yao et al. 2025 truncate at 2)
 VOTE_T = 0.7  # self-consistency's sampling temperature (Wang et al. 2023 sample at T 0.5-0.7)
 MAX_VOTES = 16
@@ -808,8 +810,16 @@ def eval_n(setting: str) -> int:
 
 def _evaluated(setting: str) -> dict:
     """What every b_* run shares: greedy evaluation on :func:`eval_n` problems of ``EVAL_SPLIT``, at ``B_DTYPE`` with
-    the LoRA branches in ``B_LORA_COMPUTE``."""
-    return {"eval_episodes": eval_n(setting), "eval_split": EVAL_SPLIT, "dtype": B_DTYPE, "lora_compute": B_LORA_COMPUTE}
+    the LoRA branches in ``B_LORA_COMPUTE``, decoding as ``B_LEAN_DECODE`` says."""
+    from marft_agents.engines.config import EngineConfig
+
+    return {
+        "eval_episodes": eval_n(setting),
+        "eval_split": EVAL_SPLIT,
+        "dtype": B_DTYPE,
+        "lora_compute": B_LORA_COMPUTE,
+        "generation": EngineConfig(lean_decode=B_LEAN_DECODE),
+    }
 
 
 def _trained(out: Path, setting: str) -> dict:
@@ -847,7 +857,8 @@ def b_team(out: Path, seed: int, setting: str, name: str = "marft", **fields) ->
     """The team trained with MARFT (an adapter per role), the setting's budget; ``fields`` changed (``b_shared``)."""
     s = clean(setting)
     run = {"env": s["team"], "env_kwargs": s["kwargs"], "algo": "marft", "max_new_tokens": TOKENS, **_trained(out, setting)}
-    return train_run(out / f"b_{name}_{setting}_s{seed}", seed=seed, **run, **s["team_fields"], **_evaluated(setting), **fields)
+    fields = {**_evaluated(setting), **fields}  # b_tis' generation settings in place of the shared ones
+    return train_run(out / f"b_{name}_{setting}_s{seed}", seed=seed, **run, **s["team_fields"], **fields)
 
 
 def b_shared(out: Path, seed: int, setting: str) -> dict:
@@ -873,7 +884,14 @@ def b_tis(out: Path, seed: int, setting: str) -> dict:
     (amendment 4: in bf16 the sampler's numbers differ from the learner's)."""
     from marft_agents.engines.config import EngineConfig
 
-    return b_team(out, seed, setting, "tis", generation=EngineConfig(tis_cap=TIS_CAP))
+    return b_team(out, seed, setting, "tis", generation=EngineConfig(tis_cap=TIS_CAP, lean_decode=B_LEAN_DECODE))
+
+
+def b_learner_old(out: Path, seed: int, setting: str) -> dict:
+    """``b_team`` with the update's own log-probs, detached, as pi_old until each adapter's first step (amendment 6)."""
+    from marft_agents import algorithms
+
+    return b_team(out, seed, setting, "learner_old", algo_args=algorithms.config_class("marft")(old_logps="learner"))
 
 
 def b_anchor(out: Path, seed: int, setting: str) -> dict:
@@ -918,6 +936,7 @@ def b_majority(out: Path, seed: int, setting: str, team: str = "untuned") -> dic
         model=MODEL,
         threads=THREADS,
         dtype=B_DTYPE,
+        lean_decode=B_LEAN_DECODE,
     )
 
 
@@ -937,6 +956,7 @@ def baseline_phases() -> dict:
         phases[f"b_anchor_{s}"] = partial(b_anchor, setting=s)
         phases[f"b_epochs_slow_{s}"] = partial(b_epochs_slow, setting=s)
         phases[f"b_tis_{s}"] = partial(b_tis, setting=s)
+        phases[f"b_learner_old_{s}"] = partial(b_learner_old, setting=s)
         phases[f"b_majority_marft_{s}"] = partial(b_majority, setting=s, team="marft")
     return phases
 
