@@ -2,15 +2,15 @@
 
 Why: in eager PyTorch a small model's decode step is dominated by calls, not arithmetic. A batch-16 step of
 SmolLM2-135M in bf16 makes about 1,400 ``nn.Module`` calls, 230 of them peft's LoRA branches, and they cost about a
-third of the step (docs/real-models.md, "Decoding"). :class:`DecodeStep` reads the model's weights once per
+third of the step (docs/real-models.md, "The lean decode step"). :class:`DecodeStep` reads the model's weights once per
 generation and runs each layer as a handful of tensor operations: the base's q/k/v and gate/up projections
-concatenated (four matmuls a layer where transformers runs seven), and a LoRA adapter's A matrices of q/k/v (and of
-gate/up) as one matmul.
+concatenated (four matmuls a layer where transformers runs seven), a LoRA adapter's A matrices as extra rows of the
+base's matmul and its B matrices as one block-diagonal matmul.
 
-It computes what transformers' ``LlamaForCausalLM`` and peft's ``lora.Linear`` compute, operation for operation and
-in the same dtypes (RMSNorm in float32, rotary tables in the hidden states' dtype, attention over the key/value heads
-as transformers' SDPA path runs a one-token query). A concatenated matmul may round differently from its parts,
-so the numbers agree to the last bits, not bit for bit: float32 draws the same tokens under a fixed seed
+It computes what transformers' ``LlamaForCausalLM`` and peft's ``lora.Linear`` compute, grouped but in the same
+dtypes (RMSNorm in float32, rotary tables in the hidden states' dtype, attention over the key/value heads as
+transformers' SDPA path runs a one-token query with padding). A concatenated matmul may round differently from its parts, so the
+numbers agree to the last bits, not bit for bit: float32 draws the same tokens under a fixed seed
 (``tests/agents/test_decode.py``); bf16 rounds about as another thread count would.
 
 Supported: ``model_type`` "llama" (SmolLM2, the embedded tiny model) and "qwen2" without its sliding window, bare or
@@ -200,10 +200,8 @@ class DecodeStep:
         positions = mask.sum(-1, keepdim=True) - 1  # (b, 1): real tokens before this one
         cos, sin = self.rotary(x[:, None], positions)  # (b, 1, D) each, in x's dtype
         cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, D)
-        # as transformers' SDPA path runs a one-token query: over the key/value heads, each with its group of
-        # query heads, masked where a row has padding (no mask at all when none has)
-        padded = not bool(mask.all())
-        allowed = mask.bool()[:, None, None, :] if padded else None  # (b, 1, 1, n)
+        # masked where a row has padding (no mask at all when none has)
+        allowed = None if bool(mask.all()) else mask.bool()[:, None, None, :]  # (b, 1, 1, n)
         groups = H // KV
         for i, layer in enumerate(self.layers):
             h = _rms_norm(x, layer.input_norm, self.eps)
@@ -212,12 +210,10 @@ class DecodeStep:
             qk = qk * cos + _rotate_half(qk) * sin
             q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D :].view(b, KV, 1, D)
             keys, values = self.cache.layers[i].update(k, v)  # (b, KV, n, D)
-            if padded:
-                a = F.scaled_dot_product_attention(
-                    q.reshape(b, KV, groups, D), keys, values, attn_mask=allowed, scale=self.scale
-                )
-            else:
-                a = F.scaled_dot_product_attention(q, keys, values, scale=self.scale, enable_gqa=groups > 1)
+            # the query heads of a group as that key/value head's rows (transformers' pack_gqa): plain attention,
+            # with or without the mask (SDPA's enable_gqa took 6x as long in bf16 on this CPU: docs/real-models.md)
+            q = q.reshape(b, KV, groups, D)
+            a = F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=self.scale)  # (b, KV, g, D)
             x = x + layer.o(a.reshape(b, H * D))
             h = _rms_norm(x, layer.post_norm, self.eps)
             gate, up = layer.gate_up(h).split(layer.gate_up.splits, dim=-1)  # (b, I) each
