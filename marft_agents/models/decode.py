@@ -9,8 +9,8 @@ base's matmul and its B matrices as one block-diagonal matmul.
 
 It computes what transformers' ``LlamaForCausalLM`` and peft's ``lora.Linear`` compute, grouped but in the same
 dtypes (RMSNorm in float32, rotary tables in the hidden states' dtype, attention over the key/value heads as
-transformers' SDPA path runs a one-token query with padding). A concatenated matmul may round differently from its parts, so the
-numbers agree to the last bits, not bit for bit: float32 draws the same tokens under a fixed seed
+transformers' SDPA path runs a one-token query with padding). A concatenated matmul may round differently from its
+parts, so the numbers agree to the last bits, not bit for bit: float32 draws the same tokens under a fixed seed
 (``tests/agents/test_decode.py``); bf16 rounds about as another thread count would.
 
 Supported: ``model_type`` "llama" (SmolLM2, the embedded tiny model) and "qwen2" without its sliding window, bare or
