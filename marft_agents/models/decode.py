@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from transformers.models.llama.modeling_llama import rotate_half
 
 SUPPORTED = ("llama", "qwen2")
 """The ``model_type`` values whose decoder layers :class:`DecodeStep` computes."""
@@ -41,6 +42,7 @@ class _Projection:
     weight: torch.Tensor  # (N + R, d): the parts' base weights (N outs), then their A matrices (R ranks) if fused
     bias: torch.Tensor | None  # (N + R,) or (N,)
     splits: list[int]  # each part's out features (they sum to N)
+    out_features: int  # N
     lora_a: torch.Tensor | None  # (R, d) when the adapter's dtype is not the base's; None: fused above, or no adapter
     lora_b: torch.Tensor | None  # (N, R) block-diagonal, in the adapter's dtype; None: no part has the adapter
     scaling: torch.Tensor | None  # (R,): each rank's part's LoRA scaling
@@ -48,7 +50,7 @@ class _Projection:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """The parts' outputs for ``x`` ``(B, d)``, side by side: ``(B, N)``."""
         y = F.linear(x, self.weight, self.bias)  # (B, N [+ R])
-        N = sum(self.splits)
+        N = self.out_features
         if self.lora_b is None:
             return y
         if self.lora_a is None:  # the adapter's A rows ran with the base's
@@ -87,7 +89,7 @@ def _projection(layers: list, adapter: str | None) -> _Projection | None:
     weight, bias = [b.weight for b in bases], [b.bias for b in bases] if bases[0].bias is not None else None
     if not loras:
         with torch.no_grad():
-            return _Projection(_cat(weight), _cat(bias) if bias else None, splits, None, None, None)
+            return _Projection(_cat(weight), _cat(bias) if bias else None, splits, sum(splits), None, None, None)
     with torch.no_grad():
         a = _cat([a for a, _, _ in loras.values()])  # (R, d)
         R, N, starts = a.shape[0], sum(splits), [sum(splits[:k]) for k in range(len(splits))]
@@ -102,7 +104,8 @@ def _projection(layers: list, adapter: str | None) -> _Projection | None:
         if fused:  # the A rows ride along with the base's matmul (bias 0 for them)
             weight = weight + [a]
             bias = bias + [a.new_zeros(R)] if bias else None
-        return _Projection(_cat(weight), _cat(bias) if bias else None, splits, None if fused else a, lora_b, scaling)
+        lora_a = None if fused else a
+        return _Projection(_cat(weight), _cat(bias) if bias else None, splits, N, lora_a, lora_b, scaling)
 
 
 def _cat(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -115,11 +118,6 @@ def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor
     x32 = x.float()
     x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
     return weight * x32.to(dtype)
-
-
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 @dataclass
@@ -207,7 +205,7 @@ class DecodeStep:
             h = _rms_norm(x, layer.input_norm, self.eps)
             qkv = layer.qkv(h)  # (b, (H + 2 KV) D)
             qk = qkv[:, : (H + KV) * D].view(b, H + KV, 1, D)  # the rotation runs once for q and k
-            qk = qk * cos + _rotate_half(qk) * sin
+            qk = qk * cos + rotate_half(qk) * sin
             q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D :].view(b, KV, 1, D)
             keys, values = self.cache.layers[i].update(k, v)  # (b, KV, n, D)
             # the query heads of a group as that key/value head's rows (transformers' pack_gqa): plain attention,

@@ -353,7 +353,8 @@ def generate(
     ids, mask = left_pad([p[P:] for p in prompts], pad_token_id, device)  # (B, W): what follows the shared prefix
     out = forward_after_prefix(model, prompts[0][:P], ids, mask, use_cache=True, logits_to_keep=1)
     cache = with_room(out[CACHE_ARG] if CACHE_ARG in out else out["past_key_values"], max_new_tokens)
-    decoder = DecodeStep.of(model, cache) if lean_decode else None  # None: the model's own forward decodes
+    # None: the model's own forward decodes (and one token needs no decode step: its weights are not read)
+    decoder = DecodeStep.of(model, cache) if lean_decode and max_new_tokens > 1 else None
     logits = out.logits[:, -1]  # (B, V)
     mask = torch.cat([mask.new_ones(len(prompts), P), mask], dim=1)  # (B, P + W): the prefix's columns too
     live = list(range(len(prompts)))  # the prompt each row of the batch answers
