@@ -64,6 +64,7 @@ def methods(setting: str) -> list[tuple[str, str]]:
         (f"b_epochs_slow_{setting}", "the team, MARFT, the same PPO regime at lr 3e-4 / 16 (no anchor)"),
         (f"b_tis_{setting}", "the team, MARFT, the behaviour log-probs recomputed by the learner, TIS cap 2 (bf16)"),
         (f"b_learner_old_{setting}", "the team, MARFT, the update's own log-probs as the first step's pi_old (bf16)"),
+        (f"b_marft_xeon_{setting}", "the team trained with MARFT, run again on an Intel Xeon (AMX): the machine kind alone"),
     ]
 
 
@@ -99,9 +100,12 @@ def write_result(run_dir: Path, result: dict, **fields) -> None:
 
 
 def _timed(run_dir: Path, started: float, cpu: float) -> None:
+    import roofline  # beside this file
+
     timing = run_dir.parent / f"{run_dir.name}.timing.jsonl"
     with timing.open("a") as f:
-        f.write(json.dumps({"wall_s": time.perf_counter() - started, "cpu_s": time.process_time() - cpu, "resumed": False}) + "\n")
+        line = {"wall_s": time.perf_counter() - started, "cpu_s": time.process_time() - cpu, "resumed": False}
+        f.write(json.dumps({**line, "cpu": roofline.cpu()}) + "\n")  # bf16 rounds by machine kind: name it
 
 
 def majority_run(

@@ -363,6 +363,18 @@ Each asks whether a team beats what the same compute buys otherwise.
   in the numbers the gradient is taken in, so today's one-step ratio is exactly 1 as in float32. ``b_learner_old_<s>``:
   ``b_marft_<s>`` with ``marft.old_logps=learner``, set against ``b_marft_<s>`` (paired). Order: ``b_learner_old_jigsaw``
   s0 next, then ``b_tis_jigsaw`` s1 and the order of amendment 4. ``TIS_CAP`` stays as written.
+* **Micro-batches, amendment 7** (written 2026-12-06 19:25 UTC, before the default changed on main; issue 52): the
+  library's ``micro_batch_tokens`` default goes from 2048 to 1024 padded tokens, which keeps E2's peak under 3 GB. In
+  bf16 the learner's numbers depend on the batch they are computed in (amendment 6), so every b_* learner pins
+  ``micro_batch_tokens=2048`` (``B_MICRO_BATCH_TOKENS``), as every b_* run before it scored.
+* **The machine kind, amendment 8** (written 2026-12-06 19:25 UTC, before any run on it): every b_* run so far ran on
+  an AMD EPYC (``avx512_bf16``, no AMX); this sitting's machine is an Intel Xeon (``amx_bf16``, ``avx512_bf16``). The
+  settings are written out (``B_DTYPE`` and the pins above), so a run sets the same things on either kind, but bf16
+  matmuls round otherwise on AMX tiles, as another thread count would, so a run there is another draw of the same
+  setting, not a repeat of one. Later seeds run on the kind at hand; each run's ``.timing.jsonl`` now names its CPU
+  and flags, and docs/real-models.md names the kind of every seed. Before any later seed, ``b_marft_jigsaw`` s0 runs
+  again on this kind (``b_marft_xeon_jigsaw`` s0, the same setting under another name) and is set against its AMD
+  run on the same problems: the size of what the kind alone moves.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
@@ -386,6 +398,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 import real_model  # noqa: E402  (the setting, the SFT control)
+import roofline  # noqa: E402  (the CPU and its flags, named beside each run's seconds)
 
 OUT = Path(__file__).parent / "results" / "learning"
 MODEL, CHAIN, SOLO, CODE = real_model.MODEL, "marft/MathChain-v0", "marft/MathSolo-v0", "marft/CodeRepairSolo-v0"
@@ -485,7 +498,7 @@ def train_run(run_dir: Path, **fields) -> dict:
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     timing = run_dir.parent / f"{run_dir.name}.timing.jsonl"  # one line per (resumed) process
     with timing.open("a") as f:
-        f.write(json.dumps({"wall_s": wall, "cpu_s": cpu, "resumed": resume}) + "\n")
+        f.write(json.dumps({"wall_s": wall, "cpu_s": cpu, "resumed": resume, "cpu": roofline.cpu()}) + "\n")
     print(
         f"  {run_dir.name}: {result['eval_before']['accuracy']:.1%} -> {result['eval_after']['accuracy']:.1%} "
         f"({wall:.0f} s wall, {cpu:.0f} s CPU)",
@@ -758,6 +771,7 @@ B_DTYPE = "bfloat16"  # every b_* arm alike (the amendment above); F-phases keep
 B_LORA_COMPUTE = "float32"  # the LoRA branches as every b_* run before the key computed them (the amendment above)
 SLOW_LR = 3e-4 / 16  # amendment 3: the default lr spread over b_epochs' 16 optimizer steps per update
 B_LEAN_DECODE = False  # amendment 5: every b_* run decodes through the model's forward, as the runs before the step
+B_MICRO_BATCH_TOKENS = 2048  # amendment 7: every b_* learner scores in micro-batches as the runs before the default's change
 TIS_CAP = 2.0  # amendment 4: b_tis' truncated importance-sampling cap (Yao et al. 2025 truncate at 2)
 VOTE_T = 0.7  # self-consistency's sampling temperature (Wang et al. 2023 sample at T 0.5-0.7)
 MAX_VOTES = 16
@@ -853,10 +867,18 @@ def b_single(out: Path, seed: int, setting: str) -> dict:
     return train_run(out / f"{name}_s{seed}", seed=seed, **fields, **_evaluated(setting))
 
 
+def b_learner(algo: str, **settings):
+    """``algo``'s learner settings for a b_* arm: ``settings`` changed, micro-batches of ``B_MICRO_BATCH_TOKENS``."""
+    from marft_agents import algorithms
+
+    return algorithms.config_class(algo)(micro_batch_tokens=B_MICRO_BATCH_TOKENS, **settings)
+
+
 def b_team(out: Path, seed: int, setting: str, name: str = "marft", **fields) -> dict:
     """The team trained with MARFT (an adapter per role), the setting's budget; ``fields`` changed (``b_shared``)."""
     s = clean(setting)
     run = {"env": s["team"], "env_kwargs": s["kwargs"], "algo": "marft", "max_new_tokens": TOKENS, **_trained(out, setting)}
+    fields.setdefault("algo_args", b_learner("marft"))
     fields = {**_evaluated(setting), **fields}  # b_tis' generation settings in place of the shared ones
     return train_run(out / f"b_{name}_{setting}_s{seed}", seed=seed, **run, **s["team_fields"], **fields)
 
@@ -868,10 +890,7 @@ def b_shared(out: Path, seed: int, setting: str) -> dict:
 
 def b_epochs(out: Path, seed: int, setting: str, name: str = "epochs", **ppo) -> dict:
     """``b_team`` in a regime where the ratio moves: 4 epochs of minibatches of 8 agent-steps (``ppo`` added)."""
-    from marft_agents import algorithms
-
-    settings = algorithms.config_class("marft")(ppo_epochs=4, minibatch_size=8, **ppo)
-    return b_team(out, seed, setting, name, algo_args=settings)
+    return b_team(out, seed, setting, name, algo_args=b_learner("marft", ppo_epochs=4, minibatch_size=8, **ppo))
 
 
 def b_epochs_slow(out: Path, seed: int, setting: str) -> dict:
@@ -889,9 +908,7 @@ def b_tis(out: Path, seed: int, setting: str) -> dict:
 
 def b_learner_old(out: Path, seed: int, setting: str) -> dict:
     """``b_team`` with the update's own log-probs, detached, as pi_old until each adapter's first step (amendment 6)."""
-    from marft_agents import algorithms
-
-    return b_team(out, seed, setting, "learner_old", algo_args=algorithms.config_class("marft")(old_logps="learner"))
+    return b_team(out, seed, setting, "learner_old", algo_args=b_learner("marft", old_logps="learner"))
 
 
 def b_anchor(out: Path, seed: int, setting: str) -> dict:
@@ -903,7 +920,7 @@ def b_ppo(out: Path, seed: int, setting: str) -> dict:
     """One agent trained with PPO on the single-agent env: the team's updates, episodes and temperature, 2 x TOKENS."""
     s = clean(setting)
     run = {"env": s["solo"], "env_kwargs": s["solo_kwargs"], "algo": "ppo", "max_new_tokens": 2 * TOKENS, **_trained(out, setting)}
-    return train_run(out / f"b_ppo_{setting}_s{seed}", seed=seed, **run, **_evaluated(setting))
+    return train_run(out / f"b_ppo_{setting}_s{seed}", seed=seed, **run, algo_args=b_learner("ppo"), **_evaluated(setting))
 
 
 def b_majority(out: Path, seed: int, setting: str, team: str = "untuned") -> dict:
@@ -957,6 +974,7 @@ def baseline_phases() -> dict:
         phases[f"b_epochs_slow_{s}"] = partial(b_epochs_slow, setting=s)
         phases[f"b_tis_{s}"] = partial(b_tis, setting=s)
         phases[f"b_learner_old_{s}"] = partial(b_learner_old, setting=s)
+        phases[f"b_marft_xeon_{s}"] = partial(b_team, setting=s, name="marft_xeon")
         phases[f"b_majority_marft_{s}"] = partial(b_majority, setting=s, team="marft")
     return phases
 

@@ -15,13 +15,14 @@ Run it alone (nothing else on the cores: torch's threads slow 3-10x beside a bus
   the first token (the prompts' prefill and one draw: ``s_first_token``).
 - ``update``: one 16-episode update of the 2-agent chain on SmolLM2 (``marft train``: ``synthetic:0``,
   ``general-v0``, 48 new tokens, MARFT defaults, 2 updates, their mean timed) with today's code at
-  ``dtype=auto``, ``dtype=float32``, whole minibatches and ``lora_compute=float32``, and with the code in ``--before`` (a ``git worktree`` of the
+  ``dtype=auto``, ``dtype=float32``, whole minibatches, micro-batches of 2048 tokens (the default before 1024) and
+  ``lora_compute=float32``, and with the code in ``--before`` (a ``git worktree`` of the
   commit before the speed work: the baseline) at its defaults; each a child process with ``PYTHONPATH``
   set to its tree.
 - ``grpo``: ``benchmarks/peer_trl.py`` (marft's GRPO against TRL's ``GRPOTrainer`` on the same work, in the
   ``.venv-adapters`` venv), one pair, marft at ``dtype=auto``, TRL at its CPU defaults (fp32).
-- ``memory``: ``benchmarks/e2_peak_memory.py`` with every default (``dtype=auto``), with the LoRA branches in
-  float32 (``lora_compute=float32``), as E2 ran (float32) and with whole minibatches (``ppo.micro_batch_tokens=0``:
+- ``memory``: ``benchmarks/e2_peak_memory.py`` with every default (``dtype=auto``), with micro-batches of 2048 tokens
+  (the default before 1024), with the LoRA branches in float32 (``lora_compute=float32``), as E2 ran (float32) and with whole minibatches (``ppo.micro_batch_tokens=0``:
   the learner before micro-batches): E2's peak resident memory and its update's seconds, side by side (long: one
   E2 update takes 2-13 min).
 - ``ranks``: ``benchmarks/data_parallel.py`` (one rank against two on the same work).
@@ -186,6 +187,7 @@ def update_section(args) -> dict:
         "today, dtype=auto": train_update(ROOT, [], args.threads),
         "today, dtype=float32": train_update(ROOT, ["dtype=float32"], args.threads),
         "today, whole minibatches": train_update(ROOT, ["marft.micro_batch_tokens=0"], args.threads),
+        "today, micro-batches of 2048 tokens": train_update(ROOT, ["marft.micro_batch_tokens=2048"], args.threads),
         "today, lora_compute=float32": train_update(ROOT, ["lora_compute=float32"], args.threads),
     }
     if args.before:
@@ -201,12 +203,14 @@ def update_section(args) -> dict:
 
 
 def memory_section(result: Path) -> dict:
-    """E2's peak memory and update seconds with every default (``dtype=auto``), against the LoRA branches in float32
+    """E2's peak memory and update seconds with every default (``dtype=auto``), against micro-batches of 2048 tokens (the
+    default before), the LoRA branches in float32
     (``lora_compute=float32``, before that key), E2 as it ran (float32) and the same with whole minibatches
     (``micro_batch_tokens=0``, the learner before micro-batches), one child each."""
     script = [sys.executable, "benchmarks/e2_peak_memory.py", "--out", str(result)]
     runs = {
         "defaults (dtype=auto)": script_section([*script, "dtype=auto"], result),
+        "dtype=auto, ppo.micro_batch_tokens=2048": script_section([*script, "dtype=auto", "ppo.micro_batch_tokens=2048"], result),
         "dtype=auto, lora_compute=float32": script_section([*script, "dtype=auto", "lora_compute=float32"], result),
         "float32 (E2 as it ran)": script_section(script, result),
         "float32, ppo.micro_batch_tokens=0": script_section([*script, "ppo.micro_batch_tokens=0"], result),

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from marft_agents.algorithms.sequential import SequentialConfig
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 
-MICRO_BATCH_TOKENS = 2048
+MICRO_BATCH_TOKENS = 1024
 """Default padded tokens per forward and backward pass of a learner (``micro_batch_tokens``): E2's peak memory against
-its update's speed (``benchmarks/speed.py``, "memory")."""
+its update's speed (``benchmarks/speed.py``, "memory": 1024 kept E2 under 3 GB where 2048 reached 3.0-3.2 GB, at the
+same learner seconds within one update's spread; docs/real-models.md)."""
 
 
 OLD_LOGPS = ("sampled", "learner")
