@@ -363,11 +363,11 @@ Each asks whether a team beats what the same compute buys otherwise.
   in the numbers the gradient is taken in, so today's one-step ratio is exactly 1 as in float32. ``b_learner_old_<s>``:
   ``b_marft_<s>`` with ``marft.old_logps=learner``, set against ``b_marft_<s>`` (paired). Order: ``b_learner_old_jigsaw``
   s0 next, then ``b_tis_jigsaw`` s1 and the order of amendment 4. ``TIS_CAP`` stays as written.
-* **Micro-batches, amendment 7** (written 2026-12-06 19:25 UTC, before the default changed on main; issue 52): the
+* **Micro-batches, amendment 7** (written 2026-12-06 19:00 UTC, before the default changed on main; issue 52): the
   library's ``micro_batch_tokens`` default goes from 2048 to 1024 padded tokens, which keeps E2's peak under 3 GB. In
   bf16 the learner's numbers depend on the batch they are computed in (amendment 6), so every b_* learner pins
   ``micro_batch_tokens=2048`` (``B_MICRO_BATCH_TOKENS``), as every b_* run before it scored.
-* **The machine kind, amendment 8** (written 2026-12-06 19:25 UTC, before any run on it): every b_* run so far ran on
+* **The machine kind, amendment 8** (written 2026-12-06 19:00 UTC, before any run on it): every b_* run so far ran on
   an AMD EPYC (``avx512_bf16``, no AMX); this sitting's machine is an Intel Xeon (``amx_bf16``, ``avx512_bf16``). The
   settings are written out (``B_DTYPE`` and the pins above), so a run sets the same things on either kind, but bf16
   matmuls round otherwise on AMX tiles, as another thread count would, so a run there is another draw of the same
