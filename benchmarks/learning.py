@@ -974,7 +974,8 @@ def baseline_phases() -> dict:
         phases[f"b_epochs_slow_{s}"] = partial(b_epochs_slow, setting=s)
         phases[f"b_tis_{s}"] = partial(b_tis, setting=s)
         phases[f"b_learner_old_{s}"] = partial(b_learner_old, setting=s)
-        phases[f"b_marft_xeon_{s}"] = partial(b_team, setting=s, name="marft_xeon")
+        if s == "jigsaw":  # amendment 8: the machine kind's effect, measured once
+            phases[f"b_marft_xeon_{s}"] = partial(b_team, setting=s, name="marft_xeon")
         phases[f"b_majority_marft_{s}"] = partial(b_majority, setting=s, team="marft")
     return phases
 
