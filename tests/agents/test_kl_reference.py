@@ -140,3 +140,23 @@ def test_a_run_from_init_from_starts_at_kl_zero_and_keeps_its_reference_on_resum
     base = tmp_path / "base"
     train(config_for(tiny_model_dir, base, updates=1, **overrides), progress=False, quiet=True)
     assert all(v > 0 for v in kl_rows(base)[0].values()), kl_rows(base)
+
+
+def test_the_reference_pass_runs_as_peft_disable_adapter_and_leaves_every_adapter_as_it_was(tiny_model_dir):
+    policy = trained(policy_for(tiny_model_dir, ["reasoner_0", "actor_0"]))
+    tokens = torch.tensor([PROMPT[0] + RESPONSE[0]])
+    with torch.no_grad():
+        with policy.reference() as model:
+            ours = model(tokens).logits
+            assert all(p.requires_grad for a in policy.adapters for p in policy.parameters(a))  # nothing frozen
+        with policy.base.disable_adapter():  # peft's own switch (it freezes every adapter on the way)
+            peft_base = policy.base(tokens).logits
+        with policy.active("actor_0") as model:
+            adapted = model(tokens).logits
+    assert torch.equal(ours, peft_base)
+    assert not torch.allclose(adapted, peft_base)  # the adapters are back on
+    with pytest.raises(RuntimeError, match="inside"), policy.reference():
+        raise RuntimeError("inside")
+    with torch.no_grad(), policy.active("actor_0") as model:
+        assert torch.equal(model(tokens).logits, adapted)  # an error inside put the switches back too
+    assert not policy.base._adapters_disabled
