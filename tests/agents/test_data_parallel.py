@@ -131,9 +131,10 @@ def two_ranks(request, tiny_model_dir, launch):
 def test_one_update_on_two_ranks_has_the_gradients_of_one_process_on_the_whole_batch(two_ranks, request):
     (rank0, rank1), alone = two_ranks
     # accumulating, each rank scores its rows of each of a step's minibatches in batches of another composition than one
-    # process's, and adds the parts in another order: float32 rounding reaches 1.3e-5 (MARFT); a share of the wrong
-    # whole (the minibatch's, not the step's) would be off by a factor of 2
-    tolerance = 5e-5 if request.node.callspec.params["two_ranks"] in ACCUMULATING else 1e-5
+    # process's, and adds the parts in another order: float32 rounding reaches 1.3e-5 (MARFT) on an AMD EPYC and 5.9e-5
+    # on an Intel Xeon (AVX-512, AMX); a share of the wrong whole (the minibatch's, not the step's) would be off by a
+    # factor of 2
+    tolerance = 1e-4 if request.node.callspec.params["two_ranks"] in ACCUMULATING else 1e-5
     assert _relative_error(rank0["gradients"], alone["gradients"]) <= tolerance
     assert _relative_error(rank1["gradients"], alone["gradients"]) <= tolerance
 
