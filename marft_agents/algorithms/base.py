@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from marft_agents.algorithms import data_parallel as dp
+from marft_agents.algorithms import ppo_settings
 from marft_agents.algorithms.critic import Critic
 from marft_agents.algorithms.data_parallel import SINGLE, WHOLE, Ranks, Share
 from marft_agents.algorithms.losses import ensure_finite
@@ -226,7 +227,7 @@ def minibatches(
     reference: bool = False,
     ranks: Ranks = SINGLE,
     accumulation: int = 1,
-    micro_batch_tokens: int = 0,
+    micro_batch_tokens: int | None = 0,
 ) -> Iterator[Minibatch]:
     """``epochs`` passes over the steps ``idx`` of ``adapter``, each in a fresh ``rng`` permutation.
 
@@ -238,9 +239,12 @@ def minibatches(
     (``data_parallel.schedule``). ``accumulation`` k (``grad_accumulation``, with an ``rng``): each k minibatches of a
     pass make one optimizer step, as one of ``k * minibatch_size`` rows would (``share``: their parts of it).
     ``micro_batch_tokens``: each minibatch scored in micro-batches of at most that many padded tokens, parts of its step
-    as accumulated minibatches are (memory: one micro-batch's activations at a time; 0: whole minibatches).
+    as accumulated minibatches are (memory: one micro-batch's activations at a time; 0: whole minibatches; None:
+    sized to the policy's model, :func:`~marft_agents.algorithms.ppo_settings.micro_batch_tokens`).
     """
-    sizes = dict(minibatch_size=minibatch_size, epochs=epochs, accumulation=accumulation, max_tokens=micro_batch_tokens)
+    model_config = getattr(getattr(policy, "base", None), "config", None)
+    max_tokens = ppo_settings.micro_batch_tokens(micro_batch_tokens, model_config)
+    sizes = dict(minibatch_size=minibatch_size, epochs=epochs, accumulation=accumulation, max_tokens=max_tokens)
     for rows, share in dp.step_schedule(ranks, steps, idx, rng, **sizes):
         yield _scored(policy, adapter, steps, rows, temperature, reference, share)
 

@@ -38,7 +38,6 @@ from marft_agents.algorithms.advantages import agent_scaled, group_relative, spr
 from marft_agents.algorithms.base import Learner, apply, by_adapter, minibatches, steps_of
 from marft_agents.algorithms.losses import grpo_loss, masked_mean, mean_stats
 from marft_agents.algorithms.optimizers import adapter_optimizers
-from marft_agents.algorithms.ppo_settings import MICRO_BATCH_TOKENS
 from marft_agents.algorithms.prepare import agent_health
 from marft_agents.algorithms.returns import require_cooperative
 from marft_agents.algorithms.tis import token_weights, weight_stats
@@ -89,10 +88,11 @@ class GRPOConfig(Ranged):
     grad_accumulation: int = ranged(1, AT_LEAST_ONE)
     """k: the gradients of k consecutive minibatches add up to one optimizer step, the one a minibatch of
     k * minibatch_size agent-steps would take (same rows, same loss), with one minibatch's activations at a time."""
-    micro_batch_tokens: int = ranged(MICRO_BATCH_TOKENS, NON_NEGATIVE)
+    micro_batch_tokens: int | None = ranged(None, NON_NEGATIVE)
     """The most padded tokens (agent-steps x their longest prompt and response) one forward and backward pass holds: a
     larger minibatch runs in micro-batches whose gradients add up to its own (memory: one micro-batch's activations at
-    a time; 0: whole minibatches)."""
+    a time; 0: whole minibatches; None: 1024, more for a model narrower than SmolLM2-135M:
+    :func:`~marft_agents.algorithms.ppo_settings.micro_batch_tokens`)."""
     max_grad_norm: float = ranged(0.5, POSITIVE)
     """Gradient clipping."""
 

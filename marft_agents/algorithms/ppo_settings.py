@@ -13,9 +13,33 @@ from marft_agents.algorithms.sequential import SequentialConfig
 from marft_agents.settings.fields import AT_LEAST_ONE, LR, NON_NEGATIVE, POSITIVE, UNIT, WHY_LR, Ranged, choice, ranged
 
 MICRO_BATCH_TOKENS = 1024
-"""Default padded tokens per forward and backward pass of a learner (``micro_batch_tokens``): E2's peak memory against
-its update's speed (``benchmarks/speed.py``, "memory": 1024 kept E2 under 3 GB where 2048 reached 3.0-3.2 GB, at the
-same learner seconds within one update's spread; docs/real-models.md)."""
+"""Default padded tokens per forward and backward pass of a learner (``micro_batch_tokens``) for SmolLM2-135M and any
+model at least as wide: E2's peak memory against its update's speed (``benchmarks/speed.py``, "memory": 1024 kept E2
+under 3 GB where 2048 reached 3.0-3.2 GB, at the same learner seconds within one update's spread; docs/real-models.md).
+A narrower model's default is scaled up (:func:`micro_batch_tokens`)."""
+
+REFERENCE_WIDTH = 576 * 30 + 49152
+"""SmolLM2-135M's floats per token in the learner's two largest activations: ``hidden_size`` x ``num_hidden_layers``
+(each layer's saved input) plus ``vocab_size`` (the logits)."""
+
+
+def micro_batch_tokens(setting: int | None, model_config: object | None) -> int:
+    """The learner's most padded tokens per forward and backward pass: ``setting`` when given (0: whole minibatches).
+
+    ``None`` (the default): :data:`MICRO_BATCH_TOKENS`, scaled up by how many times narrower per token the model
+    (transformers' ``model_config``) is than SmolLM2-135M (:data:`REFERENCE_WIDTH`), never down. A small model's
+    micro-batch then holds about the activations SmolLM2's does, in fewer passes: the embedded model's (128 x 4 + 868)
+    is 48 times narrower, so its minibatches run whole (``benchmarks/demo_speed.py``: an update 13 % faster at 4096 than
+    at 1024 tokens). Without a width to read (no config): :data:`MICRO_BATCH_TOKENS`.
+    """
+    if setting is not None:
+        return setting
+    text = model_config.get_text_config() if hasattr(model_config, "get_text_config") else model_config
+    sizes = [getattr(text, key, None) for key in ("hidden_size", "num_hidden_layers", "vocab_size")]
+    if not all(isinstance(x, int) and x > 0 for x in sizes):
+        return MICRO_BATCH_TOKENS
+    hidden, layers, vocab = sizes
+    return max(MICRO_BATCH_TOKENS, MICRO_BATCH_TOKENS * REFERENCE_WIDTH // (hidden * layers + vocab))
 
 
 OLD_LOGPS = ("sampled", "learner")
@@ -53,10 +77,11 @@ class PPOSettings(Ranged):
     grad_accumulation: int = ranged(1, AT_LEAST_ONE)
     """k: the gradients of k consecutive minibatches add up to one optimizer step, the one a minibatch of
     k * minibatch_size agent-steps would take (same rows, same loss), with one minibatch's activations at a time."""
-    micro_batch_tokens: int = ranged(MICRO_BATCH_TOKENS, NON_NEGATIVE)
+    micro_batch_tokens: int | None = ranged(None, NON_NEGATIVE)
     """The most padded tokens (agent-steps x their longest prompt and response) one forward and backward pass holds: a
     larger minibatch runs in micro-batches whose gradients add up to its own (memory: one micro-batch's activations at
-    a time; 0: whole minibatches; under kl_gate minibatches run whole)."""
+    a time; 0: whole minibatches; under kl_gate minibatches run whole; None: 1024, more for a model narrower than
+    SmolLM2-135M, as :func:`micro_batch_tokens` says)."""
     max_grad_norm: float = ranged(0.5, POSITIVE)
     """Gradient clipping."""
     normalize_advantages: bool = True

@@ -83,7 +83,7 @@ def step(
     tis_cap: float | None,
     ranks: Ranks = SINGLE,
     accumulation: int = 1,
-    micro_batch_tokens: int = 0,
+    micro_batch_tokens: int | None = 0,
 ) -> dict[str, float]:
     """Epochs of PPO-clip per token over ``adapter``'s steps ``idx``; ``old_logp``, ``advantages`` ``(N, R)`` over
     ``steps``.

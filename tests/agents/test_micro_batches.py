@@ -17,6 +17,7 @@ from marft_agents.algorithms.grpo import GRPO, GRPOConfig
 from marft_agents.algorithms.marft import MARFT, MARFTConfig
 from marft_agents.algorithms.marft_token import MARFTToken, MARFTTokenConfig
 from marft_agents.algorithms.ppo import PPO, PPOConfig
+from marft_agents.algorithms.ppo_settings import micro_batch_tokens
 from marft_agents.models.policy import LaMASPolicy, load_base
 from marft_agents.models.sampling import Sampling
 from marft_agents.rollout.layered import RolloutEngine
@@ -121,3 +122,42 @@ def test_under_the_kl_gate_minibatches_run_whole(tiny_model_dir):
 def test_a_negative_micro_batch_size_is_one_line_naming_its_key():
     with pytest.raises(ConfigError, match=r"^marft\.micro_batch_tokens must be >= 0, got -1$"):
         validate(load(overrides=["marft.micro_batch_tokens=-1"]))
+
+
+def _config(hidden: int, layers: int, vocab: int) -> SimpleNamespace:
+    return SimpleNamespace(hidden_size=hidden, num_hidden_layers=layers, vocab_size=vocab)
+
+
+@pytest.mark.parametrize(
+    ("setting", "config", "expected"),
+    [
+        (0, _config(128, 4, 868), 0),  # given: kept (0: whole minibatches)
+        (2048, _config(128, 4, 868), 2048),
+        (None, _config(576, 30, 49152), 1024),  # SmolLM2-135M: 576 x 30 + 49152 = 66432, the reference width
+        (None, _config(288, 30, 24576), 2048),  # 8640 + 24576 = 33216: half as wide, twice the tokens
+        (None, _config(128, 4, 868), 49294),  # the embedded model: 512 + 868 = 1380; 1024 x 66432 / 1380 = 49294.5
+        (None, _config(896, 24, 151936), 1024),  # Qwen2.5-0.5B: 173440, wider: never below 1024 (392 unrounded)
+        (None, None, 1024),  # no config: the default
+        (None, SimpleNamespace(hidden_size=576), 1024),  # no width to read
+    ],
+)
+def test_the_default_micro_batch_scales_up_for_a_model_narrower_than_smollm2(setting, config, expected):
+    assert micro_batch_tokens(setting, config) == expected
+
+
+def test_by_default_a_narrow_model_runs_whole_minibatches_where_1024_tokens_cut_them(tiny_model_dir):
+    envs = [marft_envs.make("marft/MathChain-v0") for _ in range(8)]
+    model, tokenizer = load_base(str(tiny_model_dir))
+    policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
+    torch.manual_seed(0)
+    episodes = plant_rewards(RolloutEngine(policy, Sampling(1.0, 6), skip_ignored=False).collect(envs, range(8)))
+    longest = max(len(s.prompt) + len(s.response) for e in episodes for s in e.steps)
+    assert 8 * longest > 256  # 8 rows of a minibatch would not fit in 256 tokens
+    scored: list[int] = []
+    score = policy.score
+    policy.score = lambda prompts, *a, **k: scored.append(len(prompts)) or score(prompts, *a, **k)
+    for setting, whole in ((None, True), (256, False)):
+        scored.clear()
+        config = MARFTConfig(minibatch_size=8, micro_batch_tokens=setting)
+        MARFT(policy, config, temperature=1.0).update(episodes, 0, np.random.default_rng(0))
+        assert scored and all(n == 8 for n in scored) == whole, (setting, scored)
