@@ -375,6 +375,14 @@ Each asks whether a team beats what the same compute buys otherwise.
   and flags, and docs/real-models.md names the kind of every seed. Before any later seed, ``b_marft_jigsaw`` s0 runs
   again on this kind (``b_marft_xeon_jigsaw`` s0, the same setting under another name) and is set against its AMD
   run on the same problems: the size of what the kind alone moves.
+* **Order amendment 9** (written 2026-12-06 22:35 UTC, while ``b_marft_chain`` s3 ran, before any phase or seed this
+  names; no setting changes): amendment 6 ran ``b_learner_old_jigsaw`` s0 and left its later seeds unordered. The
+  order from here: the chain's and level 2's seeds 3-4 (team and single agent alternating, as order amendment 2
+  says); then ``b_tis_jigsaw`` s2-4 and ``b_learner_old_jigsaw`` s1-4 alternating by seed (both ask whether the
+  library's default for a bf16 base should change, each set against ``b_marft_jigsaw`` on the same seeds); then
+  ``b_shared`` seeds 1-4, ``b_epochs_slow_jigsaw`` seeds 1-4 and ``b_majority_marft``, as order amendment 2 says.
+  A run stopped at the end of a sitting resumes from its last checkpoint (its ``.timing.jsonl`` then holds the
+  resumed process's time only; docs/real-models.md says so where it happened).
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
