@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from transformers.models.llama.modeling_llama import rotate_half
 
 SUPPORTED = ("llama", "qwen2")
 """The ``model_type`` values whose decoder layers :class:`DecodeStep` computes."""
@@ -44,8 +43,8 @@ class _Projection:
     splits: list[int]  # each part's out features (they sum to N)
     out_features: int  # N
     lora_a: torch.Tensor | None  # (R, d) when the adapter's dtype is not the base's; None: fused above, or no adapter
-    lora_b: torch.Tensor | None  # (N, R) block-diagonal, in the adapter's dtype; None: no part has the adapter
-    scaling: torch.Tensor | None  # (R,): each rank's part's LoRA scaling
+    lora_b: torch.Tensor | None  # (N, R) block-diagonal, each rank's column times its part's LoRA scaling, in the
+    # adapter's dtype; None: no part has the adapter
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """The parts' outputs for ``x`` ``(B, d)``, side by side: ``(B, N)``."""
@@ -57,9 +56,11 @@ class _Projection:
             out, low = y[:, :N], y[:, N:]  # (B, N), (B, R)
         else:  # peft casts the input to the adapter's dtype
             out, low = y, F.linear(x.to(self.lora_a.dtype), self.lora_a)
-        # peft: result + lora_B(lora_A(x)) * scaling, cast back to the result's dtype; scaling the R low-rank values
-        # instead of the N outputs is the same product (exact for a power of two, as alpha / r usually is)
-        return (out + F.linear(low * self.scaling, self.lora_b)).to(out.dtype)  # (B, N)
+        # peft: result + lora_B(lora_A(x)) * scaling, cast back to the result's dtype; B's columns carry the scaling
+        # (folded in once per generation, one op fewer per step), the same product (exact for a power of two, as
+        # alpha / r usually is)
+        lora = F.linear(low, self.lora_b)  # (B, N)
+        return out + lora if lora.dtype == out.dtype else (out + lora).to(out.dtype)
 
 
 def _projection(layers: list, adapter: str | None) -> _Projection | None:
@@ -89,23 +90,21 @@ def _projection(layers: list, adapter: str | None) -> _Projection | None:
     weight, bias = [b.weight for b in bases], [b.bias for b in bases] if bases[0].bias is not None else None
     if not loras:
         with torch.no_grad():
-            return _Projection(_cat(weight), _cat(bias) if bias else None, splits, sum(splits), None, None, None)
+            return _Projection(_cat(weight), _cat(bias) if bias else None, splits, sum(splits), None, None)
     with torch.no_grad():
         a = _cat([a for a, _, _ in loras.values()])  # (R, d)
         R, N, starts = a.shape[0], sum(splits), [sum(splits[:k]) for k in range(len(splits))]
-        lora_b = a.new_zeros(N, R, dtype=next(iter(loras.values()))[1].dtype)  # (N, R), block-diagonal
-        scaling, r0 = torch.empty(R, dtype=lora_b.dtype, device=a.device), 0
+        lora_b, r0 = a.new_zeros(N, R, dtype=next(iter(loras.values()))[1].dtype), 0  # (N, R), block-diagonal
         for k, (part_a, part_b, s) in loras.items():
             r = part_a.shape[0]
-            lora_b[starts[k] : starts[k] + splits[k], r0 : r0 + r] = part_b
-            scaling[r0 : r0 + r] = s
+            lora_b[starts[k] : starts[k] + splits[k], r0 : r0 + r] = part_b * s
             r0 += r
         fused = a.dtype == weight[0].dtype
         if fused:  # the A rows ride along with the base's matmul (bias 0 for them)
             weight = weight + [a]
             bias = bias + [a.new_zeros(R)] if bias else None
         lora_a = None if fused else a
-        return _Projection(_cat(weight), _cat(bias) if bias else None, splits, N, lora_a, lora_b, scaling)
+        return _Projection(_cat(weight), _cat(bias) if bias else None, splits, N, lora_a, lora_b)
 
 
 def _cat(tensors: list[torch.Tensor]) -> torch.Tensor:
@@ -197,7 +196,10 @@ class DecodeStep:
         x = F.embedding(tokens, self.embed)  # (b, d)
         positions = mask.sum(-1, keepdim=True) - 1  # (b, 1): real tokens before this one
         cos, sin = self.rotary(x[:, None], positions)  # (b, 1, D) each, in x's dtype
-        cos, sin = cos[:, None], sin[:, None]  # (b, 1, 1, D)
+        # transformers rotates by qk * cos + rotate_half(qk) * sin, rotate_half(qk) = [-qk2, qk1]: the same numbers as
+        # roll(qk) * [-sin1, sin2] (a sign flip is exact), with the sign folded into sin once per step, not per layer
+        half = D // 2
+        cos, sin = cos[:, None], torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)[:, None]  # (b, 1, 1, D)
         # masked where a row has padding (no mask at all when none has)
         allowed = None if bool(mask.all()) else mask.bool()[:, None, None, :]  # (b, 1, 1, n)
         groups = H // KV
@@ -205,7 +207,7 @@ class DecodeStep:
             h = _rms_norm(x, layer.input_norm, self.eps)
             qkv = layer.qkv(h)  # (b, (H + 2 KV) D)
             qk = qkv[:, : (H + KV) * D].view(b, H + KV, 1, D)  # the rotation runs once for q and k
-            qk = qk * cos + rotate_half(qk) * sin
+            qk = qk * cos + qk.roll(half, dims=-1) * sin
             q, k, v = qk[:, :H], qk[:, H:], qkv[:, (H + KV) * D :].view(b, KV, 1, D)
             keys, values = self.cache.layers[i].update(k, v)  # (b, KV, n, D)
             # the query heads of a group as that key/value head's rows (transformers' pack_gqa): plain attention,
