@@ -100,8 +100,12 @@ def test_micro_batches_step_as_their_whole_minibatch(tiny_model_dir, name):
     assert len(scored) > len(whole_passes) and max(scored) < max(whole_passes)  # the minibatches did run in parts
     moved = max(float((whole[k] - start[k.split(":")[0]][k.split(":", 1)[1]]).abs().max()) for k in whole)
     assert moved > 1e-5  # the update stepped
-    for k in whole:  # the same step, to float32 summation order
-        torch.testing.assert_close(micro[k], whole[k], rtol=0, atol=1e-6)
+    # The same step, to float32 summation order. Adam's first step moves each weight by about lr (3e-4) times
+    # g / (|g| + eps): where a weight's gradient sums to nearly 0 the order's rounding is a large part of it, and its
+    # step moved by up to 1.5e-6 between two runs of this test (a machine's worker processes); a part counted with
+    # the wrong share of rows or tokens moves the steps by about lr.
+    for k in whole:
+        torch.testing.assert_close(micro[k], whole[k], rtol=0, atol=1e-5)
 
 
 def test_under_the_kl_gate_minibatches_run_whole(tiny_model_dir):
