@@ -108,16 +108,23 @@ def test_micro_batches_step_as_their_whole_minibatch(tiny_model_dir, name):
         torch.testing.assert_close(micro[k], whole[k], rtol=0, atol=1e-5)
 
 
-def test_under_the_kl_gate_minibatches_run_whole(tiny_model_dir):
-    # the gate judges a whole minibatch's KL before its step: a micro-batch cannot be judged alone
-    envs = [marft_envs.make("marft/MathChain-v0") for _ in range(4)]
-    model, tokenizer = load_base(str(tiny_model_dir))
+def chain_batch(model_dir, n: int) -> tuple[LaMASPolicy, list, list[int]]:
+    """A policy of the model at ``model_dir``, ``n`` of its MathChain episodes with rewards, and the list its scoring
+    passes append their rows' count to."""
+    envs = [marft_envs.make("marft/MathChain-v0") for _ in range(n)]
+    model, tokenizer = load_base(str(model_dir))
     policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
     torch.manual_seed(0)
-    episodes = plant_rewards(RolloutEngine(policy, Sampling(1.0, 6), skip_ignored=False).collect(envs, range(4)))
+    episodes = plant_rewards(RolloutEngine(policy, Sampling(1.0, 6), skip_ignored=False).collect(envs, range(n)))
     scored: list[int] = []
     score = policy.score
     policy.score = lambda prompts, *a, **k: scored.append(len(prompts)) or score(prompts, *a, **k)
+    return policy, episodes, scored
+
+
+def test_under_the_kl_gate_minibatches_run_whole(tiny_model_dir):
+    # the gate judges a whole minibatch's KL before its step: a micro-batch cannot be judged alone
+    policy, episodes, scored = chain_batch(tiny_model_dir, 4)
     config = MARFTConfig(minibatch_size=4, micro_batch_tokens=1, kl_gate=1e9)
     MARFT(policy, config, temperature=1.0).update(episodes, 0, np.random.default_rng(0))
     assert scored and all(n == 4 for n in scored)  # each agent's 4 steps in one pass
@@ -149,17 +156,10 @@ def test_the_default_micro_batch_scales_up_for_a_model_narrower_than_smollm2(set
     assert micro_batch_tokens(setting, config) == expected
 
 
-def test_by_default_a_narrow_model_runs_whole_minibatches_where_1024_tokens_cut_them(tiny_model_dir):
-    envs = [marft_envs.make("marft/MathChain-v0") for _ in range(8)]
-    model, tokenizer = load_base(str(tiny_model_dir))
-    policy = LaMASPolicy(model, tokenizer, envs[0].possible_agents)
-    torch.manual_seed(0)
-    episodes = plant_rewards(RolloutEngine(policy, Sampling(1.0, 6), skip_ignored=False).collect(envs, range(8)))
+def test_by_default_a_narrow_model_runs_whole_minibatches_that_256_tokens_cut(tiny_model_dir):
+    policy, episodes, scored = chain_batch(tiny_model_dir, 8)
     longest = max(len(s.prompt) + len(s.response) for e in episodes for s in e.steps)
     assert 8 * longest > 256  # 8 rows of a minibatch would not fit in 256 tokens
-    scored: list[int] = []
-    score = policy.score
-    policy.score = lambda prompts, *a, **k: scored.append(len(prompts)) or score(prompts, *a, **k)
     for setting, whole in ((None, True), (256, False)):
         scored.clear()
         config = MARFTConfig(minibatch_size=8, micro_batch_tokens=setting)
