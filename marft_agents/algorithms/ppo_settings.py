@@ -29,8 +29,8 @@ def micro_batch_tokens(setting: int | None, model_config: object | None) -> int:
     ``None`` (the default): :data:`MICRO_BATCH_TOKENS`, scaled up by how many times narrower per token the model
     (transformers' ``model_config``) is than SmolLM2-135M (:data:`REFERENCE_WIDTH`), never down. A small model's
     micro-batch then holds about the activations SmolLM2's does, in fewer passes: the embedded model's (128 x 4 + 868)
-    is 48 times narrower, so its minibatches run whole (``benchmarks/demo_speed.py``: an update 13 % faster at 4096 than
-    at 1024 tokens). Without a width to read (no config): :data:`MICRO_BATCH_TOKENS`.
+    is 48 times narrower, so its minibatches run whole (``benchmarks/demo_speed.py``: a demo update 1.30x faster than at
+    1024 tokens). Without a width to read (no config): :data:`MICRO_BATCH_TOKENS`.
     """
     if setting is not None:
         return setting

@@ -59,8 +59,7 @@ class _Projection:
         # peft: result + lora_B(lora_A(x)) * scaling, cast back to the result's dtype; B's columns carry the scaling
         # (folded in once per generation, one op fewer per step), the same product (exact for a power of two, as
         # alpha / r usually is)
-        lora = F.linear(low, self.lora_b)  # (B, N)
-        return out + lora if lora.dtype == out.dtype else (out + lora).to(out.dtype)
+        return (out + F.linear(low, self.lora_b)).to(out.dtype)  # (B, N)
 
 
 def _projection(layers: list, adapter: str | None) -> _Projection | None:
