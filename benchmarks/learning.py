@@ -383,6 +383,13 @@ Each asks whether a team beats what the same compute buys otherwise.
   ``b_shared`` seeds 1-4, ``b_epochs_slow_jigsaw`` seeds 1-4 and ``b_majority_marft``, as order amendment 2 says.
   A run stopped at the end of a sitting resumes from its last checkpoint (its ``.timing.jsonl`` then holds the
   resumed process's time only; docs/real-models.md says so where it happened).
+* **Order amendment 10** (written 2026-12-07 01:03 UTC, while ``b_marft_chain`` s4 ran, before any phase or seed
+  this names; no setting changes): the issue's "Done when" asks for the baselines table with 95 % intervals, and its
+  centralised row (``b_shared_jigsaw``) has one seed, its majority vote at the trained team's tokens none; the
+  questions of amendment 9 (``b_tis``, ``b_learner_old``) concern the library's default for a bf16 base, not a
+  "Done when" line. The order from here: ``b_majority_marft`` for each setting (jigsaw, jigsaw_l2, chain; seed 0,
+  about a minute each, after the chain's seed 4); then ``b_shared_jigsaw`` seeds 1-4; then amendment 9's
+  alternation of ``b_tis_jigsaw`` s2-4 and ``b_learner_old_jigsaw`` s1-4, and ``b_epochs_slow_jigsaw`` seeds 1-4.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
