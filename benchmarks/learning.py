@@ -390,6 +390,9 @@ Each asks whether a team beats what the same compute buys otherwise.
   "Done when" line. The order from here: ``b_majority_marft`` for each setting (jigsaw, jigsaw_l2, chain; seed 0,
   about a minute each, after the chain's seed 4); then ``b_shared_jigsaw`` seeds 1-4; then amendment 9's
   alternation of ``b_tis_jigsaw`` s2-4 and ``b_learner_old_jigsaw`` s1-4, and ``b_epochs_slow_jigsaw`` seeds 1-4.
+  Added at 01:31 UTC, after the three seed-0 votes and before any later seed of them: each vote's k came out 1 (the
+  trained teams write fewer tokens a problem than one sample at T 0.7), so a seed is one sample, 30 s; seeds 1-4 of
+  each run next, before ``b_shared_jigsaw``, as the untuned votes' seeds did (the table of phases names 0-4).
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
