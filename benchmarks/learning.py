@@ -393,6 +393,8 @@ Each asks whether a team beats what the same compute buys otherwise.
   Added at 01:31 UTC, after the three seed-0 votes and before any later seed of them: each vote's k came out 1 (the
   trained teams write fewer tokens a problem than one sample at T 0.7), so a seed is one sample, 30 s; seeds 1-4 of
   each run next, before ``b_shared_jigsaw``, as the untuned votes' seeds did (the table of phases names 0-4).
+  Added at 01:40 UTC, before they run: ``b_majority_chain`` and ``b_majority_jigsaw_l2`` (the votes at the untuned
+  team's tokens, seeds 0-4; level 1's ran on 2026-12-06) after ``b_shared_jigsaw`` s1, two and a half minutes each.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
