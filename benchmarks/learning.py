@@ -395,6 +395,15 @@ Each asks whether a team beats what the same compute buys otherwise.
   each run next, before ``b_shared_jigsaw``, as the untuned votes' seeds did (the table of phases names 0-4).
   Added at 01:40 UTC, before they run: ``b_majority_chain`` and ``b_majority_jigsaw_l2`` (the votes at the untuned
   team's tokens, seeds 0-4; level 1's ran on 2026-12-06) after ``b_shared_jigsaw`` s1, two and a half minutes each.
+* **Amendment 11: the test read of the chain and level 2** (written 2026-12-07 01:45 UTC, before any read of test):
+  both settings' validation is complete (five seeds of each trained row; no lever of theirs is pending), so their
+  final settings are read on test, once, after ``b_shared_jigsaw`` s4: the untuned phases (``b_untuned``,
+  ``b_solo_chain``/``b_full_info_jigsaw_l2``, ``b_majority`` and ``b_majority_marft``, seeds 0-4) with
+  ``--eval-split test``, and ``baselines.py test_read`` of every trained seed whose adapters this machine holds:
+  ``b_marft_chain`` and ``b_marft_jigsaw_l2`` s2-4, ``b_ppo_chain`` and ``b_ppo_jigsaw_l2`` s3-4. The seeds run
+  on the AMD EPYC (the team's 0-1, the agent's 0-2) left their checkpoints on that machine (``checkpoints/`` is
+  not committed: 31-62 MB a run), so their test reads need those seeds run again; the table gives the seeds read.
+  Level 1 is read after its pending arms (amendment 9), which could still change its setting.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
