@@ -397,7 +397,8 @@ Each asks whether a team beats what the same compute buys otherwise.
   team's tokens, seeds 0-4; level 1's ran on 2026-12-06) after ``b_shared_jigsaw`` s1, two and a half minutes each.
 * **Amendment 11: the test read of the chain and level 2** (written 2026-12-07 01:45 UTC, before any read of test):
   both settings' validation is complete (five seeds of each trained row; no lever of theirs is pending), so their
-  final settings are read on test, once, after ``b_shared_jigsaw`` s4: the untuned phases (``b_untuned``,
+  final settings are read on test, once, after ``b_shared_jigsaw`` s1 and the untuned votes of amendment 10 (moved
+  there at 01:50 UTC, before any read: this sitting may end before s4, and the adapters live on this machine only): the untuned phases (``b_untuned``,
   ``b_solo_chain``/``b_full_info_jigsaw_l2``, ``b_majority`` and ``b_majority_marft``, seeds 0-4) with
   ``--eval-split test``, and ``baselines.py test_read`` of every trained seed whose adapters this machine holds:
   ``b_marft_chain`` and ``b_marft_jigsaw_l2`` s2-4, ``b_ppo_chain`` and ``b_ppo_jigsaw_l2`` s3-4. The seeds run
