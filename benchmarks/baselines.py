@@ -169,9 +169,11 @@ def majority_run(
     return result
 
 
-def test_read(run_dir: Path, out: Path, threads: int = 2) -> dict:
+def test_read(run_dir: Path, out: Path, threads: int = 2, episodes: int | None = None) -> dict:
     """A final setting's one read of test: ``run_dir``'s latest adapters, greedy, on its env's test split (as many
-    problems as its own evaluations), written to ``out/<run name>/``; a second read of the same run is refused."""
+    problems as its own evaluations, or ``episodes``: a test split smaller than validation, such as ``synthetic:0``'s
+    86 problems against 104, is read whole that way), written to ``out/<run name>/``; a second read of the same run
+    is refused."""
     dest = out / run_dir.name
     if (dest / "summary.json").is_file():
         raise SystemExit(f"{dest} exists: the test split is read once per final setting (move it away only to redo a failed read)")
@@ -188,19 +190,22 @@ def test_read(run_dir: Path, out: Path, threads: int = 2) -> dict:
     overrides = [f"threads={threads}", f"lora_compute={lora}", f"generation.lean_decode={str(lean).lower()}"]
     policy, config = policy_from_run(str(run_dir), overrides=overrides)
     started, cpu = time.perf_counter(), time.process_time()
-    with torch.no_grad():
-        result = evaluate(
-            policy,
-            config.env,
-            config.env_kwargs,
-            config.eval_episodes,
-            max_new_tokens=config.max_new_tokens,
-            agent_max_new_tokens=values(config.agents, "max_new_tokens"),
-            stop=tuple(config.stop),
-            agent_stop=values(config.agents, "stop"),
-            split="test",
-            outcomes=True,
-        )
+    try:
+        with torch.no_grad():
+            result = evaluate(
+                policy,
+                config.env,
+                config.env_kwargs,
+                config.eval_episodes if episodes is None else episodes,
+                max_new_tokens=config.max_new_tokens,
+                agent_max_new_tokens=values(config.agents, "max_new_tokens"),
+                stop=tuple(config.stop),
+                agent_stop=values(config.agents, "stop"),
+                split="test",
+                outcomes=True,
+            )
+    except ValueError as err:  # e.g. a test split smaller than the run's evaluations; nothing is written
+        raise SystemExit(f"{run_dir.name}: {err} (test_read --episodes N reads N problems)") from None
     write_result(dest, result, env=config.env, env_kwargs=config.env_kwargs, read_from=str(run_dir))
     _timed(dest, started, cpu)
     print(f"  {dest.name}: test {result['accuracy']:.1%} on {result['episodes']} problems", flush=True)
@@ -391,7 +396,7 @@ SMOKE_OTHER_SETTINGS = ("b_untuned_jigsaw_l2", "b_untuned_chain")  # the other s
 
 def smoke(out: Path) -> str:
     """The jigsaw baselines end to end on the embedded model with tiny budgets (not a result), the other settings'
-    untuned teams, then the jigsaw table."""
+    untuned teams, the jigsaw table, then a test read of the team's seed 0 (3 problems, into ``out/test``)."""
     sys.path.insert(0, str(Path(__file__).parent))
     import learning
 
@@ -402,7 +407,9 @@ def smoke(out: Path) -> str:
             learning.PHASES[phase](out, seed)
     for phase in SMOKE_OTHER_SETTINGS:
         learning.PHASES[phase](out, 0)
-    return table(out, ("jigsaw",))
+    text = table(out, ("jigsaw",))
+    test_read(out / "b_marft_jigsaw_s0", out / "test", episodes=3)
+    return text
 
 
 def main(argv=None) -> int:
@@ -410,6 +417,7 @@ def main(argv=None) -> int:
     p.add_argument("command", nargs="?", choices=("table", "test_read"), default="table")
     p.add_argument("runs", nargs="*", type=Path, help="test_read: the final settings' run folders")
     p.add_argument("--out", type=Path, default=None, help="results folder (table: validation's; test_read: test's)")
+    p.add_argument("--episodes", type=int, default=None, help="test_read: problems to read (default: as many as the run's evaluations)")
     p.add_argument("--smoke", action="store_true", help="the jigsaw baselines on the embedded model in tiny budgets, in a temporary folder")
     args = p.parse_args(argv)
     if args.smoke:
@@ -422,7 +430,7 @@ def main(argv=None) -> int:
         if not args.runs:
             p.error("test_read needs the run folders of the final settings")
         for run in args.runs:
-            test_read(run, args.out or OUT / "test")
+            test_read(run, args.out or OUT / "test", episodes=args.episodes)
     else:
         print(table(args.out or OUT / "validation"))
     return 0

@@ -131,3 +131,23 @@ def test_the_smoke_run_on_the_embedded_model(tmp_path):
     chain = json.loads((tmp_path / "b_untuned_chain_s0" / "config.json").read_text())
     assert chain["env"] == "marft/MathChain-v1" and chain["env_kwargs"]["profile"] == "general-v1"
     assert chain["agents"]["actor_0"]["stop"] == ["}"] and chain["lora_compute"] == "float32"
+    # the test read: the team's trained adapters on 3 test problems, once; a second read and an impossible one are
+    # refused in one line, and the refused ones write nothing
+    read = json.loads((tmp_path / "test" / "b_marft_jigsaw_s0" / "summary.json").read_text())
+    assert read["eval_after"]["split"] == "test" and read["eval_after"]["episodes"] == 3
+    assert len((tmp_path / "test" / "b_marft_jigsaw_s0" / "outcomes" / "eval_after.jsonl").read_text().splitlines()) == 3
+    run = str(tmp_path / "b_marft_jigsaw_s0")
+    for out_dir, extra, says in (
+        ("test", [], "exists: the test split is read once"),
+        ("again", ["--episodes", "10000000"], "(test_read --episodes N reads N problems)"),
+    ):
+        refused = subprocess.run(
+            [sys.executable, str(BENCHMARKS / "baselines.py"), "test_read", run, "--out", str(tmp_path / out_dir), *extra],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        last = refused.stderr.strip().splitlines()[-1]
+        assert refused.returncode == 1 and says in last and "Traceback" not in refused.stderr, refused.stderr[-2000:]
+    assert not (tmp_path / "again" / "b_marft_jigsaw_s0").exists()
