@@ -405,6 +405,8 @@ Each asks whether a team beats what the same compute buys otherwise.
   on the AMD EPYC (the team's 0-1, the agent's 0-2) left their checkpoints on that machine (``checkpoints/`` is
   not committed: 31-62 MB a run), so their test reads need those seeds run again; the table gives the seeds read.
   Level 1 is read after its pending arms (amendment 9), which could still change its setting.
+  The first try (02:02 UTC) stopped before any problem was read: ``synthetic:0``'s test split holds 86 problems and
+  ``test_read`` asked for the run's 104; the chain's runs are read with ``--episodes 86`` (the whole split).
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
