@@ -407,6 +407,22 @@ Each asks whether a team beats what the same compute buys otherwise.
   Level 1 is read after its pending arms (amendment 9), which could still change its setting.
   The first try (02:02 UTC) stopped before any problem was read: ``synthetic:0``'s test split holds 86 problems and
   ``test_read`` asked for the run's 104; the chain's runs are read with ``--episodes 86`` (the whole split).
+* **Order amendment 12** (written 2026-12-07 04:05 UTC, before any run or read it names; no setting changes):
+  amendment 9's arms are set against today's setting, whose five seeds ran on the AMD EPYC, while the arms' later
+  seeds (``b_tis_jigsaw`` s2-4, ``b_learner_old_jigsaw`` s1-4) run on this Intel Xeon, and amendment 8 found the kind
+  alone is another draw. Level 1's test read (amendment 11) also needs adapters this machine holds, and
+  ``b_marft_jigsaw``'s stayed on the AMD machine. So today's setting runs again on this kind, seeds 1-4
+  (``b_marft_xeon_jigsaw``; its s0 ran under amendment 8), interleaved with the arms: xeon s1, tis s3,
+  learner_old s2, xeon s2, tis s4, learner_old s3, xeon s3, learner_old s4, xeon s4. Each arm's seed is set against
+  today's setting on the same seed and the same kind (AMD: tis s0-1, learner_old s0; this Xeon: the rest). The
+  rule for level 1's setting: an arm replaces today's setting only if, over its five seeds paired that way, the
+  95 % t-interval of its difference lies above 0; otherwise today's setting is final. Then level 1's test read,
+  once: ``b_untuned_jigsaw``, ``b_full_info_jigsaw``, ``b_majority_jigsaw`` and ``b_majority_marft_jigsaw`` (seeds
+  0-4) with ``--eval-split test``, ``test_read`` of the final setting's seeds held here (``b_marft_xeon_jigsaw``
+  s0-4, or the winning arm's Xeon seeds) and of ``b_shared_jigsaw`` s1-4. ``b_ppo_jigsaw``'s adapters (the trained
+  full-information agent) stayed on the AMD machine: its test row waits for those seeds to run again.
+  ``b_epochs_slow_jigsaw`` s1-4 (about 38 min each) move after the read: its seed 0 ended 15.2 points below the
+  team's on the same problems; should its five seeds later pass the rule above, its setting gets its own read then.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
   phases with ``--eval-split test`` (into ``results/baselines/test/``), each trained arm's final adapters
   with ``benchmarks/baselines.py test_read RUN`` (a trained phase refuses ``--eval-split test``: it would
