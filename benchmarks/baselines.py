@@ -16,11 +16,14 @@ they run); this script holds what they share and reads their folders back:
 * :func:`table`, which prints and saves ``table.md`` (and ``table.json``): per method, the problems, the
   split, the accuracy with its 95 % interval (a t-interval over seeds where there are seeds, the Wilson
   interval of one evaluation where there is one run) and the mean generated tokens per problem of its
-  evaluation; then each method against the team (``b_marft_*``): the paired difference over shared seeds
-  with its 95 % t-interval and paired-t p, and the exact McNemar test of their per-problem outcomes, seed
+  evaluation, and the machine kind of each seed (:func:`machine_kind`); then each method against the team
+  (``b_marft_*``; on a split that holds none of its runs, ``b_marft_xeon_*``): the paired difference over shared
+  seeds with its 95 % t-interval and paired-t p, and the exact McNemar test of their per-problem outcomes, seed
   by seed (:mod:`marft_agents.runs.stats`). A one-run method with no seed of its own (a greedy untuned
-  evaluation, the same for every seed) is set against every seed of the team. Last, each trained method
-  against its own greedy start (:func:`gain_row`), paired the same way.
+  evaluation, the same for every seed) is set against every seed of the team. Where a method's seeds ran on
+  another machine kind than the team's, it is also set against today's setting run on its own kind, seed by seed
+  (:func:`same_kind_row`). Last, each trained method against its own greedy start (:func:`gain_row`), paired the
+  same way.
 
 Every folder it reads holds ``summary.json`` (``eval_after``: the run's last evaluation) and
 ``outcomes/eval_after.jsonl`` (one line per problem; an untrained run's one evaluation is ``eval_before.jsonl``), as a
@@ -230,6 +233,7 @@ def runs_of(out: Path, prefix: str) -> dict[int, dict]:
         start = run / "outcomes" / "eval_before.jsonl"
         trained = summary.get("updates", 0) > 0 and "eval_before" in summary
         found[int(seed.group(1))] = {
+            "kind": machine_kind(run),
             "eval": summary["eval_after"],
             "fixed": summary.get("updates") == 0 and summary["eval_after"].get("decoding", "greedy") == "greedy",
             "outcomes": _lines(lines),
@@ -237,6 +241,22 @@ def runs_of(out: Path, prefix: str) -> dict[int, dict]:
             "start": {"eval": summary["eval_before"], "outcomes": _lines(start)} if trained else None,
         }
     return found
+
+
+def machine_kind(run: Path) -> str:
+    """The machine kind ``run`` computed on, from its ``.timing.jsonl``: the CPU's model and its bf16 flags (bf16
+    matmuls round by kind, so a run on another kind is another draw: amendment 8 of ``benchmarks/learning.py``);
+    "not recorded" for a run timed before the record existed, "mixed" for a run resumed on another kind."""
+    timing = run.parent / f"{run.name}.timing.jsonl"
+    kinds = set()
+    for line in timing.read_text().splitlines() if timing.is_file() else []:
+        cpu = json.loads(line).get("cpu")
+        if cpu is None:
+            kinds.add("not recorded")
+            continue
+        bf16 = "+".join(f for f in cpu["flags"] if "bf16" in f) or "no bf16"
+        kinds.add(f"{cpu['model']}, {bf16}")
+    return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else "not recorded"
 
 
 def _lines(path: Path) -> list[dict] | None:
@@ -270,7 +290,16 @@ def method_row(title: str, runs: dict[int, dict]) -> dict:
         "high": min(1.0, interval.high),
         "interval": kind,
         "tokens": statistics.fmean(eval_tokens(e) for e in evals),
+        "machines": _kinds(runs),
     }
+
+
+def _kinds(runs: dict[int, dict]) -> str:
+    """Each machine kind of ``runs`` with its seeds, e.g. ``not recorded (0,1); Intel(R) Xeon(R) ..., amx_bf16 (2)``."""
+    by_kind: dict[str, list[int]] = {}
+    for seed, run in sorted(runs.items()):
+        by_kind.setdefault(run.get("kind", "not recorded"), []).append(seed)
+    return "; ".join(f"{k} ({','.join(map(str, seeds))})" for k, seeds in by_kind.items())
 
 
 def paired_row(title: str, team: dict[int, dict], other: dict[int, dict]) -> dict | None:
@@ -279,6 +308,22 @@ def paired_row(title: str, team: dict[int, dict], other: dict[int, dict]) -> dic
     every seed of the team."""
     fixed = next(iter(other.values())) if len(other) == 1 and next(iter(other.values()))["fixed"] else None
     return _paired(title, {s: (team[s], other.get(s, fixed)) for s in team if s in other or fixed})
+
+
+def same_kind_row(title: str, teams: list[dict[int, dict]], other: dict[int, dict]) -> dict | None:
+    """The team against one method where the machine kind changes the pairing (order amendment 12 of
+    ``benchmarks/learning.py``): each seed of ``other`` against the first of ``teams`` (today's setting, run on
+    several kinds) that ran the same seed on the same kind; ``None`` when that is the plain pairing of
+    :func:`paired_row` on every seed (or no seed has a match)."""
+    pairs = {}
+    for seed, run in other.items():
+        match = [team[seed] for team in teams if seed in team and team[seed].get("kind") == run.get("kind")]
+        if match:
+            pairs[seed] = (match[0], run)
+    plain = teams[0] if teams else {}
+    if all(plain.get(seed) is team for seed, (team, _) in pairs.items()):
+        return None
+    return _paired(title, pairs)
 
 
 def gain_row(title: str, runs: dict[int, dict]) -> dict | None:
@@ -330,12 +375,24 @@ def table(out: Path, settings: tuple[str, ...] = SETTINGS) -> str:
         if not rows:
             continue
         main = [method_row(title, runs) for title, runs in rows.values()]
-        team = rows.get(f"b_marft_{setting}")
-        paired = [paired_row(t, team[1], r) for p, (t, r) in rows.items() if team and p != f"b_marft_{setting}"]
+        # the team: today's setting; on a split that holds none of b_marft_*'s runs, its runs on the Xeon (level 1's
+        # test read, amendment 12: the AMD runs' adapters stayed on that machine)
+        homes = [p for p in (f"b_marft_{setting}", f"b_marft_xeon_{setting}") if p in rows]
+        team = rows[homes[0]][1] if homes else None
+        paired = [paired_row(t, team, r) for p, (t, r) in rows.items() if team and p != homes[0]]
         paired = [p for p in paired if p]
+        teams = [rows[p][1] for p in homes]
+        same = [same_kind_row(t, teams, r) for p, (t, r) in rows.items() if p not in homes]
+        same = [p for p in same if p]
         gains = [g for g in (gain_row(t, r) for t, r in rows.values()) if g]
-        data[setting] = {"methods": main, "against_the_team": paired, "from_own_start": gains}
-        parts.append(_markdown(setting, main, paired, gains))
+        data[setting] = {
+            "team": homes[0] if homes else None,
+            "methods": main,
+            "against_the_team": paired,
+            "against_the_team_same_kind": same,
+            "from_own_start": gains,
+        }
+        parts.append(_markdown(setting, main, paired, gains, same, homes[0] if homes else ""))
     text = "\n\n".join(parts) or f"no b_* runs in {out}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "table.md").write_text(text + "\n")
@@ -343,29 +400,40 @@ def table(out: Path, settings: tuple[str, ...] = SETTINGS) -> str:
     return text
 
 
-def _markdown(setting: str, main: list[dict], paired: list[dict], gains: list[dict] = ()) -> str:
+def _markdown(setting: str, main: list[dict], paired: list[dict], gains: list[dict] = (), same: list[dict] = (), team: str = "") -> str:
     lines = [
-        f"{setting}: accuracy with its 95 % interval (t over seeds, clipped to 0-100; Wilson for one run), mean generated tokens per problem of the evaluation.",
+        f"{setting}: accuracy with its 95 % interval (t over seeds, clipped to 0-100; Wilson for one run), mean generated "
+        "tokens per problem of the evaluation, and the machine kind of each seed (its CPU and bf16 flags, from its timing).",
         "",
-        "| method | seeds | problems | split | accuracy % | 95 % interval | interval | tokens per problem |",
-        "|---|---|---|---|---|---|---|---|",
+        "| method | seeds | problems | split | accuracy % | 95 % interval | interval | tokens per problem | machine (seeds) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in main:
         seeds = ",".join(map(str, r["seeds"]))
         lines.append(
             f"| {r['method']} | {seeds} | {r['problems']} | {r['split']} | {_pct(r['accuracy'])} | "
-            f"[{_pct(r['low'])}, {_pct(r['high'])}] | {r['interval']} | {r['tokens']:.1f} |"
+            f"[{_pct(r['low'])}, {_pct(r['high'])}] | {r['interval']} | {r['tokens']:.1f} | {r['machines']} |"
         )
     if paired:
         lines += [
             "",
-            "The team against each method: the team minus the method, in points, over the seeds they share (a method of one "
+            f"The team ({team}) against each method: the team minus the method, in points, over the seeds they share (a method of one "
             "untrained greedy run: every team seed); McNemar's exact test per seed (problems only the team / only the method got right).",
             "",
             "| method | seeds | difference (points) | 95 % t-interval | paired t p | McNemar per seed |",
             "|---|---|---|---|---|---|",
         ]
         lines += [_paired_line(r) for r in paired]
+    if same:
+        lines += [
+            "",
+            "The team against each method on the same seed and the same machine kind (today's setting from whichever of its "
+            "runs computed on the method's kind; rows where that changes the pairing above), as above.",
+            "",
+            "| method | seeds | difference (points) | 95 % t-interval | paired t p | McNemar per seed |",
+            "|---|---|---|---|---|---|",
+        ]
+        lines += [_paired_line(r) for r in same]
     if gains:
         lines += [
             "",

@@ -420,7 +420,9 @@ Each asks whether a team beats what the same compute buys otherwise.
   once: ``b_untuned_jigsaw``, ``b_full_info_jigsaw``, ``b_majority_jigsaw`` and ``b_majority_marft_jigsaw`` (seeds
   0-4) with ``--eval-split test``, ``test_read`` of the final setting's seeds held here (``b_marft_xeon_jigsaw``
   s0-4, or the winning arm's Xeon seeds) and of ``b_shared_jigsaw`` s1-4. ``b_ppo_jigsaw``'s adapters (the trained
-  full-information agent) stayed on the AMD machine: its test row waits for those seeds to run again.
+  full-information agent) stayed on the AMD machine: its test row waits for those seeds to run again. On test,
+  ``b_majority_marft_jigsaw``'s budget is the trained team's tokens in its test reads, as the chain's and level 2's
+  were (``b_marft_xeon_jigsaw``'s reads: the test folder holds no ``b_marft_jigsaw`` run); it runs after them.
   ``b_epochs_slow_jigsaw`` s1-4 (about 38 min each) move after the read: its seed 0 ended 15.2 points below the
   team's on the same problems; should its five seeds later pass the rule above, its setting gets its own read then.
 * **The test split** is read once per final setting, after validation has chosen it: the untrained
@@ -973,7 +975,8 @@ def b_ppo(out: Path, seed: int, setting: str) -> dict:
 
 def b_majority(out: Path, seed: int, setting: str, team: str = "untuned") -> dict:
     """Majority vote of the untuned single agent at the tokens per problem of the untuned team (``team="untuned"``:
-    ``b_untuned``, run first if missing) or of the trained team (``"marft"``: the mean over ``b_marft``'s seeds)."""
+    ``b_untuned``, run first if missing) or of the trained team (``"marft"``: the mean over ``b_marft``'s seeds; on a
+    split holding none of them, over ``b_marft_xeon``'s: level 1's test read, amendment 12)."""
     import re
 
     import baselines
@@ -983,7 +986,10 @@ def b_majority(out: Path, seed: int, setting: str, team: str = "untuned") -> dic
         b_untuned(out, 0, setting)
         runs, name = [out / f"b_untuned_{setting}_s0"], f"b_majority_{setting}"
     else:
-        runs = sorted(d for d in out.glob(f"b_marft_{setting}_s*") if re.fullmatch(rf"b_marft_{setting}_s\d+", d.name))
+        for team_name in (f"b_marft_{setting}", f"b_marft_xeon_{setting}"):
+            runs = sorted(d for d in out.glob(f"{team_name}_s*") if re.fullmatch(rf"{team_name}_s\d+", d.name))
+            if runs:
+                break
         name = f"b_majority_marft_{setting}"
     budget_from = ", ".join(d.name for d in runs) + ": eval_after's mean generated tokens per problem"
     return baselines.majority_run(

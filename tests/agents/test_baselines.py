@@ -54,7 +54,8 @@ def test_the_table_by_hand(tmp_path, scripts):
         "2": {"only_team": 3, "only_other": 0, "p": 0.25},
     }
     assert (
-        "| the team trained with MARFT (an adapter per role) | 0,1,2 | 10 | validation | 40.0 | [15.2, 64.8] | t, 3 seeds | 40.0 |" in text
+        "| the team trained with MARFT (an adapter per role) | 0,1,2 | 10 | validation | 40.0 | [15.2, 64.8] | t, 3 seeds | 40.0 "
+        "| not recorded (0,1,2) |" in text
     )
     assert (tmp_path / "table.md").read_text() == text + "\n"
 
@@ -84,6 +85,92 @@ def test_gains_from_each_runs_own_start(tmp_path, scripts):
     _run(tmp_path / "b_untuned_jigsaw_s0", 0.2, [True, False, False, False, False], 0)
     baselines.table(tmp_path, ("jigsaw",))
     assert len(json.loads((tmp_path / "table.json").read_text())["jigsaw"]["from_own_start"]) == 1
+
+
+XEON = {"model": "Intel(R) Xeon(R) Processor", "cores": 2, "flags": ["avx2", "avx512_bf16", "amx_tile", "amx_bf16"]}
+
+
+def _timed(folder: Path, *cpus) -> None:
+    lines = [{"wall_s": 1.0, "cpu_s": 2.0, "resumed": i > 0, **({"cpu": c} if c else {})} for i, c in enumerate(cpus)]
+    (folder.parent / f"{folder.name}.timing.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_machine_kinds_from_the_timing(tmp_path, scripts):
+    baselines, _ = scripts
+    cases = [
+        ((XEON,), "Intel(R) Xeon(R) Processor, avx512_bf16+amx_bf16"),
+        (({"model": "AMD EPYC", "flags": ["avx2", "fma"]},), "AMD EPYC, no bf16"),
+        ((None,), "not recorded"),  # timed before the record existed
+        ((XEON, XEON), "Intel(R) Xeon(R) Processor, avx512_bf16+amx_bf16"),  # resumed on the same kind
+        ((None, XEON), "mixed"),  # resumed on another kind
+    ]
+    for i, (cpus, kind) in enumerate(cases):
+        _timed(tmp_path / f"run{i}", *cpus)
+        assert baselines.machine_kind(tmp_path / f"run{i}") == kind, cpus
+    assert baselines.machine_kind(tmp_path / "no_timing") == "not recorded"
+
+
+def test_the_team_on_the_same_machine_kind(tmp_path, scripts):
+    baselines, _ = scripts
+    bits = lambda n: [i < n for i in range(10)]  # noqa: E731  (the first n of 10 problems right)
+    _run(tmp_path / "b_marft_jigsaw_s0", 0.3, bits(3))  # timed on a kind not recorded
+    _run(tmp_path / "b_marft_jigsaw_s1", 0.4, bits(4))
+    xeon = [True, True, True, True, False, True, True, True, True, False]
+    _run(tmp_path / "b_marft_xeon_jigsaw_s1", 0.8, xeon)
+    _timed(tmp_path / "b_marft_xeon_jigsaw_s1", XEON)
+    _run(tmp_path / "b_tis_jigsaw_s0", 0.2, bits(2))
+    _run(tmp_path / "b_tis_jigsaw_s1", 0.5, bits(5))
+    _timed(tmp_path / "b_tis_jigsaw_s1", XEON)
+    _run(tmp_path / "b_ppo_jigsaw_s0", 0.1, bits(1))  # one kind, the team's: no second pairing
+    text = baselines.table(tmp_path, ("jigsaw",))
+    data = json.loads((tmp_path / "table.json").read_text())["jigsaw"]
+    assert data["team"] == "b_marft_jigsaw"
+    tis = next(r for r in data["methods"] if "TIS" in r["method"])
+    assert tis["machines"] == "not recorded (0); Intel(R) Xeon(R) Processor, avx512_bf16+amx_bf16 (1)"
+    # by seed alone: 0.3 - 0.2 and 0.4 - 0.5, mean 0
+    plain = next(r for r in data["against_the_team"] if "TIS" in r["method"])
+    assert plain["difference"] == pytest.approx(0.0, abs=1e-12)
+    # by seed and kind: 0.3 - 0.2 and 0.8 - 0.5: mean 0.2, sd 0.1414, se 0.1, t(1) 12.706
+    (same,) = data["against_the_team_same_kind"]
+    assert "TIS" in same["method"] and same["seeds"] == [0, 1] and same["difference"] == pytest.approx(0.2)
+    assert (same["low"], same["high"]) == (pytest.approx(0.2 - 1.2706, abs=1e-3), pytest.approx(0.2 + 1.2706, abs=1e-3))
+    # seed 1 on the Xeon: problems 5-8 only the team, problem 4 only TIS; exact two-sided p = 2 x 6/32
+    assert same["mcnemar"]["1"] == {"only_team": 4, "only_other": 1, "p": pytest.approx(0.375)}
+    assert "on the same seed and the same machine kind" in text and "| +20.0 | [-107.1, +147.1] |" in text
+
+
+def test_the_team_on_a_split_without_its_first_runs(tmp_path, scripts):
+    baselines, _ = scripts
+    # level 1's test read (amendment 12): the team's runs on the Xeon, the untuned team's one greedy run
+    _run(tmp_path / "b_marft_xeon_jigsaw_s0", 0.5, [True] * 5 + [False] * 5)
+    _run(tmp_path / "b_marft_xeon_jigsaw_s1", 0.3, [True] * 3 + [False] * 7)
+    _run(tmp_path / "b_untuned_jigsaw_s0", 0.1, [True] + [False] * 9, 0)
+    text = baselines.table(tmp_path, ("jigsaw",))
+    data = json.loads((tmp_path / "table.json").read_text())["jigsaw"]
+    assert data["team"] == "b_marft_xeon_jigsaw" and data["against_the_team_same_kind"] == []
+    (against,) = data["against_the_team"]
+    assert against["seeds"] == [0, 1] and against["difference"] == pytest.approx(0.3)  # 0.4 and 0.2
+    assert "The team (b_marft_xeon_jigsaw) against each method" in text
+
+
+def test_the_vote_at_the_team_tokens_of_the_xeon_reads(tmp_path, scripts, monkeypatch):
+    baselines, _ = scripts
+    import learning
+
+    for seed, tokens in ((0, 30.0), (1, 41.0)):  # a test folder with the Xeon team's reads only (amendment 12)
+        (tmp_path / f"b_marft_xeon_jigsaw_s{seed}").mkdir()
+        (tmp_path / f"b_marft_xeon_jigsaw_s{seed}" / "summary.json").write_text(json.dumps({"eval_after": {"mean_tokens": tokens}}))
+    calls = []
+    monkeypatch.setattr(baselines, "majority_run", lambda run_dir, **kw: calls.append((run_dir, kw)))
+    learning.b_majority(tmp_path, 3, "jigsaw", team="marft")
+    ((run_dir, kw),) = calls
+    assert run_dir == tmp_path / "b_majority_marft_jigsaw_s3" and kw["budget"] == pytest.approx(35.5)
+    assert kw["budget_from"].startswith("b_marft_xeon_jigsaw_s0, b_marft_xeon_jigsaw_s1:")
+    # where b_marft_jigsaw's runs are there, they give the budget
+    (tmp_path / "b_marft_jigsaw_s0").mkdir()
+    (tmp_path / "b_marft_jigsaw_s0" / "summary.json").write_text(json.dumps({"eval_after": {"mean_tokens": 20.0}}))
+    learning.b_majority(tmp_path, 3, "jigsaw", team="marft")
+    assert calls[-1][1]["budget"] == 20.0
 
 
 def test_eval_tokens_reads_old_summaries(scripts):
@@ -124,7 +211,7 @@ def test_the_smoke_run_on_the_embedded_model(tmp_path):
     untuned = json.loads((tmp_path / "b_untuned_jigsaw_s0" / "summary.json").read_text())["eval_after"]["mean_tokens"]
     assert summary["eval_after"]["token_budget"] == pytest.approx(untuned)
     assert len((tmp_path / "b_majority_jigsaw_s0" / "outcomes" / "eval_after.jsonl").read_text().splitlines()) == 4
-    assert "The team against each method" in out.stdout
+    assert "The team (b_marft_jigsaw) against each method" in out.stdout
     # the other settings' options reach their runs: level 2; the chain's boxed actor (its profile, its stop)
     l2 = json.loads((tmp_path / "b_untuned_jigsaw_l2_s0" / "config.json").read_text())
     assert l2["env"] == "marft/MathJigsaw-v2" and l2["env_kwargs"]["levels"] == [2]
