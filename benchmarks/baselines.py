@@ -71,6 +71,21 @@ def methods(setting: str) -> list[tuple[str, str]]:
     ]
 
 
+def team_prefixes(setting: str) -> tuple[str, str]:
+    """Today's setting's run-folder prefixes, the team first: ``b_marft_*``; on a split that holds none of its runs,
+    its runs on the Xeon (level 1's test read, amendment 12: the AMD runs' adapters stayed on that machine)."""
+    return f"b_marft_{setting}", f"b_marft_xeon_{setting}"
+
+
+def team_runs(out: Path, setting: str) -> list[Path]:
+    """The team's run folders in ``out``: the first prefix of :func:`team_prefixes` with any."""
+    for prefix in team_prefixes(setting):
+        runs = sorted(d for d in out.glob(f"{prefix}_s*") if re.fullmatch(rf"{re.escape(prefix)}_s\d+", d.name))
+        if runs:
+            return runs
+    return []
+
+
 # ---- the runs -------------------------------------------------------------------------------------
 
 
@@ -298,7 +313,7 @@ def _kinds(runs: dict[int, dict]) -> str:
     """Each machine kind of ``runs`` with its seeds, e.g. ``not recorded (0,1); Intel(R) Xeon(R) ..., amx_bf16 (2)``."""
     by_kind: dict[str, list[int]] = {}
     for seed, run in sorted(runs.items()):
-        by_kind.setdefault(run.get("kind", "not recorded"), []).append(seed)
+        by_kind.setdefault(run["kind"], []).append(seed)
     return "; ".join(f"{k} ({','.join(map(str, seeds))})" for k, seeds in by_kind.items())
 
 
@@ -317,7 +332,7 @@ def same_kind_row(title: str, teams: list[dict[int, dict]], other: dict[int, dic
     :func:`paired_row` on every seed (or no seed has a match)."""
     pairs = {}
     for seed, run in other.items():
-        match = [team[seed] for team in teams if seed in team and team[seed].get("kind") == run.get("kind")]
+        match = [team[seed] for team in teams if seed in team and team[seed]["kind"] == run["kind"]]
         if match:
             pairs[seed] = (match[0], run)
     plain = teams[0] if teams else {}
@@ -375,9 +390,7 @@ def table(out: Path, settings: tuple[str, ...] = SETTINGS) -> str:
         if not rows:
             continue
         main = [method_row(title, runs) for title, runs in rows.values()]
-        # the team: today's setting; on a split that holds none of b_marft_*'s runs, its runs on the Xeon (level 1's
-        # test read, amendment 12: the AMD runs' adapters stayed on that machine)
-        homes = [p for p in (f"b_marft_{setting}", f"b_marft_xeon_{setting}") if p in rows]
+        homes = [p for p in team_prefixes(setting) if p in rows]
         team = rows[homes[0]][1] if homes else None
         paired = [paired_row(t, team, r) for p, (t, r) in rows.items() if team and p != homes[0]]
         paired = [p for p in paired if p]

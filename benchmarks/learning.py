@@ -976,9 +976,7 @@ def b_ppo(out: Path, seed: int, setting: str) -> dict:
 def b_majority(out: Path, seed: int, setting: str, team: str = "untuned") -> dict:
     """Majority vote of the untuned single agent at the tokens per problem of the untuned team (``team="untuned"``:
     ``b_untuned``, run first if missing) or of the trained team (``"marft"``: the mean over ``b_marft``'s seeds; on a
-    split holding none of them, over ``b_marft_xeon``'s: level 1's test read, amendment 12)."""
-    import re
-
+    split holding none of them, over ``b_marft_xeon``'s: ``baselines.team_runs``)."""
     import baselines
 
     s = clean(setting)
@@ -986,11 +984,7 @@ def b_majority(out: Path, seed: int, setting: str, team: str = "untuned") -> dic
         b_untuned(out, 0, setting)
         runs, name = [out / f"b_untuned_{setting}_s0"], f"b_majority_{setting}"
     else:
-        for team_name in (f"b_marft_{setting}", f"b_marft_xeon_{setting}"):
-            runs = sorted(d for d in out.glob(f"{team_name}_s*") if re.fullmatch(rf"{team_name}_s\d+", d.name))
-            if runs:
-                break
-        name = f"b_majority_marft_{setting}"
+        runs, name = baselines.team_runs(out, setting), f"b_majority_marft_{setting}"
     budget_from = ", ".join(d.name for d in runs) + ": eval_after's mean generated tokens per problem"
     return baselines.majority_run(
         out / f"{name}_s{seed}",
